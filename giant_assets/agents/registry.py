@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from aiolimiter import AsyncLimiter
 from giant_assets.agents.base import Agent
 
 AGENT_NAMES = ("random", "majority", "replay", "giant")
+PRICES_ENV = "GIANT_PRICES"  # optional JSON/YAML file overriding the USD price table
 PROMPT_PROTOCOL_VERSION = "1"  # bump when the agent-side prompting changes results
 
 
@@ -57,7 +59,23 @@ def make_agent(settings: AgentSettings, truth: pd.DataFrame, limiter: AsyncLimit
             raise ValueError("agent 'replay' needs replay_path (a CSV/JSONL/Parquet of recorded predictions)")
         return offline.ReplayAgent(settings.replay_path)
     if settings.agent == "giant":
-        from giant_assets.agents.factory import make_giant_agent
-
         return make_giant_agent(settings, limiter)
     raise ValueError(f"unknown agent {settings.agent!r}; choose one of {AGENT_NAMES}")
+
+
+def make_giant_agent(settings: AgentSettings, limiter: AsyncLimiter) -> Agent:
+    """The GIANT navigator over the configured provider; prices may be overridden via ``GIANT_PRICES``."""
+    from giant_assets.agents.giant import GiantAgent
+    from giant_assets.agents.pricing import load_price_table
+    from giant_assets.agents.providers import AnthropicChatModel, OpenAIChatModel
+
+    if not settings.model:
+        raise ValueError("agent 'giant' needs a model name (run config 'model' or GIANT_MODEL)")
+    providers = {"openai": OpenAIChatModel, "anthropic": AnthropicChatModel}
+    if settings.provider not in providers:
+        raise ValueError(f"unknown provider {settings.provider!r}; choose one of {sorted(providers)}")
+    chat = providers[settings.provider](
+        model=settings.model, base_url=settings.base_url, api_key_env=settings.api_key_env, limiter=limiter
+    )
+    prices = load_price_table(os.environ.get(PRICES_ENV) or None)
+    return GiantAgent(chat, max_steps=settings.max_steps, prices=prices)

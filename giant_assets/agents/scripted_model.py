@@ -16,6 +16,7 @@ import hashlib
 import io
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -144,7 +145,7 @@ class ScriptedModelServer:
         self.requests: list[RecordedRequest] = []
         self.replies: list[Reply] = []  # what was sent, parallel to ``requests``
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd = _Server(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -201,9 +202,18 @@ def serve_demo_model(latency_s: float = 0.0) -> ScriptedModelServer:
 # ---------------------------------------------------------------- wire format
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # many clients connect at once in concurrency tests and benchmarks
+
+
 def _handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as real APIs do
+
+        def setup(self) -> None:
+            super().setup()
+            # no Nagle: small responses on a kept-alive connection must not wait for delayed ACKs
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def log_message(self, *args: object) -> None:  # quiet tests
             pass

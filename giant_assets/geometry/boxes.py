@@ -9,12 +9,13 @@ from numpy.typing import ArrayLike, NDArray
 
 FloatArray = NDArray[np.float64]
 _BLOCK_ELEMENTS = 1 << 16
+MAX_COORDINATE = 1e150
 
 
 def as_boxes(boxes: ArrayLike | Sequence[Sequence[float]], name: str = "boxes") -> FloatArray:
     """Return `boxes` as a float64 (N, 4) array; a single box of 4 numbers becomes (1, 4).
 
-    Raises ValueError naming `name` for a wrong shape or non-finite values.
+    Raises ValueError naming `name` for a wrong shape, non-finite values or |values| > MAX_COORDINATE.
     """
     try:
         arr = np.asarray(boxes, dtype=np.float64)
@@ -26,6 +27,8 @@ def as_boxes(boxes: ArrayLike | Sequence[Sequence[float]], name: str = "boxes") 
         raise ValueError(f"{name}: expected shape (N, 4) or (4,), got {arr.shape}")
     if not np.isfinite(arr).all():
         raise ValueError(f"{name}: boxes must be finite, got NaN or infinity")
+    if arr.size and np.abs(arr).max() > MAX_COORDINATE:
+        raise ValueError(f"{name}: coordinates beyond +-{MAX_COORDINATE:g} would overflow areas")
     return arr
 
 

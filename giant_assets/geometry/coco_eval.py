@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Integral, Real
 
 import numpy as np
 from numpy.typing import NDArray
@@ -65,13 +66,16 @@ def _parse(rows: Iterable[Mapping], what: str, value_field: str, required: bool)
         if (
             not isinstance(box, Sequence)
             or len(box) != 4
-            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in box)
+            or not all(isinstance(v, Real) and not isinstance(v, bool) for v in box)
         ):
             raise ValueError(f"{what}[{i}].bbox: expected [x, y, w, h] numbers, got {box!r:.80}")
         if not np.isfinite(box).all() or box[2] < 0 or box[3] < 0:
             raise ValueError(f"{what}[{i}].bbox: expected finite numbers with w, h >= 0, got {list(box)}")
+        for key in ("image_id", "category_id"):
+            if isinstance(row[key], bool) or not isinstance(row[key], Integral | str):
+                raise ValueError(f"{what}[{i}].{key}: expected an integer or a string, got {row[key]!r:.80}")
         value = row.get(value_field, 0)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, Real) or not np.isfinite(value):
             raise ValueError(f"{what}[{i}].{value_field}: expected a finite number, got {value!r}")
         images.append(row["image_id"])
         cats.append(row["category_id"])

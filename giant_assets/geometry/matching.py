@@ -97,7 +97,10 @@ def greedy_match(
     if scores is None:
         order = np.arange(len(pred))
     else:
-        s = np.asarray(scores, dtype=np.float64).reshape(-1)
+        try:
+            s = np.asarray(scores, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"scores: expected one number per prediction, got {scores!r:.80}") from exc
         if s.shape[0] != len(pred):
             raise ValueError(f"scores: expected {len(pred)} values (one per prediction), got {s.shape[0]}")
         order = np.argsort(-s, kind="stable")

@@ -70,9 +70,9 @@ def evaluate_payload(judge: Judge, raw: bytes | str) -> dict[str, Any]:
         if not isinstance(config, Mapping):
             raise JudgeInputError(f"config: expected an object, got {type(config).__name__}")
         verdict = judge(_answer(payload, "candidate_answer"), _answer(payload, "reference_answer"), config)
+        return verdict.to_dict()  # raises ValueError on a non-finite score (e.g. from overflowing input)
     except ValueError as exc:  # JudgeInputError and the geometry library's input validation errors
-        verdict = Verdict(0.0, [], [f"Malformed input: {exc}"], f"Could not evaluate: {exc}")
-    return verdict.to_dict()
+        return Verdict(0.0, [], [f"Malformed input: {exc}"], f"Could not evaluate: {exc}").to_dict()
 
 
 def serve(judge: Judge) -> None:

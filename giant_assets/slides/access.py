@@ -240,8 +240,9 @@ def _read_rgb(
 ) -> Image.Image:
     """``read_region`` composited over white (transparent areas of sparse slides become white)."""
     rgba = slide.read_region(loc, level, size)
-    if rgba.getextrema()[3][0] == 255:
+    alpha = rgba.getchannel("A")
+    if alpha.getextrema()[0] == 255:
         return rgba.convert("RGB")
     rgb = Image.new("RGB", size, (255, 255, 255))
-    rgb.paste(rgba, mask=rgba.getchannel("A"))
+    rgb.paste(rgba, mask=alpha)
     return rgb

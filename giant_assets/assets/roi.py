@@ -1,0 +1,54 @@
+"""Asset: how well each trajectory looked at the reference regions of its item."""
+
+import os
+
+import pandas as pd
+from dagster import AssetExecutionContext, Config, MetadataValue, asset
+from pydantic import Field
+
+from giant_assets.geometry.roi import load_reference_regions
+from giant_assets.multipathqa.sample import sample_regions_path
+from giant_assets.partitions import benchmark_partitions
+from giant_assets.resources import MultiPathQAResource, StorageResource
+from giant_assets.roi_scoring import ROI_COLUMNS, score_trajectories
+from giant_assets.scoring import trajectory_steps
+
+
+class RoiConfig(Config):
+    regions_path: str = Field(
+        default=os.environ.get("GIANT_REGIONS_PATH", ""),
+        description="CSV/JSON of reference regions (level-0 px); empty = the bundled sample's regions",
+    )
+
+
+@asset(partitions_def=benchmark_partitions, group_name="evaluate", compute_kind="shapely")
+def roi_evaluation(
+    context: AssetExecutionContext,
+    config: RoiConfig,
+    predictions: pd.DataFrame,
+    dataset: MultiPathQAResource,
+    storage: StorageResource,
+) -> pd.DataFrame:
+    """Per run: best IoU of a viewed crop with a reference region, whether any hit, steps to first hit."""
+    path = config.regions_path or (str(sample_regions_path()) if dataset.source == "sample" else "")
+    if not path:
+        context.log.info(
+            "no reference regions configured (regions_path / GIANT_REGIONS_PATH): nothing to score"
+        )
+        context.add_output_metadata({"scored_runs": 0, "regions_path": "none"})
+        return pd.DataFrame(columns=ROI_COLUMNS)
+    regions = load_reference_regions(path)
+    regions = regions[regions["benchmark_name"] == context.partition_key]
+    scores = score_trajectories(trajectory_steps(predictions), predictions, regions)
+    summary = {
+        "regions_path": path,
+        "scored_runs": len(scores),
+        "hit_rate": float(scores["hit"].mean()) if len(scores) else 0.0,
+        "mean_best_iou": float(scores["best_iou"].mean()) if len(scores) else 0.0,
+        "median_steps_to_first_hit": float(scores["first_hit_step"].median())
+        if scores["hit"].any()
+        else "n/a",
+    }
+    table = scores.drop(columns=["config_hash"]).head(30)
+    context.add_output_metadata(summary | {"runs": MetadataValue.md(table.to_markdown(index=False))})
+    return scores

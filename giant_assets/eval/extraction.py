@@ -1,0 +1,358 @@
+"""Dataset-aware answer extraction: a model's free-text answer -> the integer label that is scored.
+
+Labels: option tasks (tcga, gtex, tcga_slidebench, tcga_expert_vqa) use the 1-based option index;
+panda uses the ISUP grade 0..5. Rules, in order; the first that yields a label decides:
+
+1. JSON. The last JSON object in the text (fenced or bare, prose around it is fine; single-quoted
+   Python-style dicts are accepted) holding ``answer`` (panda: ``isup_grade``, else ``answer``) decides.
+   Its value may be an int, a numeric string, a letter (4-option questions) or the option text. A value
+   that is not a valid label makes the result ``None``: the model's formal answer was invalid.
+   A truncated object (``{"answer": 3, "reasoning": "...``) is read by its quoted key and value.
+2. Explicit statement. "answer is/answer:/final answer/correct option is/I choose ..." phrases, the last
+   one first; within the sentence after it, the first valid candidate (option text, letter, number)
+   wins. A statement naming only invalid candidates (e.g. "Answer: 7" of 4 options) gives ``None``;
+   a statement without any candidate ("the answer is unclear") is skipped. "answer is not 2" is skipped.
+3. Whole text: the first marked candidate (option text, "option 3", "(C)", "C)" at a line start, a lone
+   letter; panda: "ISUP grade 3", "grade group 3"), else the first bare integer in range.
+
+Candidates: an integer is "bare" only when standalone (not in 4+3, 3-4, 95%, 3/5, 2.5, TCGA-05-4244,
+40x, 3 mm) and not inside an option's text ("Grade 2" is the option, not the number 2); on panda,
+numbers in a Gleason phrase ("Gleason score 4+3=7", "Gleason pattern 4") are never grades. Letters
+A-D count only for 4-option questions and never as the article "A" ("A tumor ..."), or in words like
+"B-cell". Option text matches case-insensitively on word boundaries; when matches overlap (options
+"Lung" and "Lung adenocarcinoma"), the longest wins. Out-of-range integers are not labels.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+PANDA = "panda"
+PANDA_GRADE_RANGE = (0, 5)
+LETTERS = "ABCD"
+_OPTION_KEYS = ("answer", "final_answer", "choice", "option")
+_GRADE_KEYS = ("isup_grade", "answer", "final_answer")
+_MAX_JSON_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class ExtractedAnswer:
+    """The scored label (None: nothing valid found), how it was found or why not, and the input text."""
+
+    label: int | None
+    reason: str
+    raw: str
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    start: int
+    label: int | None  # None: a candidate that is not a valid label (out of range, letter of 30 options)
+    what: str  # e.g. 'letter "B"', 'option text "Lung"'
+
+
+@dataclass(frozen=True)
+class _Task:
+    """What counts as a label: grades 0..5, or options 1..n (letters A-D when n == 4)."""
+
+    options: tuple[str, ...] | None  # None: panda grades
+
+    @property
+    def is_grade(self) -> bool:
+        return self.options is None
+
+    def in_range(self, k: int) -> bool:
+        lo, hi = PANDA_GRADE_RANGE if self.options is None else (1, len(self.options))
+        return lo <= k <= hi
+
+    def describe(self, k: int) -> str:
+        return f"grade {k}" if self.is_grade else f"option {k}"
+
+    @property
+    def valid(self) -> str:
+        lo, hi = PANDA_GRADE_RANGE if self.options is None else (1, len(self.options))
+        return f"{'grade' if self.is_grade else 'option'} {lo}..{hi}"
+
+
+def extract_label(text: str, *, benchmark_name: str, options: list[str] | None) -> ExtractedAnswer:
+    """Canonical integer label of a model answer (see the module docstring for the rules)."""
+    if benchmark_name == PANDA:
+        task = _Task(None)
+    elif options:
+        task = _Task(tuple(str(o) for o in options))
+    else:
+        raise ValueError(f"benchmark {benchmark_name!r}: an option task needs its options, got {options!r}")
+    raw = text
+    if not text or not text.strip():
+        return ExtractedAnswer(None, "empty answer", raw)
+    for rule in (_from_json, _from_explicit, _from_text):
+        found = rule(text, task)
+        if found is not None:
+            label, reason = found
+            return ExtractedAnswer(label, reason, raw)
+    kinds = "ISUP grade 0..5" if task.is_grade else "option number, letter or option text"
+    return ExtractedAnswer(None, f"no {kinds} found", raw)
+
+
+# --- rule 1: JSON -------------------------------------------------------------------------------
+
+
+def _json_objects(text: str) -> list[dict]:
+    """Top-level dicts in the text, in order: JSON first, then a Python-literal reading (single quotes)."""
+    found: list[dict] = []
+    decoder = json.JSONDecoder()
+    pos = text.find("{")
+    while pos != -1 and pos < _MAX_JSON_CHARS:
+        end = None
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except ValueError:
+            close = _matching_brace(text, pos)
+            if close is not None:
+                try:
+                    obj = ast.literal_eval(text[pos : close + 1])
+                    end = close + 1
+                except (ValueError, SyntaxError, MemoryError, RecursionError):
+                    obj = None
+        if end is not None and isinstance(obj, dict):
+            found.append(obj)
+            pos = text.find("{", end)
+        else:
+            pos = text.find("{", pos + 1)
+    return found
+
+
+def _matching_brace(text: str, start: int) -> int | None:
+    depth = 0
+    for i in range(start, min(len(text), start + _MAX_JSON_CHARS)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+def _find_key(obj: Any, keys: tuple[str, ...]) -> tuple[str, Any] | None:
+    """The first of ``keys`` (case-insensitive) in a dict, searching nested dicts too."""
+    if not isinstance(obj, dict):
+        return None
+    lowered = {str(k).strip().lower(): v for k, v in obj.items()}
+    for key in keys:
+        if key in lowered:
+            return key, lowered[key]
+    for value in obj.values():
+        hit = _find_key(value, keys)
+        if hit is not None:
+            return hit
+    return None
+
+
+_KEY_VALUE = re.compile(r"""["'](isup_grade|answer|final_answer)["']\s*:\s*["']?([^,}"'\n]{1,80})""", re.I)
+
+
+def _from_json(text: str, task: _Task) -> tuple[int | None, str] | None:
+    keys = _GRADE_KEYS if task.is_grade else _OPTION_KEYS
+    for obj in reversed(_json_objects(text)):
+        hit = _find_key(obj, keys)
+        if hit is not None:
+            key, value = hit
+            label, what = _value_label(value, task)
+            if label is None:
+                return None, f"JSON {key!r} value {value!r} is not a valid {task.valid}"
+            return label, f"JSON {key!r}: {what}"
+    for match in reversed(list(_KEY_VALUE.finditer(text))):  # truncated or malformed JSON
+        key = match.group(1).lower()
+        if key not in keys:
+            continue
+        label, what = _value_label(match.group(2).strip(), task)
+        if label is not None:
+            return label, f"JSON-like {key!r} (object not parseable): {what}"
+    return None
+
+
+def _value_label(value: Any, task: _Task) -> tuple[int | None, str]:
+    """Label of a JSON value: int/float, numeric string, letter or option text."""
+    if isinstance(value, bool):
+        return None, ""
+    if isinstance(value, int | float):
+        if value != int(value) or not task.in_range(int(value)):
+            return None, ""
+        return int(value), task.describe(int(value))
+    if not isinstance(value, str):
+        return None, ""
+    norm = _squash(value)
+    if task.options is not None:
+        exact = [i for i, opt in enumerate(task.options, start=1) if _squash(opt) == norm]
+        if exact:
+            return exact[0], f'option text "{value.strip()}" -> option {exact[0]}'
+    return _first_valid(_candidates(_normalise(value), task, strict=False), task) or (None, "")
+
+
+# --- rule 2: explicit answer statements ------------------------------------------------------------
+
+_EXPLICIT = re.compile(
+    r"""(?:
+          \b(?:final\s+(?:answer|choice|grade|isup\s+grade|prediction)
+            |(?:correct|best|most\s+likely)\s+(?:answer|option|choice)
+            |answer)
+          (?:\s+(?:is|would\s+be|will\s+be|should\s+be|=)|\s*[:=])
+        | \bi(?:'ll|\s+will|\s+would)?\s+(?:choose|select|pick|go\s+with)
+        )[ \t:*-]*""",
+    re.I | re.X,
+)
+_SENTENCE_END = re.compile(r"[.!?;](?=\s|$)|\n")
+_NEGATED = re.compile(r"(?:\w+\s+)?not\b", re.I)
+_SEGMENT_CHARS = 200
+
+
+def _from_explicit(text: str, task: _Task) -> tuple[int | None, str] | None:
+    norm = _normalise(text)
+    for match in reversed(list(_EXPLICIT.finditer(norm))):
+        rest = norm[match.end() : match.end() + _SEGMENT_CHARS]
+        rest = rest[len(rest) - len(rest.lstrip()) :]
+        end = _SENTENCE_END.search(rest)
+        segment = rest[: end.start()] if end else rest
+        if not segment.strip() or _NEGATED.match(segment):
+            continue
+        phrase = " ".join(match.group(0).split()).strip(" :*-")
+        candidates = _candidates(segment, task, strict=False)
+        best = _first_valid(candidates, task)
+        if best is not None:
+            return best[0], f'explicit "{phrase}": {best[1]}'
+        if candidates:
+            return None, f'explicit "{phrase}" names {candidates[0].what}, not a valid {task.valid}'
+    return None
+
+
+# --- rule 3: the whole text -----------------------------------------------------------------------
+
+
+def _from_text(text: str, task: _Task) -> tuple[int | None, str] | None:
+    candidates = _candidates(_normalise(text), task, strict=True)
+    marked = [c for c in candidates if not c.what.startswith("number")]
+    for tier, name in ((marked, "first marked candidate"), (candidates, "first number in range")):
+        best = _first_valid(tier, task)
+        if best is not None:
+            others = {c.label for c in candidates if c.label is not None} - {best[0]}
+            note = f" (also mentioned: {', '.join(task.describe(k) for k in sorted(others))})" if others else ""
+            return best[0], f"{name}: {best[1]}{note}"
+    return None
+
+
+# --- candidates -------------------------------------------------------------------------------------
+
+_MARKDOWN = re.compile(r"[*`]+|^\s{0,3}#{1,6}\s+", re.M)
+_INT = re.compile(
+    r"(?<![\w.,+/×^-])(\d+)(?![\w×]|[.,]\d|\s*[%+/×]|\s*-\s*\d|-\w|\s+(?:mm|cm|µm|um|mg|ml|hpf)\b)", re.I
+)
+_INT_MARKED = re.compile(r"(?:\b(?:option|choice|number)\s*#?\s*|#\s*|[(\[{]\s*)$", re.I)
+_LETTER = re.compile(r"(?<![\w'’-])([A-Da-d])(?![\w'’]|-\w)")
+_LETTER_PREFIX = re.compile(r"\b(?:option|choice|letter)\s+$", re.I)
+_ARTICLE_FOLLOWERS = frozenset(
+    "because since as given due based which and or but is was with per from".split()
+)
+_WORD_AFTER = re.compile(r"\s+([A-Za-z]+)")
+_ISUP = re.compile(
+    r"\b(?:isup(?:[\s_-]*grade)?(?:[\s_-]*group)?|grade[\s_-]*group|gg)\s*(?:is\s+|of\s+|[:=-]\s*)?(\d+)\b",
+    re.I,
+)
+_GLEASON = re.compile(
+    r"\bgleason(?:\s+(?:score|pattern|grade|sum))?\s*(?:of\s+|is\s+|[:=]\s*)?\d+(?:\s*\+\s*\d+)?"
+    r"(?:\s*=\s*\d+)?",
+    re.I,
+)
+
+
+def _normalise(text: str) -> str:
+    """Markdown emphasis, code ticks and heading marks removed; everything else kept in place."""
+    return _MARKDOWN.sub("", text)
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.lower().split()).strip(" .:;,'\"")
+
+
+def _candidates(text: str, task: _Task, *, strict: bool) -> list[_Candidate]:
+    """Every candidate in ``text`` by position. ``strict`` (whole text): letters only where marked."""
+    found: list[_Candidate] = []
+    masked: list[tuple[int, int]] = []
+    if task.options is not None:
+        for start, end, k in _option_spans(text, task.options):
+            found.append(_Candidate(start, k, f'option text "{text[start:end]}" -> option {k}'))
+            masked.append((start, end))
+        if len(task.options) == len(LETTERS):
+            found.extend(c for c in _letters(text, strict=strict) if not _inside(c.start, masked))
+    else:
+        masked.extend(m.span() for m in _GLEASON.finditer(text))
+        for m in _ISUP.finditer(text):
+            if not _inside(m.start(1), masked):
+                k = int(m.group(1))
+                found.append(_Candidate(m.start(), k if task.in_range(k) else None, f'"{m.group(0)}"'))
+                masked.append(m.span())
+    for m in _INT.finditer(text):
+        if _inside(m.start(), masked):
+            continue
+        k = int(m.group(1))
+        marked = task.options is not None and bool(_INT_MARKED.search(text, 0, m.start()))
+        kind = "marked number" if marked else "number"
+        found.append(_Candidate(m.start(), k if task.in_range(k) else None, f"{kind} {k}"))
+    found.sort(key=lambda c: c.start)
+    return found
+
+
+def _first_valid(candidates: list[_Candidate], task: _Task) -> tuple[int, str] | None:
+    for c in candidates:
+        if c.label is not None:
+            return c.label, c.what if c.what.endswith(task.describe(c.label)) else f"{c.what} -> {task.describe(c.label)}"
+    return None
+
+
+def _inside(pos: int, spans: list[tuple[int, int]]) -> bool:
+    return any(start <= pos < end for start, end in spans)
+
+
+def _option_spans(text: str, options: tuple[str, ...]) -> list[tuple[int, int, int]]:
+    """Non-overlapping option-text matches (start, end, 1-based option); the longest wins an overlap."""
+    spans = []
+    for k, option in enumerate(options, start=1):
+        words = option.split()
+        if not words:
+            continue
+        pattern = r"(?<![\w-])" + r"\s+".join(re.escape(w) for w in words) + r"(?![\w]|-\w)"
+        spans.extend((m.start(), m.end(), k) for m in re.finditer(pattern, text, re.I))
+    spans.sort(key=lambda s: (s[0], -(s[1] - s[0])))
+    kept: list[tuple[int, int, int]] = []
+    for span in spans:
+        if not kept or span[0] >= kept[-1][1]:
+            kept.append(span)
+    return kept
+
+
+def _letters(text: str, *, strict: bool) -> list[_Candidate]:
+    whole = text.strip(" \t\n.:;!()[]{}")
+    out = []
+    for m in _LETTER.finditer(text):
+        letter, start, end = m.group(1), m.start(), m.end()
+        before, after = text[max(0, start - 1) : start], text[end : end + 1]
+        bracketed = before in "([{" and before != "" and after in ")]}" and after != ""
+        prefixed = bool(_LETTER_PREFIX.search(text, 0, start))
+        line_start = text[:start].rstrip(" \t").endswith("\n") or not text[:start].strip()
+        listed = line_start and after in ").:" and after != ""
+        alone = whole == letter
+        if letter.islower() and not (bracketed or prefixed or alone):
+            continue
+        if strict and not (bracketed or prefixed or listed or alone):
+            continue
+        if letter == "A" and not (bracketed or prefixed or listed or alone):
+            word = _WORD_AFTER.match(text, end)
+            if word and word.group(1).lower() not in _ARTICLE_FOLLOWERS:
+                continue  # the article: "A tumor ...", "A well-differentiated ..."
+        k = LETTERS.index(letter.upper()) + 1
+        out.append(_Candidate(start, k, f'letter "{letter}" -> option {k}'))
+    return out
