@@ -1,11 +1,13 @@
-"""The one Definitions object of the giant-assets code location."""
+"""The one Definitions object of the code location: assets, checks, sensors and resources."""
 
 import os
 
 from dagster import Definitions
 
 from giant_assets.assets.evaluation import benchmark_metrics, item_predictions, metrics_summary, predictions
+from giant_assets.assets.grading import GRADING_ASSETS, GRADING_SENSORS
 from giant_assets.assets.ingest import benchmark_items, multipathqa_csv
+from giant_assets.assets.roi import roi_evaluation
 from giant_assets.checks import ITEM_CHECKS
 from giant_assets.io_manager import ParquetDuckDBIOManager
 from giant_assets.resources import MultiPathQAResource, StorageResource
@@ -19,15 +21,19 @@ ALL_ASSETS = [
     item_predictions,
     benchmark_metrics,
     metrics_summary,
+    roi_evaluation,
+    *GRADING_ASSETS,
 ]
 ALL_CHECKS = [*ITEM_CHECKS]
+ALL_SENSORS = [*GRADING_SENSORS]
 RESOURCES = {
     "io_manager": ParquetDuckDBIOManager(storage=storage),
     "storage": storage,
     "dataset": MultiPathQAResource(
         source=os.environ.get("GIANT_CSV_SOURCE", "sample"),
         csv_path=os.environ.get("GIANT_CSV_PATH", ""),
+        wsi_root=os.environ.get("GIANT_WSI_ROOT", ""),
     ),
 }
 
-defs = Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, resources=RESOURCES)
+defs = Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, sensors=ALL_SENSORS, resources=RESOURCES)
