@@ -32,7 +32,6 @@ from giant_assets.storage import ParquetStore
 from tests.grading.conftest import make_items, write_submission
 from tests.support.dagster_env import resources_for
 
-
 # the upstream table is loaded by the IO manager from the Parquet file the fixture writes
 ITEMS_SOURCE = SourceAsset(key="benchmark_items")
 
@@ -61,7 +60,7 @@ def grade_partitions(root: Path, keys: list[str]):
 
 
 def test_exports() -> None:
-    assert GRADING_ASSETS == [graded_submissions] and GRADING_SENSORS == [submissions_sensor]
+    assert [graded_submissions] == GRADING_ASSETS and [submissions_sensor] == GRADING_SENSORS
     assert submission_partitions.name == "submissions"
 
 
@@ -80,7 +79,10 @@ def test_materialize_two_submissions(root: Path) -> None:
         + "\n"
     )
     keys = sorted(submission_files(root / "submissions"))
-    assert keys == ["gtex__my_run.csv-" + partition_key_for("gtex__my run.csv").rsplit("-", 1)[1], "multi.jsonl"]
+    assert keys == [
+        "gtex__my_run.csv-" + partition_key_for("gtex__my run.csv").rsplit("-", 1)[1],
+        "multi.jsonl",
+    ]
     results = grade_partitions(root, keys)
     assert all(r.success for r in results)
     table = ParquetStore(root).query("SELECT * FROM graded_submissions ORDER BY partition_key, task_id")
@@ -121,9 +123,13 @@ def test_missing_file_fails_the_run(root: Path) -> None:
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(submission_partitions.name, ["gone.csv"])
     result = materialize(
-        [ITEMS_SOURCE, graded_submissions], selection=[graded_submissions], partition_key="gone.csv", instance=instance, resources=resources_for(root),
+        [ITEMS_SOURCE, graded_submissions],
+        selection=[graded_submissions],
+        partition_key="gone.csv",
+        instance=instance,
+        resources=resources_for(root),
         raise_on_error=False,
-    )  # fmt: skip
+    )
     assert not result.success
 
 
