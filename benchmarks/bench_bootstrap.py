@@ -7,13 +7,13 @@ with scikit-learn and with this package's own metric; both see the same draws as
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Callable
 
 import numpy as np
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
+from benchmarks.timing import best_of
 from giant_assets.eval.bootstrap import (
     bootstrap_indices,
     bootstrap_metric,
@@ -40,15 +40,6 @@ def spec_loop(truth: np.ndarray, pred: np.ndarray, metric_fn: Callable, seed: in
     return np.asarray(scores, dtype=np.float64)
 
 
-def timed(fn: Callable[[], np.ndarray], repeat: int = 1) -> tuple[float, np.ndarray]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        started = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - started)
-    return best, out
-
-
 def main() -> None:
     rng = np.random.default_rng(0)
     truth = rng.integers(0, N_CLASSES, N_ITEMS)
@@ -62,11 +53,11 @@ def main() -> None:
     for name in ("accuracy", "balanced_accuracy"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # sklearn: "y_pred contains classes not in y_true"
-            t_sk, loop_sk = timed(lambda name=name: spec_loop(truth, pred, sklearn_fns[name], SEED))
-        t_own, loop_own = timed(lambda name=name: spec_loop(truth, pred, METRICS[name], SEED))
-        t_vec, vec = timed(
+            t_sk, loop_sk = best_of(lambda name=name: spec_loop(truth, pred, sklearn_fns[name], SEED))
+        t_own, loop_own = best_of(lambda name=name: spec_loop(truth, pred, METRICS[name], SEED))
+        t_vec, vec = best_of(
             lambda name=name: vectorised[name](truth, pred, bootstrap_indices(N_ITEMS, N_REPLICATES, SEED)),
-            repeat=5,
+            repeats=5,
         )
         for label, other in (("sklearn loop", loop_sk), ("own-metric loop", loop_own)):
             diff = float(np.max(np.abs(vec - other)))

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from benchmarks.timing import best_of
 from giant_assets.slides.access import crop, open_slide, output_size
 from giant_assets.slides.synthetic import LESION, TISSUE, Blob, SlideDesign, write_pyramidal_slide
 
@@ -38,15 +39,6 @@ def naive(slide, box: list[int]) -> Image.Image:
     return (
         slide.read_region((x, y), 0, (w, h)).convert("RGB").resize(output_size(w, h, TARGET), Image.LANCZOS)
     )
-
-
-def best_of(fn, repeats: int) -> tuple[float, object]:
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        started = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - started)
-    return best, out
 
 
 def main() -> None:

@@ -12,14 +12,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
-import time
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
+from benchmarks.timing import best_of
 from giant_assets.geometry.boxes import box_iou
 from giant_assets.geometry.coco_eval import coco_map
 
@@ -40,15 +38,6 @@ def spec_compute_iou(box1: list, box2: list) -> float:
     box2_area = (box2[2] - box2[0]) * (box2[3] - box2[1])
     union_area = box1_area + box2_area - inter_area
     return inter_area / union_area if union_area > 0 else 0.0
-
-
-def best_of(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        started = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - started)
-    return best, out
 
 
 def bench_iou(rng: np.random.Generator) -> float:

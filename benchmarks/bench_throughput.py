@@ -29,15 +29,13 @@ from giant_assets.agents.scripted_model import (
     answer_reply,
     crop_reply,
 )
-from giant_assets.slides.synthetic import LESION, TISSUE, Blob, SlideDesign, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 
 CALLS_PER_ITEM = 2
 TARGET_EFFICIENCY = 0.80
 RUNS = [(32, 8, 1.0), (64, 16, 1.0), (96, 32, 2.0), (48, 8, 0.5)]  # (items N, concurrency C, latency L s)
 PRICES = PriceTable({"scripted-vlm": ModelPrice(0.0, 0.0)})
-DESIGN = SlideDesign(
-    4096, 3072, tissue=(Blob(2048, 1536, 1700, 1300, TISSUE),), lesions=(Blob(2800, 1100, 220, 180, LESION),)
-)
+DESIGN = ONE_LESION_DESIGN
 
 
 def crop_then_answer(req: RecordedRequest) -> Reply:

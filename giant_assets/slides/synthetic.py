@@ -44,6 +44,15 @@ class SlideDesign:
     texture: bool = True  # faint coordinate-dependent texture so crops at different places differ
 
 
+# A 4096 x 3072 slide with one tissue blob and one small dark lesion: the shared test/benchmark slide.
+ONE_LESION_DESIGN = SlideDesign(
+    4096,
+    3072,
+    tissue=(Blob(2048, 1536, 1700, 1300, TISSUE),),
+    lesions=(Blob(2800, 1100, 220, 180, LESION),),
+)
+
+
 def render_level(design: SlideDesign, downsample: int) -> np.ndarray:
     """Render the design at ``downsample`` (sampling level-0 pixel centres), as uint8 RGB."""
     h = design.height // downsample

@@ -28,20 +28,12 @@ from giant_assets.agents.scripted_model import (
     unauthorized_echo,
 )
 from giant_assets.slides.synthetic import (
-    LESION,
-    TISSUE,
-    Blob,
-    SlideDesign,
+    ONE_LESION_DESIGN,
     render_level,
     write_pyramidal_slide,
 )
 
-DESIGN = SlideDesign(
-    4096,
-    3072,
-    tissue=(Blob(2048, 1536, 1700, 1300, TISSUE),),
-    lesions=(Blob(2800, 1100, 220, 180, LESION),),
-)
+DESIGN = ONE_LESION_DESIGN
 KEY = "sk-giant-test-7f3a9cSECRET00000000000000001"
 FAST = RetryPolicy(max_attempts=3, base_delay_s=0.01, max_delay_s=0.02, max_total_wait_s=5)
 PRICES = PriceTable({"scripted-vlm": ModelPrice(input_per_mtok=2.0, output_per_mtok=8.0)})

@@ -23,6 +23,7 @@ from giant_assets.slides.access import (
 from giant_assets.slides.guides import INK, nice_step
 from giant_assets.slides.synthetic import (
     LESION,
+    ONE_LESION_DESIGN,
     TISSUE,
     Blob,
     SlideDesign,
@@ -30,12 +31,7 @@ from giant_assets.slides.synthetic import (
     write_pyramidal_slide,
 )
 
-DESIGN = SlideDesign(
-    4096,
-    3072,
-    tissue=(Blob(2048, 1536, 1700, 1300, TISSUE),),
-    lesions=(Blob(2800, 1100, 220, 180, LESION),),
-)
+DESIGN = ONE_LESION_DESIGN
 
 
 class ReadSpy:
