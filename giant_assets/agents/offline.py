@@ -102,7 +102,8 @@ def read_recorded(path: str | Path) -> pd.DataFrame:
     elif suffix == ".parquet":
         frame = pd.read_parquet(path)
     else:
-        raise ValueError(f"replay file {path}: expected .csv, .jsonl or .parquet, got {suffix or 'no suffix'!r}")
+        got = suffix or "no suffix"
+        raise ValueError(f"replay file {path}: expected .csv, .jsonl or .parquet, got {got!r}")
     answer_col = next((c for c in ANSWER_COLUMNS if c in frame.columns), None)
     if "benchmark_id" not in frame.columns or answer_col is None:
         raise ValueError(
