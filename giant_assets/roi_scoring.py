@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 
 from giant_assets.geometry.roi import evaluate_viewed_regions, regions_from_frame
+from giant_assets.multipathqa.sample import sample_regions_path
+
+REGIONS_ENV = "GIANT_REGIONS_PATH"
 
 RUN_KEY = ["config_hash", "benchmark_name", "benchmark_id", "run_index"]
 ROI_COLUMNS = [
@@ -17,6 +22,14 @@ ROI_COLUMNS = [
     "n_references_hit",
     "coverage_fraction",
 ]
+
+
+def reference_regions_path(configured: str, dataset_source: str) -> str:
+    """The regions file to use: the configured one, else ``GIANT_REGIONS_PATH``, else the bundled
+    sample's regions when the dataset is the sample; "" when there are none."""
+    if configured or os.environ.get(REGIONS_ENV):
+        return configured or os.environ[REGIONS_ENV]
+    return str(sample_regions_path()) if dataset_source == "sample" else ""
 
 
 def score_trajectories(steps: pd.DataFrame, runs: pd.DataFrame, regions: pd.DataFrame) -> pd.DataFrame:

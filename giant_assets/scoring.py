@@ -1,7 +1,9 @@
 """From per-run predictions to voted items, per-benchmark metrics, the summary table and results JSON.
 
 Plain pandas/numpy; the Dagster assets call these. Items whose slide was unavailable are reported but
-not scored; a run with no extractable label, an agent error or a timeout counts as a wrong answer.
+not scored (``value``); ``value_all_items_pct`` scores every item with those counted wrong, as grading
+the exported submission does. A run with no extractable label, an agent error or a timeout counts as a
+wrong answer.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from giant_assets import __version__
 from giant_assets.batch.runner import SLIDE_UNAVAILABLE
 from giant_assets.benchmarks import BENCHMARK_NAMES
 from giant_assets.eval.bootstrap import bootstrap_metric
+from giant_assets.eval.metrics import METRICS
 from giant_assets.eval.paper import paper_results
 from giant_assets.eval.voting import vote_frame
 
@@ -143,6 +146,7 @@ def benchmark_metrics_row(benchmark: str, voted: pd.DataFrame, predictions: pd.D
         return row | {
             "value": nan,
             "value_pct": nan,
+            "value_all_items_pct": nan if len(voted) == 0 else 0.0,
             "boot_mean_pct": nan,
             "boot_std_pct": nan,
             "ci_low_pct": nan,
@@ -152,7 +156,12 @@ def benchmark_metrics_row(benchmark: str, voted: pd.DataFrame, predictions: pd.D
     y_true = scored["truth_label"].to_numpy(dtype=np.int64)
     y_pred = scored["predicted_label"].fillna(-1).to_numpy(dtype=np.int64)
     boot = bootstrap_metric(y_true, y_pred, metric)
+    every = METRICS[metric](
+        voted["truth_label"].to_numpy(dtype=np.int64),
+        voted["predicted_label"].fillna(-1).to_numpy(dtype=np.int64),
+    )
     return row | {
+        "value_all_items_pct": 100 * every,
         "value": boot.point,
         "value_pct": 100 * boot.point,
         "boot_mean_pct": 100 * boot.mean,

@@ -12,8 +12,11 @@ from pydantic import Field
 from giant_assets.agents.registry import AgentSettings, make_agent, save_settings
 from giant_assets.batch.journal import Journal
 from giant_assets.batch.runner import BatchSettings, run_batch
+from giant_assets.export import write_submission
+from giant_assets.geometry.roi import load_reference_regions
 from giant_assets.partitions import benchmark_partitions
-from giant_assets.resources import StorageResource
+from giant_assets.resources import MultiPathQAResource, StorageResource
+from giant_assets.roi_scoring import reference_regions_path
 from giant_assets.scoring import (
     PREDICTION_DTYPES,
     benchmark_metrics_row,
@@ -23,6 +26,7 @@ from giant_assets.scoring import (
     write_results_json,
 )
 from giant_assets.summary_chart import bar_chart_png
+from giant_assets.trajectory_images import write_trajectory_images
 
 
 class PredictionConfig(Config):
@@ -74,8 +78,13 @@ def predictions(
     config: PredictionConfig,
     benchmark_items: pd.DataFrame,
     storage: StorageResource,
+    dataset: MultiPathQAResource,
 ) -> pd.DataFrame:
-    """One row per (item, run): answer text, extracted label, error, tokens, cost and trajectory."""
+    """One row per (item, run): answer text, extracted label, error, tokens, cost and trajectory.
+
+    Runs that viewed regions also get pictures under ``<data_dir>/trajectories/<config_hash>/``: an
+    overview (thumbnail, numbered viewed boxes in blue, reference regions in green) and each crop.
+    """
     benchmark = context.partition_key
     items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
     settings = config.agent_settings()
@@ -108,6 +117,18 @@ def predictions(
     outcome = asyncio.run(go())
     rows = pd.DataFrame.from_records(outcome.rows, columns=list(PREDICTION_DTYPES)).astype(PREDICTION_DTYPES)
     storage.store().write("trajectory_steps", trajectory_steps(rows), benchmark)
+    regions_path = reference_regions_path("", dataset.source)
+    regions = load_reference_regions(regions_path) if regions_path else None
+    pictures_dir = storage.root / "trajectories" / config_hash
+    overviews = write_trajectory_images(rows, items, pictures_dir, regions)
+    pictures = (
+        {
+            "trajectory_images": MetadataValue.path(str(pictures_dir / benchmark)),
+            "first_overview": MetadataValue.path(str(overviews[0])),
+        }
+        if overviews
+        else {}
+    )
     errors = rows["error_kind"].value_counts().to_dict()
     context.add_output_metadata(
         {
@@ -123,6 +144,7 @@ def predictions(
             "cost_usd_total": round(float(rows["cost_usd"].sum()), 6),
             "budget_stopped": outcome.budget_stopped,
             "runs_not_started": outcome.not_started,
+            **pictures,
         }
     )
     return rows
@@ -130,13 +152,23 @@ def predictions(
 
 @asset(partitions_def=benchmark_partitions, group_name="evaluate", compute_kind="pandas")
 def item_predictions(
-    context: AssetExecutionContext, predictions: pd.DataFrame, benchmark_items: pd.DataFrame
+    context: AssetExecutionContext,
+    predictions: pd.DataFrame,
+    benchmark_items: pd.DataFrame,
+    storage: StorageResource,
 ) -> pd.DataFrame:
-    """One row per item: the majority-voted label over runs, agreement, truth and correctness."""
-    items = benchmark_items[benchmark_items["benchmark_name"] == context.partition_key]
+    """One row per item: the majority-voted label over runs, agreement, truth and correctness.
+
+    Also exported as a grading submission, ``<data_dir>/exports/<config_hash>/<benchmark>.csv``.
+    """
+    benchmark = context.partition_key
+    items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
     voted = vote_items(predictions, items)
+    config_hash = voted["config_hash"].iloc[0] if len(voted) else "none"
+    export = write_submission(voted, storage.root / "exports" / str(config_hash) / f"{benchmark}.csv")
     context.add_output_metadata(
         {
+            "submission_export": MetadataValue.path(str(export)),
             "items": len(voted),
             "scored_items": int(voted["slide_available"].sum()),
             "correct": int(voted["correct"].sum()),

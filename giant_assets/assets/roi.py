@@ -1,23 +1,21 @@
 """Asset: how well each trajectory looked at the reference regions of its item."""
 
-import os
-
 import pandas as pd
 from dagster import AssetExecutionContext, Config, MetadataValue, asset
 from pydantic import Field
 
 from giant_assets.geometry.roi import load_reference_regions
-from giant_assets.multipathqa.sample import sample_regions_path
 from giant_assets.partitions import benchmark_partitions
 from giant_assets.resources import MultiPathQAResource, StorageResource
-from giant_assets.roi_scoring import ROI_COLUMNS, score_trajectories
+from giant_assets.roi_scoring import ROI_COLUMNS, reference_regions_path, score_trajectories
 from giant_assets.scoring import trajectory_steps
 
 
 class RoiConfig(Config):
     regions_path: str = Field(
-        default=os.environ.get("GIANT_REGIONS_PATH", ""),
-        description="CSV/JSON of reference regions (level-0 px); empty = the bundled sample's regions",
+        default="",
+        description="CSV/JSON of reference regions (level-0 px); empty = GIANT_REGIONS_PATH, else the "
+        "bundled sample's regions when the dataset is the sample",
     )
 
 
@@ -30,7 +28,7 @@ def roi_evaluation(
     storage: StorageResource,
 ) -> pd.DataFrame:
     """Per run: best IoU of a viewed crop with a reference region, whether any hit, steps to first hit."""
-    path = config.regions_path or (str(sample_regions_path()) if dataset.source == "sample" else "")
+    path = reference_regions_path(config.regions_path, dataset.source)
     if not path:
         context.log.info(
             "no reference regions configured (regions_path / GIANT_REGIONS_PATH): nothing to score"

@@ -240,7 +240,9 @@ def _from_text(text: str, task: _Task) -> tuple[int | None, str] | None:
         best = _first_valid(tier, task)
         if best is not None:
             others = {c.label for c in candidates if c.label is not None} - {best[0]}
-            note = f" (also mentioned: {', '.join(task.describe(k) for k in sorted(others))})" if others else ""
+            note = (
+                f" (also mentioned: {', '.join(task.describe(k) for k in sorted(others))})" if others else ""
+            )
             return best[0], f"{name}: {best[1]}{note}"
     return None
 
@@ -255,7 +257,23 @@ _INT_MARKED = re.compile(r"(?:\b(?:option|choice|number)\s*#?\s*|#\s*|[(\[{]\s*)
 _LETTER = re.compile(r"(?<![\w'’-])([A-Da-d])(?![\w'’]|-\w)")
 _LETTER_PREFIX = re.compile(r"\b(?:option|choice|letter)\s+$", re.I)
 _ARTICLE_FOLLOWERS = frozenset(
-    "because since as given due based which and or but is was with per from".split()
+    [
+        "because",
+        "since",
+        "as",
+        "given",
+        "due",
+        "based",
+        "which",
+        "and",
+        "or",
+        "but",
+        "is",
+        "was",
+        "with",
+        "per",
+        "from",
+    ]
 )
 _WORD_AFTER = re.compile(r"\s+([A-Za-z]+)")
 _ISUP = re.compile(
@@ -309,7 +327,9 @@ def _candidates(text: str, task: _Task, *, strict: bool) -> list[_Candidate]:
 def _first_valid(candidates: list[_Candidate], task: _Task) -> tuple[int, str] | None:
     for c in candidates:
         if c.label is not None:
-            return c.label, c.what if c.what.endswith(task.describe(c.label)) else f"{c.what} -> {task.describe(c.label)}"
+            return c.label, c.what if c.what.endswith(
+                task.describe(c.label)
+            ) else f"{c.what} -> {task.describe(c.label)}"
     return None
 
 

@@ -7,6 +7,8 @@ import pandas as pd
 
 from giant_assets.grading.tasks import Task
 
+ABSTAINED = -1  # the parsed label of an empty prediction cell
+
 
 def allowed_description(task: Task) -> str:
     """What a prediction may be, in words, for error messages."""
@@ -34,6 +36,9 @@ def _option_text_index(task: Task, ids: pd.Series, text: pd.Series) -> pd.Series
 def parse_predictions(task: Task, ids: pd.Series, cells: pd.Series) -> tuple[pd.Series, pd.Series]:
     """Parse ``cells`` (text) for items ``ids`` (all known to ``task``).
 
+    For label tasks an empty cell (or JSON null) is an abstention, parsed as ``ABSTAINED`` (-1), which no
+    truth label equals: the item counts as wrong, as a missing answer does in the metrics assets.
+
     Returns the parsed values (int64 for label tasks, float otherwise; only meaningful where valid) and a
     Series of problem texts (empty string where the cell is valid), both indexed like ``cells``.
     """
@@ -57,6 +62,9 @@ def parse_predictions(task: Task, ids: pd.Series, cells: pd.Series) -> tuple[pd.
         else:
             in_range = value.isin(list(task.allowed_labels or ()))
         problem[integral & ~in_range] = "is out of range"
+    if is_label_task:  # an empty cell is an abstention: a valid row, scored as a wrong answer
+        problem[text.eq("")] = ""
+        value[text.eq("")] = ABSTAINED
     ok = problem.eq("")
     parsed = value.where(ok, 0).astype("int64") if is_label_task else value
     return parsed, problem

@@ -165,7 +165,10 @@ def check_rows(
         return None, [f"{source}: no submission rows for task {task.id!r} (it has {task.n_items} items)"]
     where = rows[LINE_COLUMN].astype(int).astype(str).radd(f"{unit} ")
     problems: list[str] = []
+    is_label_task = bool(task.options_column) or task.allowed_labels is not None
     for col in required:
+        if col == PREDICTION_COLUMN and is_label_task:
+            continue  # an absent prediction is an abstention (scored wrong), see labels.parse_predictions
         absent = rows[col].isna()
         if absent.any():
             problems.append(f"{source}: no '{col}' value in {_listing(where[absent].tolist())}")
@@ -190,7 +193,7 @@ def check_rows(
             f"{source}: {len(absent_ids)} of {task.n_items} {idc}(s) of task {task.id!r} have no prediction, "
             f"e.g. {_listing([repr(i) for i in absent_ids])}"
         )
-    judged = has_id & ~unknown & rows[PREDICTION_COLUMN].notna()
+    judged = has_id & ~unknown & (rows[PREDICTION_COLUMN].notna() | is_label_task)
     parsed, label_problem = parse_predictions(task, ids[judged], rows.loc[judged, PREDICTION_COLUMN])
     bad = label_problem.ne("")
     if bad.any():

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
+from sklearn.metrics import accuracy_score
 
 from giant_assets.grading.grade import grade_csv
 from giant_assets.grading.validate import load_submission, validate_submission
@@ -115,17 +117,25 @@ def test_panda_grades_0_to_5_and_non_integer(tmp_path: Path, tasks) -> None:
     )
 
 
-def test_empty_prediction_and_empty_id(tmp_path: Path, tasks) -> None:
+def test_empty_id_is_invalid(tmp_path: Path, tasks) -> None:
     ids, truth = truth_rows(tasks["tcga_slidebench"])
+    write_submission(tmp_path / "s.csv", [*ids, ""], [*truth, 1])
+    check_invalid(tmp_path / "s.csv", tasks["tcga_slidebench"], "empty benchmark_id in row 42")
+
+
+def test_empty_prediction_is_an_abstention_scored_wrong(tmp_path: Path, tasks) -> None:
+    task = tasks["tcga_slidebench"]
+    ids, truth = truth_rows(task)
     preds: list[object] = list(truth)
-    preds[0] = ""
-    write_submission(tmp_path / "s.csv", [*ids, ""], [*preds, 1])
-    check_invalid(
-        tmp_path / "s.csv",
-        tasks["tcga_slidebench"],
-        f"row 2 (benchmark_id='{ids[0]}'): prediction '' is empty",
-        "empty benchmark_id in row 42",
-    )
+    preds[0], preds[3] = "", ""
+    write_submission(tmp_path / "s.csv", ids, preds)
+    ok, message = validate_submission(tmp_path / "s.csv", task)
+    assert ok, message
+    frame = load_submission(tmp_path / "s.csv", task)
+    assert frame["prediction"].tolist()[:4] == [-1, truth[1], truth[2], -1]
+    report = grade_csv(tmp_path / "s.csv", task)
+    expected = accuracy_score(truth, [-1 if p == "" else p for p in preds])
+    assert report.valid_submission and report.score == pytest.approx(expected) and report.score < 1.0
 
 
 def test_gtex_accepts_option_text_case_insensitively(tmp_path: Path, tasks) -> None:
@@ -216,7 +226,11 @@ def test_jsonl_line_problems(tmp_path: Path, tasks) -> None:
         '{"task_id": "gtex", "benchmark_id": "gtex-000", "prediction": 1}\n'
         '{"task_id": "gtex", "benchmark_id": "gtex-001"}\n'
     )
-    check_invalid(path, tasks["gtex"], "no 'prediction' value in line 2")
+    assert validate_submission(path, tasks["gtex"])[0] is False  # gtex-002.. have no row at all
+    path.write_text(
+        '{"task_id": "panda", "benchmark_id": "0", "prediction": null}\n'
+    )
+    check_invalid(path, tasks["panda"], "have no prediction")  # a null is an abstention, absent ids are not
 
 
 def test_many_bad_rows_are_capped(tmp_path: Path, tasks) -> None:
