@@ -1,0 +1,122 @@
+"""The batch runner: bounded concurrency, per-item failures as rows, budget stop, retries, resume."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from giant_assets.agents.base import AgentAnswer, AgentItem, Step
+from giant_assets.batch.journal import Journal
+from giant_assets.batch.runner import BatchSettings, run_batch
+
+
+class ScriptAgent:
+    """A test agent: answers by item id from a table; records calls and peak concurrency."""
+
+    name = "script"
+    model = "m"
+
+    def __init__(self, answers: dict[str, object], delay: float = 0.0, cost: float = 0.0) -> None:
+        self.answers, self.delay, self.cost = answers, delay, cost
+        self.calls: list[tuple[str, int]] = []
+        self.in_flight = self.peak = 0
+
+    async def answer(self, item: AgentItem, run_index: int) -> AgentAnswer:
+        self.calls.append((item.benchmark_id, run_index))
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay)
+            what = self.answers[item.benchmark_id]
+            if isinstance(what, Exception):
+                raise what
+            if what == "hang":
+                await asyncio.sleep(60)
+            if what == "error":
+                return AgentAnswer(
+                    text="", steps=[Step(0, "error", error="model said no")], error="model said no"
+                )
+            return AgentAnswer(text=str(what), steps=[Step(0, "answer", text=str(what), cost_usd=self.cost)])
+        finally:
+            self.in_flight -= 1
+
+    async def aclose(self) -> None:
+        return None
+
+
+def items(n: int, *, missing: tuple[int, ...] = ()) -> list[dict]:
+    return [
+        {
+            "benchmark_name": "tcga",
+            "benchmark_id": str(i),
+            "prompt": "q",
+            "options": ["a", "b", "c"],
+            "truth_label": 1 + i % 3,
+            "wsi_path": None if i in missing else f"/slides/{i}.svs",
+            "wsi_status": "missing" if i in missing else "ok",
+            "wsi_error": "not found under the WSI root" if i in missing else None,
+        }
+        for i in range(n)
+    ]
+
+
+def run(agent, its, journal: Journal, **settings):
+    return asyncio.run(
+        run_batch(agent, its, config_hash="h", journal=journal, settings=BatchSettings(**settings))
+    )
+
+
+def test_concurrency_is_bounded_and_every_run_is_a_row(tmp_path: Path) -> None:
+    agent = ScriptAgent({str(i): '{"answer": 2}' for i in range(12)}, delay=0.02)
+    out = run(agent, items(12, missing=(3,)), Journal(tmp_path / "j.jsonl"), runs_per_item=2, concurrency=3)
+    assert agent.peak == 3
+    assert len(agent.calls) == 22  # the missing slide's item is never given to the agent
+    assert len(out.rows) == 24 and out.executed == 22 and out.reused == 0
+    unavailable = [r for r in out.rows if r["error_kind"] == "slide_unavailable"]
+    assert len(unavailable) == 2 and "not found" in unavailable[0]["error"]
+    assert all(r["predicted_label"] == 2 for r in out.rows if r["error_kind"] is None)
+
+
+def test_failures_are_rows_not_exceptions(tmp_path: Path) -> None:
+    agent = ScriptAgent({"0": RuntimeError("boom"), "1": "hang", "2": "error", "3": "no idea", "4": "3"})
+    out = run(agent, items(5), Journal(tmp_path / "j.jsonl"), item_timeout_s=0.3, concurrency=5)
+    by_id = {r["benchmark_id"]: r for r in out.rows}
+    assert by_id["0"]["error_kind"] == "agent_error" and "RuntimeError: boom" in by_id["0"]["error"]
+    assert by_id["1"]["error_kind"] == "timeout"
+    assert by_id["2"]["error_kind"] == "agent_error" and by_id["2"]["error"] == "model said no"
+    assert by_id["3"]["error_kind"] == "no_answer" and by_id["3"]["predicted_label"] is None
+    assert by_id["4"]["error_kind"] is None and by_id["4"]["correct"] is False  # truth of item 4 is 2
+    assert out.failed == 3
+
+
+def test_resume_reuses_finished_runs_and_retries_failed_ones(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.jsonl")
+    first = ScriptAgent({"0": "1", "1": RuntimeError("flaky"), "2": "2"})
+    run(first, items(3), journal, runs_per_item=2)
+    with open(journal.path, "a") as fh:
+        fh.write('{"config_hash": "h", "benchmark_na')  # a torn line from a killed writer
+    second = ScriptAgent({"0": "1", "1": "1", "2": "2"})
+    out = run(second, items(3), journal, runs_per_item=2)
+    assert sorted(second.calls) == [("1", 0), ("1", 1)]  # only the failed runs are asked again
+    assert out.reused == 4 and len(out.rows) == 6
+    assert all(r["error_kind"] is None for r in out.rows)
+    lines = [json.loads(line) for line in journal.path.read_text().splitlines()[-2:]]
+    assert {line["benchmark_id"] for line in lines} == {"1"}  # torn line sealed, appends stay parseable
+    third = ScriptAgent({})
+    assert run(third, items(3), journal, runs_per_item=2, retry_failed=False).reused == 6 and not third.calls
+
+
+def test_budget_stops_launching_new_runs(tmp_path: Path) -> None:
+    agent = ScriptAgent({str(i): "1" for i in range(10)}, cost=0.4)
+    lines: list[str] = []
+    out = asyncio.run(
+        run_batch(agent, items(10), config_hash="h", journal=Journal(tmp_path / "j.jsonl"),
+                  settings=BatchSettings(concurrency=1, budget_usd=1.0), log=lines.append)
+    )  # fmt: skip
+    assert out.budget_stopped and len(agent.calls) == 3 and out.not_started == 7
+    assert out.cost_usd_new == pytest.approx(1.2)
+    assert any("budget $1.00 reached" in line and "7 runs not started" in line for line in lines)
+    assert lines[-1].startswith("finished: 3/10 runs done")
