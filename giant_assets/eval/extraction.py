@@ -4,7 +4,8 @@ Labels: option tasks (tcga, gtex, tcga_slidebench, tcga_expert_vqa) use the 1-ba
 panda uses the ISUP grade 0..5. Rules, in order; the first that yields a label decides:
 
 1. JSON. The last JSON object in the text (fenced or bare, prose around it is fine; single-quoted
-   Python-style dicts are accepted) holding ``answer`` (panda: ``isup_grade``, else ``answer``) decides.
+   Python-style dicts are accepted) holding ``answer`` (panda: ``isup_grade``, else ``answer``) decides;
+   nested objects are searched too, shallowest first (``{"final_answer": {"isup_grade": 2}}`` is 2).
    Its value may be an int, a numeric string, a letter (4-option questions) or the option text. A value
    that is not a valid label makes the result ``None``: the model's formal answer was invalid.
    A truncated object (``{"answer": 3, "reasoning": "...``) is read by its quoted key and value.
@@ -14,6 +15,8 @@ panda uses the ISUP grade 0..5. Rules, in order; the first that yields a label d
    a statement without any candidate ("the answer is unclear") is skipped. "answer is not 2" is skipped.
 3. Whole text: the first marked candidate (option text, "option 3", "(C)", "C)" at a line start, a lone
    letter; panda: "ISUP grade 3", "grade group 3"), else the first bare integer in range.
+
+A negated candidate ("not 2", "not option 2", "not liver", "not grade group 2") is never a label.
 
 Candidates: an integer is "bare" only when standalone (not in 4+3, 3-4, 95%, 3/5, 2.5, TCGA-05-4244,
 40x, 3 mm) and not inside an option's text ("Grade 2" is the option, not the number 2); on panda,
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -110,13 +114,13 @@ def _json_objects(text: str) -> list[dict]:
         end = None
         try:
             obj, end = decoder.raw_decode(text, pos)
-        except ValueError:
+        except (ValueError, RecursionError):
             close = _matching_brace(text, pos)
             if close is not None:
                 try:
                     obj = ast.literal_eval(text[pos : close + 1])
                     end = close + 1
-                except (ValueError, SyntaxError, MemoryError, RecursionError):
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                     obj = None
         if end is not None and isinstance(obj, dict):
             found.append(obj)
@@ -139,17 +143,20 @@ def _matching_brace(text: str, start: int) -> int | None:
 
 
 def _find_key(obj: Any, keys: tuple[str, ...]) -> tuple[str, Any] | None:
-    """The first of ``keys`` (case-insensitive) in a dict, searching nested dicts too."""
-    if not isinstance(obj, dict):
-        return None
-    lowered = {str(k).strip().lower(): v for k, v in obj.items()}
-    for key in keys:
-        if key in lowered:
-            return key, lowered[key]
-    for value in obj.values():
-        hit = _find_key(value, keys)
-        if hit is not None:
-            return hit
+    """The first of ``keys`` (case-insensitive) in a dict, searching nested dicts breadth-first.
+
+    A key whose value is itself an object is not an answer; its contents are searched instead.
+    """
+    level = [obj] if isinstance(obj, dict) else []
+    while level:
+        nested = []
+        for node in level:
+            lowered = {str(k).strip().lower(): v for k, v in node.items()}
+            for key in keys:
+                if key in lowered and not isinstance(lowered[key], dict):
+                    return key, lowered[key]
+            nested.extend(v for v in node.values() if isinstance(v, dict))
+        level = nested
     return None
 
 
@@ -181,7 +188,7 @@ def _value_label(value: Any, task: _Task) -> tuple[int | None, str]:
     if isinstance(value, bool):
         return None, ""
     if isinstance(value, int | float):
-        if value != int(value) or not task.in_range(int(value)):
+        if not math.isfinite(value) or value != int(value) or not task.in_range(int(value)):
             return None, ""
         return int(value), task.describe(int(value))
     if not isinstance(value, str):
@@ -276,6 +283,7 @@ _ARTICLE_FOLLOWERS = frozenset(
     ]
 )
 _WORD_AFTER = re.compile(r"\s+([A-Za-z]+)")
+_NEGATION = re.compile(r"\bnot\s+(?:(?:option|choice|letter|number)\s+#?\s*|[(\[]\s*)?$", re.I)
 _ISUP = re.compile(
     r"\b(?:isup(?:[\s_-]*grade)?(?:[\s_-]*group)?|grade[\s_-]*group|gg)\s*(?:is\s+|of\s+|[:=-]\s*)?(\d+)\b",
     re.I,
@@ -321,7 +329,7 @@ def _candidates(text: str, task: _Task, *, strict: bool) -> list[_Candidate]:
         kind = "marked number" if marked else "number"
         found.append(_Candidate(m.start(), k if task.in_range(k) else None, f"{kind} {k}"))
     found.sort(key=lambda c: c.start)
-    return found
+    return [c for c in found if not _NEGATION.search(text, max(0, c.start - 24), c.start)]
 
 
 def _first_valid(candidates: list[_Candidate], task: _Task) -> tuple[int, str] | None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from giant_assets.eval.extraction import extract_label
 
-ORGANS = ["Lung", "Liver", "Kidney", "Skin", "Colon", "Breast"]  # 6 options: no letters
+ORGANS = ["Lung", "Liver", "Kidney", "Skin", "Colon", "Breast"]  # 6 options: letters are not labels
 FOUR = ["Adenocarcinoma", "Squamous cell carcinoma", "Small cell carcinoma", "Carcinoid tumor"]
 LUNGS = ["Lung", "Lung adenocarcinoma", "Liver", "Brain"]
 GRADES = ["Grade 1", "Grade 2", "Grade 3"]
@@ -19,22 +19,39 @@ PANDA_CASES = [
     ("bare-json", '{"isup_grade": 3}', 3),
     ("fenced-json", 'Here is my answer:\n```json\n{"isup_grade": 4, "reasoning": "cribriform"}\n```', 4),
     ("json-prose-after", '{"isup_grade": 0}\nNo carcinoma seen in the crops.', 0),
+    ("json-prose-before", "Fused and poorly formed glands throughout.\n" + '{"isup_grade": 4}', 4),
     ("json-string-value", '{"isup_grade": "2"}', 2),
+    ("json-python-quotes", "{'isup_grade': 1, 'reasoning': 'small well-formed glands'}", 1),
+    ("json-float-integral", '{"isup_grade": 2.0}', 2),
+    ("json-grade-group-text", '{"isup_grade": "Grade Group 3 (Gleason 4+3=7)"}', 3),
+    ("json-nested", '{"final_answer": {"isup_grade": 2, "gleason": "3+4"}}', 2),
+    ("json-reasoning-first", '{"reasoning": "pattern 4 in 60%", "isup_grade": 3}', 3),
     ("last-json-wins", '{"isup_grade": 1} ... on reflection {"isup_grade": 2}', 2),
     ("truncated-json", '{"isup_grade": 5, "reasoning": "sheets of tumour without gland', 5),
+    ("isup-grade-4", "ISUP grade 4", 4),
     ("isup-phrase", "The ISUP grade is 4 given the fused glands.", 4),
-    ("gleason-then-isup", "Gleason score 4+3=7, which is ISUP grade group 3.", 3),
-    ("gleason-only-pattern", "Predominantly Gleason pattern 4; final answer: 3", 3),
-    ("integer-fallback", "2", 2),
+    ("gleason-then-isup", "Gleason score 4+3=7, ISUP grade group 3", 3),
+    ("gleason-then-gg-parens", "Gleason 3+4 = 7 (Grade Group 2)", 2),
+    ("gleason-pattern-then-final", "Predominantly Gleason pattern 4; final answer: 3", 3),
+    ("final-answer-gleason-tail", "Final answer: 3 (Gleason 4+3=7)", 3),
     ("integer-in-prose", "I would assign grade 5 here.", 5),
     ("markdown-bold", "**ISUP grade: 1**", 1),
+    ("benign-isup-0", "Benign prostatic tissue only. ISUP grade 0.", 0),
+    ("negated-grade", "The ISUP grade is not 2; it is 3.", 3),
+    ("negated-grade-group", "Not grade group 2 but grade group 4.", 4),
     ("json-out-of-range", '{"isup_grade": 7}', None),
+    ("json-half-grade", '{"isup_grade": 2.5}', None),
+    ("json-null", '{"isup_grade": null}', None),
+    ("isup-out-of-range", "ISUP grade 6", None),
     ("explicit-out-of-range", "Final answer: 9", None),
+    ("bare-out-of-range", "7", None),
     ("no-number", "The tissue is benign-appearing stroma.", None),
     ("empty", "", None),
     ("whitespace", "   \n ", None),
     ("gleason-sum-not-grade", "Gleason score 4+4=8", None),
+    ("gleason-only-final", "Final answer: Gleason 4+3=7", None),
     ("percent-not-grade", "Tumour occupies 5% of the core.", None),
+    ("range-not-grade", "grade 3-4", None),
 ]
 
 OPTION_CASES = [
@@ -42,34 +59,72 @@ OPTION_CASES = [
     ("json-string-int", ORGANS, '{"answer": "3"}', 3),
     ("json-option-text", ORGANS, '{"answer": "kidney"}', 3),
     ("json-fenced-prose", ORGANS, 'After review:\n```json\n{"answer": 5}\n```\nConfident.', 5),
-    ("bare-int", ORGANS, "4", 4),
+    ("json-extra-keys", ORGANS, '{"answer": 2, "confidence": 0.9}', 2),
+    ("json-choice-key", FOUR, '{"choice": "D"}', 4),
+    ("json-truncated", FOUR, '{"answer": 3, "reasoning": "keratin pe', 3),
+    ("json-truncated-letter", FOUR, '{"answer": "B", "reasoning": "The', 2),
+    ("json-option-prefix", FOUR, '{"answer": "Option 2"}', 2),
+    ("json-lettered-option-text", FOUR, '{"answer": "(B) Squamous cell carcinoma"}', 2),
+    ("bare-int", ORGANS, "3", 3),
+    ("bare-int-period", ORGANS, "4.", 4),
     ("option-text", ORGANS, "This is liver parenchyma with portal tracts.", 2),
     ("option-text-case", ORGANS, "BREAST tissue with ducts", 6),
-    ("option-n-not-m", ORGANS, "Option 3, not 2.", 3),
+    ("option-n-not-m", ORGANS, "Option 3, not 2", 3),
+    ("negated-option-text", ORGANS, "It is not liver; it is kidney.", 3),
+    ("negated-number", ORGANS, "The answer is not 2; it is 3.", 3),
     ("answer-is", ORGANS, "Looking at the glands, the answer is 5.", 5),
     ("markdown-answer", ORGANS, "**Answer: 2**", 2),
     ("answer-then-prose", ORGANS, "Answer: 1\n\nThe alveolar spaces are lined by pneumocytes.", 1),
+    ("answer-on-next-line", ORGANS, "Answer:\n\n2", 2),
     ("final-answer-overrides", ORGANS, "Initially I thought 2. Final answer: 4", 4),
-    ("explicit-out-of-range", ORGANS, "Answer: 7", None),
+    ("answer-number-then-text", ORGANS, "Answer: 3 (Kidney)", 3),
+    ("i-choose-option", ORGANS, "I choose option 2.", 2),
+    ("explicit-out-of-range-6", ORGANS, "Answer: 7", None),
     ("json-out-of-range", ORGANS, '{"answer": 0}', None),
     ("letter-ignored-for-6", ORGANS, "C", None),
+    ("letter-json-ignored-for-6", ORGANS, '{"answer": "B"}', None),
     ("number-with-unit", ORGANS, "The lesion measures 3 mm across.", None),
-    ("percent", ORGANS, "About 4% of cells are mitotic.", None),
-    ("case-id-digits", ORGANS, "Slide TCGA-05-4244 shows tissue.", None),
+    ("percent", ORGANS, "95%", None),
+    ("case-id-digits", ORGANS, "TCGA-05-4244", None),
     ("empty", ORGANS, "", None),
     ("letter-json", FOUR, '{"answer": "B"}', 2),
+    ("letter-json-lowercase", FOUR, '{"answer": "b"}', 2),
     ("letter-bare", FOUR, "C", 3),
     ("letter-paren", FOUR, "I pick (D) because of the nesting.", 4),
-    ("letter-after-article", FOUR, "A tumor with glands is seen. Answer: B", 2),
+    ("letter-list-line", FOUR, "B) Squamous cell carcinoma", 2),
+    ("letter-after-article", FOUR, "A tumor is seen with keratinisation. Answer: B", 2),
+    ("letter-answer-is-bold", FOUR, "The answer is **C**", 3),
+    ("letter-answer-a", FOUR, "My answer is (A).", 1),
     ("letter-option-prefix", FOUR, "Option A is most consistent.", 1),
+    ("letter-b-cell-not-b", FOUR, "B-cell lymphoma is unlikely. Answer: 1", 1),
+    ("letter-cd20-not-d", FOUR, "CD20 negative; answer: C", 3),
     ("four-option-text", FOUR, "Findings favour squamous cell carcinoma with keratin pearls.", 2),
+    ("four-option-text-explicit", FOUR, "Most likely answer: carcinoid tumor", 4),
     ("four-number", FOUR, "Answer: 4", 4),
+    ("four-explicit-out-of-range", FOUR, "Answer: 7", None),
     ("four-letter-out-of-range", FOUR, "Answer: E", None),
+    ("four-json-out-of-range", FOUR, '{"answer": 5}', None),
+    ("four-answer-range", FOUR, "Answer: 2-3", None),
     ("longest-option-wins", LUNGS, "Lung adenocarcinoma with lepidic growth.", 2),
+    ("longest-option-upper", LUNGS, "LUNG ADENOCARCINOMA", 2),
     ("shorter-option", LUNGS, "Normal lung with alveoli.", 1),
     ("option-text-contains-number", GRADES, "Grade 2", 2),
     ("answer-number-vs-option", GRADES, "The answer is 3", 3),
 ]
+
+# Inputs that once raised instead of returning None or a label: unhashable keys in a Python-style dict,
+# non-finite JSON numbers, nesting deeper than the recursion limit.
+HOSTILE = {
+    "list-key": "{[1]: 2}",
+    "dict-key": "{{}: 1}",
+    "set-of-lists": "{'a': {1, [2]}}",
+    "json-infinity": '{"answer": 1e400}',
+    "json-nan": '{"answer": NaN}',
+    "json-neg-infinity": '{"isup_grade": -Infinity}',
+    "python-infinity": "{'answer': 1e999}",
+    "deep-arrays": '{"a":' + "[" * 5000,
+    "deep-objects": '{"a":' * 1500 + "1" + "}" * 1500,
+}
 
 
 @pytest.mark.parametrize(("text", "expected"), [c[1:] for c in PANDA_CASES], ids=[c[0] for c in PANDA_CASES])
@@ -79,13 +134,27 @@ def test_panda(text: str, expected: int | None) -> None:
     assert result.reason and result.raw == text
 
 
+@pytest.mark.parametrize("grade", range(6))
+def test_panda_integer_fallback_covers_every_grade(grade: int) -> None:
+    assert extract_label(str(grade), benchmark_name="panda", options=None).label == grade
+    assert extract_label(f"I'd say {grade}.", benchmark_name="panda", options=None).label == grade
+
+
 @pytest.mark.parametrize(
     ("options", "text", "expected"), [c[1:] for c in OPTION_CASES], ids=[c[0] for c in OPTION_CASES]
 )
 def test_option_tasks(options: list[str], text: str, expected: int | None) -> None:
     result = extract_label(text, benchmark_name="tcga", options=options)
     assert result.label == expected, result.reason
-    assert result.reason
+    assert result.reason and result.raw == text
+
+
+@pytest.mark.parametrize("text", list(HOSTILE.values()), ids=list(HOSTILE))
+def test_hostile_json_returns_instead_of_raising(text: str) -> None:
+    for name, options in (("panda", None), ("tcga", FOUR)):
+        result = extract_label(text, benchmark_name=name, options=options)
+        assert result.reason
+        assert result.label is None or 0 <= result.label <= 5
 
 
 def test_panda_options_are_ignored_and_option_task_needs_options() -> None:
@@ -99,10 +168,19 @@ def test_panda_options_are_ignored_and_option_task_needs_options() -> None:
 def test_reason_says_why_nothing_matched() -> None:
     result = extract_label("Answer: 7", benchmark_name="tcga", options=ORGANS)
     assert result.label is None and "7" in result.reason and "1..6" in result.reason
+    result = extract_label('{"isup_grade": 7}', benchmark_name="panda", options=None)
+    assert result.label is None and "7" in result.reason and "0..5" in result.reason
+    non_finite = extract_label('{"answer": NaN}', benchmark_name="tcga", options=FOUR)
+    assert non_finite.label is None and "not a valid option 1..4" in non_finite.reason
     assert "empty" in extract_label("", benchmark_name="panda", options=None).reason
 
 
 option_lists = st.lists(st.text(min_size=1, max_size=20).filter(str.strip), min_size=2, max_size=30)
+words = st.text("abcdefghijklmnopqrstuvwxyz", min_size=3, max_size=10)
+distinct_option_texts = st.lists(
+    st.lists(words, min_size=1, max_size=3).map(" ".join), min_size=2, max_size=12, unique=True
+)
+json_ish = st.text(alphabet="{}[]:,\"'0123456789.-+eE aAbBnswrNIfinty_\n", max_size=200)
 
 
 @given(options=option_lists, data=st.data())
@@ -111,9 +189,25 @@ def test_json_answer_always_extracted(options: list[str], data: st.DataObject) -
     assert extract_label(json.dumps({"answer": k}), benchmark_name="gtex", options=options).label == k
 
 
-@given(text=st.text(max_size=300), options=option_lists)
+@given(options=distinct_option_texts, data=st.data())
+def test_json_option_text_extracts_its_index(options: list[str], data: st.DataObject) -> None:
+    k = data.draw(st.integers(1, len(options)))
+    text = json.dumps({"answer": options[k - 1].upper()})
+    assert extract_label(text, benchmark_name="tcga", options=options).label == k
+
+
+@given(grade=st.integers(0, 5), before=st.text(max_size=80), after=st.text(max_size=80))
+def test_panda_json_grade_wins_over_surrounding_prose(grade: int, before: str, after: str) -> None:
+    before, after = before.replace("{", "("), after.replace("{", "(")
+    text = f'{before}\n```json\n{{"isup_grade": {grade}}}\n```\n{after}'
+    assert extract_label(text, benchmark_name="panda", options=None).label == grade
+
+
+@settings(max_examples=200)
+@given(text=st.one_of(st.text(max_size=300), json_ish), options=option_lists)
 def test_arbitrary_text_never_raises(text: str, options: list[str]) -> None:
     result = extract_label(text, benchmark_name="tcga", options=options)
     assert result.label is None or 1 <= result.label <= len(options)
+    assert result.reason
     grade = extract_label(text, benchmark_name="panda", options=None)
     assert grade.label is None or 0 <= grade.label <= 5
