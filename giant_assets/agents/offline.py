@@ -89,6 +89,15 @@ class MajorityAgent:
 ANSWER_COLUMNS = ("answer_text", "prediction", "answer")
 
 
+def _as_text(value: object) -> str:
+    """A recorded cell as text: missing -> "", integral floats (a label column with gaps) -> "2"."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return ""
+    if isinstance(value, float | np.floating) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def read_recorded(path: str | Path) -> pd.DataFrame:
     """A recorded predictions file (.csv, .jsonl, .parquet) with benchmark_id and an answer column."""
     path = Path(path)
@@ -98,7 +107,8 @@ def read_recorded(path: str | Path) -> pd.DataFrame:
     if suffix == ".csv":
         frame = pd.read_csv(path, dtype={"benchmark_id": str}, keep_default_na=False)
     elif suffix in (".jsonl", ".json"):
-        frame = pd.read_json(path, lines=suffix == ".jsonl", dtype={"benchmark_id": str})
+        # No dtype inference: the string "2" must stay "2", not become the float 2.0.
+        frame = pd.read_json(path, lines=suffix == ".jsonl", dtype=False, convert_dates=False)
     elif suffix == ".parquet":
         frame = pd.read_parquet(path)
     else:
@@ -111,21 +121,24 @@ def read_recorded(path: str | Path) -> pd.DataFrame:
             f"found {list(frame.columns)}"
         )
     frame = frame.rename(columns={answer_col: "answer_text"})
-    frame["benchmark_id"] = frame["benchmark_id"].astype(str)
-    frame["answer_text"] = frame["answer_text"].astype(str)
+    frame["benchmark_id"] = frame["benchmark_id"].map(_as_text).astype(object)
+    frame["answer_text"] = frame["answer_text"].map(_as_text).astype(object)
     if "run_index" not in frame.columns:
         frame["run_index"] = 0
     if "benchmark_name" not in frame.columns:
         frame["benchmark_name"] = None
+    frame["benchmark_name"] = frame["benchmark_name"].map(lambda v: _as_text(v) or None).astype(object)
     return frame
 
 
 class ReplayAgent:
     """Answers from a recorded predictions file, keyed by (benchmark_name, benchmark_id, run_index).
 
-    A file without run_index answers every run with its single answer; without benchmark_name,
-    ids are matched across benchmarks. A recorded ``trajectory_json`` (as in the predictions
-    table) is replayed too, so its viewed regions can be evaluated again.
+    A file without run_index answers every run with its single answer (a run missing from a file
+    with run_index is answered by its run 0); without benchmark_name, ids are matched across
+    benchmarks. Missing answers replay as "" and integral numbers as integers ("2", not "2.0").
+    A recorded ``trajectory_json`` (as in the predictions table) is replayed too, so its viewed
+    regions can be evaluated again.
     """
 
     name = "replay"
@@ -151,7 +164,9 @@ class ReplayAgent:
         text = row["answer_text"]
         recorded = row.get("trajectory_json")
         if isinstance(recorded, str) and recorded:
-            steps = [Step(**step) for step in json.loads(recorded)]
+            recorded = json.loads(recorded)
+        if isinstance(recorded, list) and recorded:
+            steps = [Step(**step) for step in recorded]
         else:
             steps = [Step(index=0, action="answer", text=text)]
         return AgentAnswer(text=text, steps=steps)

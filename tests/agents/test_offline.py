@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import chisquare
@@ -16,6 +17,7 @@ from giant_assets.agents.offline import MajorityAgent, RandomAgent, ReplayAgent,
 from giant_assets.eval.extraction import extract_label
 
 OPTIONS = ["Lung", "Liver", "Kidney", "Skin"]
+SIX = ["Lung", "Liver", "Kidney", "Skin", "Colon", "Breast"]
 
 
 def item(benchmark: str = "tcga", benchmark_id: str = "7", options: list[str] | None = OPTIONS) -> AgentItem:
@@ -26,8 +28,8 @@ def answer(agent, it: AgentItem, run: int = 0):
     return asyncio.run(agent.answer(it, run))
 
 
-def labels_of(agent, it: AgentItem, runs: range) -> list[int]:
-    async def go() -> list[int]:
+def labels_of(agent, it: AgentItem, runs) -> list[int | None]:
+    async def go() -> list[int | None]:
         out = []
         for run in runs:
             text = (await agent.answer(it, run)).text
@@ -37,22 +39,35 @@ def labels_of(agent, it: AgentItem, runs: range) -> list[int]:
     return asyncio.run(go())
 
 
-def test_random_answers_are_valid_deterministic_and_uniform() -> None:
-    agent = RandomAgent(seed=3)
-    options_labels = labels_of(agent, item(), range(800))
-    assert set(options_labels) == {1, 2, 3, 4}
-    assert chisquare(list(Counter(options_labels).values())).pvalue > 1e-4
-    grades = labels_of(agent, item("panda", "p1", None), range(600))
-    assert set(grades) == {0, 1, 2, 3, 4, 5}
-    assert chisquare(list(Counter(grades).values())).pvalue > 1e-4
-    assert labels_of(RandomAgent(seed=3), item(), range(50)) == options_labels[:50]
-    assert labels_of(RandomAgent(seed=4), item(), range(50)) != options_labels[:50]
-    assert labels_of(agent, item(benchmark_id="8"), range(50)) != options_labels[:50]
+@pytest.mark.parametrize(
+    ("it", "valid"),
+    [(item(), range(1, 5)), (item(options=SIX), range(1, 7)), (item("panda", "p1", None), range(6))],
+    ids=["4-options", "6-options", "panda"],
+)
+def test_random_answers_are_valid_and_uniform(it: AgentItem, valid: range) -> None:
+    labels = labels_of(RandomAgent(seed=3), it, range(600))
+    assert set(labels) <= set(valid)  # extractable (no None) and in range
+    counts = [labels.count(k) for k in valid]
+    assert min(counts) > 0
+    assert chisquare(counts).pvalue > 1e-4
+
+
+def test_random_is_deterministic_per_seed_item_and_run() -> None:
+    labels = labels_of(RandomAgent(seed=3), item(), range(60))
+    assert labels_of(RandomAgent(seed=3), item(), range(60)) == labels
+    assert labels_of(RandomAgent(seed=3), item(), reversed(range(60))) == labels[::-1]  # order-free
+    assert labels_of(RandomAgent(seed=4), item(), range(60)) != labels
+    assert labels_of(RandomAgent(seed=3), item(benchmark_id="8"), range(60)) != labels
+    assert labels_of(RandomAgent(seed=3), item("gtex"), range(60)) != labels
+    text = answer(RandomAgent(seed=3), item("panda", "p1", None), 5).text
+    assert list(json.loads(text)) == ["isup_grade"]
+    assert answer(RandomAgent(seed=3), item(), 5).steps[0].action == "answer"
 
 
 def test_random_refuses_an_option_question_without_options() -> None:
-    with pytest.raises(ValueError, match="without options"):
-        answer(RandomAgent(), item(options=[]))
+    for options in ([], None):
+        with pytest.raises(ValueError, match="tcga/7.*without options"):
+            answer(RandomAgent(), item(options=options))
 
 
 def test_majority_picks_most_frequent_label_ties_to_smallest() -> None:
@@ -66,60 +81,132 @@ def test_majority_picks_most_frequent_label_ties_to_smallest() -> None:
     assert agent.label_by_benchmark == {"tcga": 2, "panda": 0}
     assert json.loads(answer(agent, item()).text) == {"answer": 2}
     assert json.loads(answer(agent, item("panda", "1", None)).text) == {"isup_grade": 0}
+    assert labels_of(agent, item(), range(3)) == [2, 2, 2]
     with pytest.raises(KeyError, match="gtex"):
         answer(agent, item("gtex"))
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_majority_matches_a_counter_oracle(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    frames, expected = [], {}
+    for name, n_labels in [("tcga", 30), ("gtex", 20), ("panda", 6)]:
+        labels = rng.integers(0, n_labels, int(rng.integers(5, 40))).tolist()
+        counts = Counter(labels)
+        top = max(counts.values())
+        expected[name] = min(k for k, c in counts.items() if c == top)
+        frames.append(pd.DataFrame({"benchmark_name": name, "truth_label": labels}))
+    truth = pd.concat(frames).sample(frac=1, random_state=seed)  # row order must not matter
+    assert MajorityAgent.from_truth(truth).label_by_benchmark == expected
+
+
+STEPS = [
+    {"index": 0, "action": "crop", "box": [1, 2, 3, 4], "level": 1, "image_size": [3, 4], "cost_usd": 0.5},
+    {"index": 1, "action": "answer", "text": '{"answer": 1}'},
+]
+
+
 def recorded() -> pd.DataFrame:
-    steps = [
-        {"index": 0, "action": "crop", "box": [1, 2, 3, 4], "level": 1},
-        {"index": 1, "action": "answer"},
-    ]
     return pd.DataFrame(
         {
-            "benchmark_name": ["tcga", "tcga", "gtex"],
-            "benchmark_id": ["7", "7", "7"],
-            "run_index": [0, 1, 0],
-            "answer_text": ['{"answer": 1}', '{"answer": 3}', "Liver"],
-            "trajectory_json": [json.dumps(steps), "", ""],
+            "benchmark_name": ["tcga", "tcga", "gtex", "tcga"],
+            "benchmark_id": ["7", "7", "7", "8"],
+            "run_index": [0, 1, 0, 0],
+            "answer_text": ['{"answer": 1}', "2", "Liver", ""],
+            "trajectory_json": [json.dumps(STEPS), "", "", ""],
         }
     )
 
 
-@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
-def test_replay_reads_every_format_keyed_by_benchmark_id_and_run(tmp_path: Path, suffix: str) -> None:
-    path = tmp_path / f"rec{suffix}"
-    frame = recorded()
-    if suffix == ".csv":
+def write(frame: pd.DataFrame, path: Path) -> Path:
+    if path.suffix == ".csv":
         frame.to_csv(path, index=False)
-    elif suffix == ".jsonl":
+    elif path.suffix == ".jsonl":
         frame.to_json(path, orient="records", lines=True)
     else:
         frame.to_parquet(path)
-    agent = ReplayAgent(path)
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
+def test_replay_reads_every_format_keyed_by_benchmark_id_and_run(tmp_path: Path, suffix: str) -> None:
+    agent = ReplayAgent(write(recorded(), tmp_path / f"rec{suffix}"))
+    assert agent.model == f"rec{suffix}"
     first = answer(agent, item(), 0)
-    assert first.text == '{"answer": 1}' and first.steps[0].box == [1, 2, 3, 4] and len(first.steps) == 2
-    assert answer(agent, item(), 1).text == '{"answer": 3}'
+    assert first.text == '{"answer": 1}'
+    assert [s.action for s in first.steps] == ["crop", "answer"]
+    assert first.steps[0].box == [1, 2, 3, 4] and first.steps[0].image_size == [3, 4]
+    assert first.cost_usd == pytest.approx(0.5)
+    second = answer(agent, item(), 1)
+    assert second.text == "2"  # a numeric string stays "2" (JSONL once turned it into "2.0")
+    assert [(s.action, s.text) for s in second.steps] == [("answer", "2")]
+    assert labels_of(agent, item(), [0, 1]) == [1, 2]
     assert answer(agent, item(), 2).text == '{"answer": 1}'  # no run 2 recorded: run 0 answers
     assert answer(agent, item("gtex"), 0).text == "Liver"
+    assert labels_of(agent, item("gtex"), [0]) == [2]
+    assert answer(agent, item(benchmark_id="8"), 0).text == ""  # recorded empty answer stays empty
     with pytest.raises(KeyError, match="tcga/99"):
         answer(agent, item(benchmark_id="99"))
+    with pytest.raises(KeyError, match="gtex/8"):
+        answer(agent, item("gtex", "8"))
 
 
-def test_replay_without_benchmark_or_run_columns(tmp_path: Path) -> None:
-    path = tmp_path / "plain.csv"
-    path.write_text("benchmark_id,prediction\n7,2\n")
-    agent = ReplayAgent(path)
-    assert answer(agent, item(), 4).text == "2" and answer(agent, item("gtex"), 0).text == "2"
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
+def test_replay_without_benchmark_or_run_columns(tmp_path: Path, suffix: str) -> None:
+    frame = pd.DataFrame({"benchmark_id": ["7", "9"], "prediction": ["2", "Kidney"]})
+    agent = ReplayAgent(write(frame, tmp_path / f"plain{suffix}"))
+    for it, run in [(item(), 4), (item("gtex"), 0), (item("panda", "7", None), 2)]:
+        assert answer(agent, it, run).text == "2"
+    assert labels_of(agent, item(benchmark_id="9"), [0, 3]) == [3, 3]
+
+
+def test_replay_with_runs_but_no_benchmark_and_benchmark_but_no_runs(tmp_path: Path) -> None:
+    runs_only = write(
+        pd.DataFrame({"benchmark_id": ["7", "7", "7"], "run_index": [0, 1, 2], "answer": ["1", "4", None]}),
+        tmp_path / "runs.jsonl",
+    )
+    agent = ReplayAgent(runs_only)
+    assert [answer(agent, item("gtex"), run).text for run in range(3)] == ["1", "4", ""]
+    assert labels_of(agent, item("gtex"), range(3)) == [1, 4, None]
+    names_only = write(
+        pd.DataFrame({"benchmark_name": ["tcga", "gtex"], "benchmark_id": ["7", "7"], "answer": ["1", "3"]}),
+        tmp_path / "names.csv",
+    )
+    agent = ReplayAgent(names_only)
+    assert labels_of(agent, item("tcga"), [0, 5]) == [1, 1]
+    assert labels_of(agent, item("gtex"), [0, 5]) == [3, 3]
+    with pytest.raises(KeyError, match="panda/7"):
+        answer(agent, item("panda", "7", None))
+
+
+def test_replay_numeric_and_missing_cells(tmp_path: Path) -> None:
+    """A label column with gaps is float in parquet; its cells replay as "2" and ""."""
+    frame = pd.DataFrame({"benchmark_id": [7, 8], "prediction": [2.0, np.nan]})
+    agent = ReplayAgent(write(frame, tmp_path / "labels.parquet"))
+    assert answer(agent, item(benchmark_id="7")).text == "2"
+    assert answer(agent, item(benchmark_id="8")).text == ""
+    lines = [{"benchmark_id": 7, "answer": None}, {"benchmark_id": "007", "answer": 3}]
+    path = tmp_path / "nulls.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    frame = read_recorded(path)
+    assert frame["benchmark_id"].tolist() == ["7", "007"]
+    assert frame["answer_text"].tolist() == ["", "3"]
+    assert frame["run_index"].tolist() == [0, 0] and frame["benchmark_name"].isna().all()
 
 
 def test_recorded_file_errors_name_file_and_columns(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="missing.csv"):
         read_recorded(tmp_path / "missing.csv")
+    with pytest.raises(FileNotFoundError, match="missing.parquet"):
+        ReplayAgent(tmp_path / "missing.parquet")
     bad = tmp_path / "bad.csv"
     bad.write_text("id,label\n1,2\n")
-    with pytest.raises(ValueError, match=r"bad.csv.*benchmark_id.*\['id', 'label'\]"):
+    with pytest.raises(ValueError, match=r"bad.csv.*benchmark_id.*found \['id', 'label'\]"):
         read_recorded(bad)
+    no_answer = tmp_path / "no_answer.jsonl"
+    no_answer.write_text('{"benchmark_id": "1", "label": 2}\n')
+    with pytest.raises(ValueError, match=r"no_answer.jsonl.*answer_text.*found \['benchmark_id', 'label'\]"):
+        read_recorded(no_answer)
     (tmp_path / "x.txt").write_text("")
     with pytest.raises(ValueError, match="x.txt.*'.txt'"):
         read_recorded(tmp_path / "x.txt")
