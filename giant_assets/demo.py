@@ -31,6 +31,9 @@ from giant_assets.storage import ParquetStore
 
 DEMO_MODEL = "scripted-demo"
 GRADED_BENCHMARK = "tcga"
+# a stable port keeps the base URL, hence the config hash, the same across demo runs: a second
+# `make demo` reuses the GIANT journals instead of asking the model again
+DEMO_PORT = 47321
 PER_BENCHMARK = AssetSelection.assets("predictions", "item_predictions", "benchmark_metrics")
 
 
@@ -57,7 +60,7 @@ def _giant_agent(instance: DagsterInstance) -> str:
     prices.parent.mkdir(parents=True, exist_ok=True)
     prices.write_text(f"{DEMO_MODEL}: {{input_per_mtok: 0.0, output_per_mtok: 0.0}}\n")
     os.environ.setdefault(PRICES_ENV, str(prices))
-    server = serve_demo_model()
+    server = serve_demo_model(port=DEMO_PORT)
     try:
         config = {
             "agent": "giant",

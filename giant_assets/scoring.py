@@ -1,9 +1,10 @@
 """From per-run predictions to voted items, per-benchmark metrics, the summary table and results JSON.
 
-Plain pandas/numpy; the Dagster assets call these. Items whose slide was unavailable are reported but
-not scored (``value``); ``value_all_items_pct`` scores every item with those counted wrong, as grading
-the exported submission does. A run with no extractable label, an agent error or a timeout counts as a
-wrong answer.
+Plain pandas/numpy; the Dagster assets call these. Items whose slide was unavailable (every run of the
+item is ``slide_unavailable``) are reported (``n_slide_unavailable`` counts items) but not scored
+(``value``); an item with no run at all (e.g. stopped by the budget) is scored as a wrong answer.
+``value_all_items_pct`` scores every item with unavailable slides counted wrong, as grading the exported
+submission does. A run with no extractable label, an agent error or a timeout counts as a wrong answer.
 """
 
 from __future__ import annotations
@@ -95,8 +96,16 @@ def trajectory_steps(predictions: pd.DataFrame) -> pd.DataFrame:
     return steps
 
 
+def _keys(frame: pd.DataFrame) -> pd.MultiIndex:
+    return pd.MultiIndex.from_arrays([frame[c].astype(str) for c in ITEM_KEY])
+
+
 def vote_items(predictions: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
-    """Majority-vote each item's runs; items with no available slide are kept but not scored."""
+    """Majority-vote each item's runs; items with no available slide are kept but not scored.
+
+    An item's slide is unavailable when it has runs and all of them are ``slide_unavailable``; an item
+    without runs counts as available with no prediction (wrong), so it is never silently left out.
+    """
     base = items[[*ITEM_KEY, "metric_type", "truth_label"]].copy()
     base["benchmark_id"] = base["benchmark_id"].astype(str)
     usable = predictions[predictions["error_kind"].fillna("") != SLIDE_UNAVAILABLE]
@@ -106,7 +115,8 @@ def vote_items(predictions: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     )
     ids = predictions[["config_hash", "agent", "model"]].drop_duplicates()
     out = base.merge(voted, on=ITEM_KEY, how="left").merge(errors, on=ITEM_KEY, how="left")
-    out["slide_available"] = out["benchmark_id"].isin(usable["benchmark_id"])
+    unavailable = _keys(predictions).difference(_keys(usable))
+    out["slide_available"] = ~_keys(out).isin(unavailable)
     out["predicted_label"] = out["predicted_label"].astype("Int64")
     out["correct"] = (out["predicted_label"] == out["truth_label"]).fillna(False).astype(bool)
     out["n_failed_runs"] = out.pop("failed").fillna(0).astype("int64")
@@ -133,7 +143,7 @@ def benchmark_metrics_row(benchmark: str, voted: pd.DataFrame, predictions: pd.D
         "n_scored": len(scored),
         "n_correct": int(scored["correct"].sum()),
         "runs_per_item": int(predictions["run_index"].max() + 1) if len(predictions) else 0,
-        "n_slide_unavailable": int(kinds.get(SLIDE_UNAVAILABLE, 0)),
+        "n_slide_unavailable": int((~voted["slide_available"]).sum()),  # items, not runs
         "n_agent_errors": int(kinds.get("agent_error", 0)),
         "n_timeouts": int(kinds.get("timeout", 0)),
         "n_no_label": int(kinds.get("no_answer", 0)),

@@ -137,7 +137,7 @@ class ScriptedModelServer:
     """Loopback model server on 127.0.0.1 (port 0 = any free port); a context manager."""
 
     def __init__(
-        self, script: Sequence[Reply] = (), rule: Rule | None = None, latency_s: float = 0.0
+        self, script: Sequence[Reply] = (), rule: Rule | None = None, latency_s: float = 0.0, port: int = 0
     ) -> None:
         self.script = list(script)
         self.rule = rule
@@ -145,7 +145,7 @@ class ScriptedModelServer:
         self.requests: list[RecordedRequest] = []
         self.replies: list[Reply] = []  # what was sent, parallel to ``requests``
         self._lock = threading.Lock()
-        self._httpd = _Server(("127.0.0.1", 0), _handler(self))
+        self._httpd = _Server(("127.0.0.1", port), _handler(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -194,9 +194,16 @@ class ScriptedModelServer:
         return scripted
 
 
-def serve_demo_model(latency_s: float = 0.0) -> ScriptedModelServer:
-    """A started server answering every request with ``demo_policy``; call ``stop()`` when done."""
-    return ScriptedModelServer(rule=demo_policy, latency_s=latency_s).start()
+def serve_demo_model(latency_s: float = 0.0, port: int = 0) -> ScriptedModelServer:
+    """A started server answering every request with ``demo_policy``; call ``stop()`` when done.
+
+    ``port`` 0 takes any free port; a fixed port that is taken falls back to a free one.
+    """
+    try:
+        server = ScriptedModelServer(rule=demo_policy, latency_s=latency_s, port=port)
+    except OSError:
+        server = ScriptedModelServer(rule=demo_policy, latency_s=latency_s)
+    return server.start()
 
 
 # ---------------------------------------------------------------- wire format
