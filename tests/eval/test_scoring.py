@@ -4,6 +4,7 @@ grades to the same number."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,8 @@ import pandas as pd
 import pytest
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
+from giant_assets.agents.base import AgentAnswer, Step
+from giant_assets.batch.runner import NO_ANSWER, SLIDE_UNAVAILABLE, result_row
 from giant_assets.eval.paper import paper_results
 from giant_assets.export import write_submission
 from giant_assets.grading.grade import grade_csv
@@ -24,6 +27,8 @@ from giant_assets.scoring import (
 )
 
 N_OPTIONS = 4
+PAPER_FORMAT = r"^\d+\.\d ± \d+\.\d$"
+pytestmark = pytest.mark.filterwarnings("ignore:y_pred contains classes not in y_true")
 
 
 def items_frame(benchmark: str, truth: list[int], metric: str) -> pd.DataFrame:
@@ -163,3 +168,232 @@ def test_trajectory_steps_split_boxes_into_columns() -> None:
     assert len(steps) == 2
     assert steps[["box_x", "box_y", "box_w", "box_h", "level"]].iloc[0].tolist() == [10, 20, 30, 40, 2]
     assert steps["run_index"].tolist() == [0, 1]
+
+
+def oracle_vote(runs: list[tuple[int, int | None]]) -> int | None:
+    """Most frequent label among (run, label) pairs with a label; ties: the label seen in the earliest run."""
+    votes = [(run, label) for run, label in sorted(runs) if label is not None]
+    counts = Counter(label for _, label in votes)
+    if not counts:
+        return None
+    top = max(counts.values())
+    return next(label for _, label in votes if counts[label] == top)
+
+
+def test_oracle_vote_tie_rule() -> None:
+    assert oracle_vote([(1, 2), (0, 3)]) == 3 and oracle_vote([(0, None), (1, 2), (2, 2), (3, 1)]) == 2
+    assert oracle_vote([(0, None)]) is None
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("metric", ["accuracy", "balanced_accuracy"])
+def test_five_runs_per_item_vote_then_score_like_sklearn(seed: int, metric: str) -> None:
+    rng = np.random.default_rng(100 + seed)
+    n, runs = 36, 5
+    truth = rng.integers(1, N_OPTIONS + 1, n).tolist()
+    items = items_frame("tcga_slidebench", truth, metric)
+    unavailable = set(rng.choice(n, 4, replace=False).tolist())
+    never_run = next(i for i in range(n) if i not in unavailable)  # e.g. stopped by the budget
+    rows, expected = [], {}
+    for i, t in enumerate(truth):
+        if i == never_run:
+            continue
+        if i in unavailable:
+            rows += [
+                run_row("tcga_slidebench", f"id{i}", r, None, t, kind=SLIDE_UNAVAILABLE) for r in range(runs)
+            ]
+            continue
+        labels = [None if rng.random() < 0.2 else int(rng.integers(1, N_OPTIONS + 1)) for _ in range(runs)]
+        rows += [run_row("tcga_slidebench", f"id{i}", r, label, t) for r, label in enumerate(labels)]
+        expected[f"id{i}"] = oracle_vote(list(enumerate(labels)))
+    preds = predictions_frame(rows).sample(frac=1, random_state=seed).reset_index(drop=True)
+    voted = vote_items(preds, items)
+    assert voted["benchmark_id"].tolist() == items["benchmark_id"].tolist()
+    by_id = voted.set_index("benchmark_id")
+    for bid, label in expected.items():
+        got = by_id.at[bid, "predicted_label"]
+        assert (pd.isna(got) and label is None) or got == label, bid
+    available = [i not in unavailable for i in range(n)]
+    assert voted["slide_available"].tolist() == available
+    assert pd.isna(by_id.at[f"id{never_run}", "predicted_label"])
+
+    row = benchmark_metrics_row("tcga_slidebench", voted, preds)
+    oracle = accuracy_score if metric == "accuracy" else balanced_accuracy_score
+    y_true = [t for i, t in enumerate(truth) if available[i]]
+    y_pred = [-1 if expected.get(f"id{i}") is None else expected[f"id{i}"] for i in range(n) if available[i]]
+    assert row["value"] == pytest.approx(oracle(y_true, y_pred), abs=1e-12)
+    assert row["value_pct"] == pytest.approx(100 * row["value"])
+    every = [-1 if expected.get(f"id{i}") is None else expected[f"id{i}"] for i in range(n)]
+    assert row["value_all_items_pct"] == pytest.approx(100 * oracle(truth, every), abs=1e-10)
+    assert row["n_items"] == n and row["n_scored"] == n - 4 and row["n_slide_unavailable"] == 4  # items
+    assert row["n_scored"] + row["n_slide_unavailable"] == row["n_items"]
+    assert row["n_correct"] == sum(expected.get(f"id{i}") == truth[i] for i in range(n) if available[i])
+    assert row["runs_per_item"] == runs
+    assert row["n_no_label"] == sum(
+        r["predicted_label"] is None and r["error_kind"] == NO_ANSWER for r in rows
+    )
+    assert row["cost_usd"] == pytest.approx(0.001 * len(rows))
+    assert row["input_tokens"] == 10 * len(rows) and row["output_tokens"] == 2 * len(rows)
+
+
+def test_vote_counts_runs_votes_agreement_and_failures() -> None:
+    items = items_frame("tcga", [1, 2], "accuracy")
+    rows = [
+        run_row("tcga", "id0", 0, 2, 1),
+        run_row("tcga", "id0", 1, 1, 1),
+        run_row("tcga", "id0", 2, 1, 1),
+        run_row("tcga", "id0", 3, None, 1),
+        run_row("tcga", "id0", 4, None, 1, kind="timeout"),
+        run_row("tcga", "id1", 0, None, 2),
+        run_row("tcga", "id1", 1, None, 2, kind="agent_error"),
+    ]
+    preds = predictions_frame(rows)
+    voted = vote_items(preds, items).set_index("benchmark_id")
+    assert voted["n_runs"].tolist() == [5, 2]
+    assert voted["n_votes"].tolist() == [3, 0]
+    assert voted.at["id0", "agreement"] == pytest.approx(2 / 3) and pd.isna(voted.at["id1", "agreement"])
+    assert voted["n_failed_runs"].tolist() == [2, 2]
+    assert voted["correct"].tolist() == [True, False]
+    assert voted["config_hash"].unique().tolist() == ["abc"] and voted["agent"].iloc[0] == "random"
+    row = benchmark_metrics_row("tcga", voted.reset_index(), preds)
+    assert (row["n_no_label"], row["n_timeouts"], row["n_agent_errors"]) == (2, 1, 1)
+    assert row["value"] == 0.5 and row["n_correct"] == 1
+
+
+def test_slide_availability_is_per_benchmark_and_id() -> None:
+    """The same id in two benchmarks: an unavailable slide in one must not hide the other's."""
+    items = pd.concat([items_frame("tcga", [1, 2], "accuracy"), items_frame("gtex", [3, 4], "accuracy")])
+    rows = [
+        run_row("tcga", "id0", 0, None, 1, kind=SLIDE_UNAVAILABLE),
+        run_row("tcga", "id1", 0, 2, 2),
+        run_row("gtex", "id0", 0, 3, 3),
+        run_row("gtex", "id1", 0, None, 4, kind=SLIDE_UNAVAILABLE),
+    ]
+    voted = vote_items(predictions_frame(rows), items).set_index(["benchmark_name", "benchmark_id"])
+    assert voted["slide_available"].to_dict() == {
+        ("tcga", "id0"): False,
+        ("tcga", "id1"): True,
+        ("gtex", "id0"): True,
+        ("gtex", "id1"): False,
+    }
+    assert voted["correct"].tolist() == [False, True, True, False]
+
+
+@pytest.mark.parametrize("metric", ["accuracy", "balanced_accuracy"])
+def test_bootstrap_columns_match_a_sklearn_resampling_loop(metric: str) -> None:
+    """1000 replicates with seed 42, items drawn with replacement (rng.choice), in percent."""
+    rng = np.random.default_rng(7)
+    truth = rng.integers(1, N_OPTIONS + 1, 25).tolist()
+    items = items_frame("tcga", truth, metric)
+    rows = [
+        run_row("tcga", f"id{i}", 0, None if i % 6 == 0 else (t if rng.random() < 0.5 else 1), t)
+        for i, t in enumerate(truth)
+    ]
+    preds = predictions_frame(rows)
+    row = benchmark_metrics_row("tcga", vote_items(preds, items), preds)
+    y_true = np.array(truth)
+    y_pred = np.array([-1 if r["predicted_label"] is None else r["predicted_label"] for r in rows])
+    draw = np.random.default_rng(42)
+    oracle = accuracy_score if metric == "accuracy" else balanced_accuracy_score
+    scores = []
+    for _ in range(1000):
+        idx = draw.choice(len(truth), size=len(truth), replace=True)
+        scores.append(100 * oracle(y_true[idx], y_pred[idx]))
+    assert row["boot_mean_pct"] == pytest.approx(np.mean(scores), abs=1e-9)
+    assert row["boot_std_pct"] == pytest.approx(np.std(scores, ddof=1), abs=1e-9)
+    assert row["ci_low_pct"] == pytest.approx(np.percentile(scores, 2.5), abs=1e-9)
+    assert row["ci_high_pct"] == pytest.approx(np.percentile(scores, 97.5), abs=1e-9)
+    assert row["value_pct"] == pytest.approx(100 * oracle(y_true, y_pred), abs=1e-10)
+    assert row["paper_format"] == f"{np.mean(scores):.1f} ± {np.std(scores, ddof=1):.1f}"
+    assert pd.Series([row["paper_format"]]).str.fullmatch(PAPER_FORMAT).all()
+
+
+def test_no_scored_items_gives_nan_and_zero_all_items() -> None:
+    items = items_frame("tcga", [1, 2], "balanced_accuracy")
+    rows = [run_row("tcga", f"id{i}", 0, None, t, kind=SLIDE_UNAVAILABLE) for i, t in enumerate([1, 2])]
+    preds = predictions_frame(rows)
+    row = benchmark_metrics_row("tcga", vote_items(preds, items), preds)
+    assert row["n_scored"] == 0 and row["n_slide_unavailable"] == 2 and row["n_correct"] == 0
+    assert np.isnan(row["value"]) and np.isnan(row["boot_std_pct"]) and row["value_all_items_pct"] == 0.0
+    assert row["paper_format"].startswith("n/a")
+
+
+def test_mixed_metric_types_are_refused() -> None:
+    items = pd.concat([items_frame("tcga", [1], "accuracy"), items_frame("tcga", [2], "balanced_accuracy")])
+    items["benchmark_id"] = ["id0", "id1"]
+    preds = predictions_frame([run_row("tcga", "id0", 0, 1, 1), run_row("tcga", "id1", 0, 2, 2)])
+    with pytest.raises(ValueError, match="metric_type"):
+        benchmark_metrics_row("tcga", vote_items(preds, items), preds)
+
+
+def test_rows_from_the_batch_runner_score_as_extracted() -> None:
+    """Real result rows: answers go through extraction; unreadable answers and missing slides."""
+    truth = [2, 3, 1, 4]
+    items = items_frame("tcga_expert_vqa", truth, "accuracy")
+    texts = {
+        "id0": ['{"answer": 2}', "Answer: B", "I cannot tell from this slide."],
+        "id1": ["opt1", "The answer is 3.", "(C)"],
+        "id2": ["nothing useful", "no idea", "unclear"],
+    }
+    rows = []
+    for i, t in enumerate(truth):
+        item = {"benchmark_name": "tcga_expert_vqa", "truth_label": t, "options": items["options"].iloc[i]}
+        for run in range(3):
+            base = {
+                "config_hash": "h",
+                "agent": "replay",
+                "model": "rec.csv",
+                "benchmark_name": "tcga_expert_vqa",
+                "benchmark_id": f"id{i}",
+                "run_index": run,
+                "started_at": None,
+            }
+            if i == 3:
+                rows.append(result_row(base, item, None, SLIDE_UNAVAILABLE, "no file"))
+            else:
+                text = texts[f"id{i}"][run]
+                answer = AgentAnswer(text, [Step(0, "answer", text=text, cost_usd=0.01)])
+                rows.append(result_row(base, item, answer, None, None))
+    preds = predictions_frame(rows)
+    assert preds["predicted_label"].fillna(-1).tolist() == [2, 2, -1, 1, 3, 3, -1, -1, -1, -1, -1, -1]
+    kinds = preds["error_kind"].fillna("ok").tolist()
+    assert kinds == ["ok", "ok", NO_ANSWER, "ok", "ok", "ok"] + [NO_ANSWER] * 3 + [SLIDE_UNAVAILABLE] * 3
+    voted = vote_items(preds, items)
+    assert voted["predicted_label"].fillna(-1).tolist() == [2, 3, -1, -1]
+    assert voted["slide_available"].tolist() == [True, True, True, False]
+    row = benchmark_metrics_row("tcga_expert_vqa", voted, preds)
+    assert row["value"] == pytest.approx(accuracy_score([2, 3, 1], [2, 3, -1]))
+    assert row["value_all_items_pct"] == pytest.approx(100 * accuracy_score(truth, [2, 3, -1, -1]))
+    assert (row["n_no_label"], row["n_slide_unavailable"], row["runs_per_item"]) == (4, 1, 3)
+    assert row["cost_usd"] == pytest.approx(0.01 * 9)
+    steps = trajectory_steps(preds)
+    assert len(steps) == 9 and set(steps["action"]) == {"answer"} and steps["box_x"].isna().all()
+
+
+def test_summary_paper_columns_for_every_benchmark() -> None:
+    table1 = {  # arXiv 2511.19652, Table 1, GPT-5 + GIANT (bootstrap mean ± std, percent)
+        "tcga": "32.3 ± 3.5",
+        "gtex": "53.7 ± 3.4",
+        "panda": "23.2 ± 2.3",
+        "tcga_slidebench": "58.9 ± 3.5",
+        "tcga_expert_vqa": "57.0 ± 4.5",
+    }
+    rows = []
+    for name in reversed(list(table1)):
+        items = items_frame(name, [1, 2, 1, 2], "accuracy")
+        preds = predictions_frame([run_row(name, f"id{i}", 0, 1, t) for i, t in enumerate([1, 2, 1, 2])])
+        rows.append(benchmark_metrics_row(name, vote_items(preds, items), preds))
+    table = summary_table(pd.DataFrame(rows))
+    assert table["benchmark_name"].tolist() == list(table1)
+    assert dict(zip(table["benchmark_name"], table["paper_giant"], strict=True)) == table1
+    paper = paper_results().set_index(["model", "benchmark"])
+    for column, model in [
+        ("paper_giant_x5", "GPT-5 + GIANT x5"),
+        ("paper_titan", "TITAN (zero-shot)"),
+        ("paper_slidechat", "SlideChat (zero-shot)"),
+    ]:
+        for name, shown in zip(table["benchmark_name"], table[column], strict=True):
+            mean, std = paper.loc[(model, name), ["mean", "std"]]
+            assert shown == f"{mean:.1f} ± {std:.1f}"
+    assert table["value"].tolist() == [0.5] * 5
+    assert table["paper_format"].str.fullmatch(PAPER_FORMAT).all()
