@@ -166,7 +166,10 @@ class ReplayAgent:
         if isinstance(recorded, str) and recorded:
             recorded = json.loads(recorded)
         if isinstance(recorded, list) and recorded:
-            steps = [Step(**step) for step in recorded]
+            # the recorded boxes and texts come back; the spend does not: a replay costs nothing
+            steps = [
+                Step(**step | {"cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0}) for step in recorded
+            ]
         else:
             steps = [Step(index=0, action="answer", text=text)]
         return AgentAnswer(text=text, steps=steps)
