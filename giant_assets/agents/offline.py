@@ -105,7 +105,9 @@ def read_recorded(path: str | Path) -> pd.DataFrame:
         raise FileNotFoundError(f"replay file {path} does not exist")
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        frame = pd.read_csv(path, dtype={"benchmark_id": str}, keep_default_na=False)
+        # Answers as written: a column of only numeric-looking answers must not become floats ("2.0" -> "2").
+        text_columns = {c: str for c in ("benchmark_id", "benchmark_name", *ANSWER_COLUMNS)}
+        frame = pd.read_csv(path, dtype=text_columns, keep_default_na=False)
     elif suffix in (".jsonl", ".json"):
         # No dtype inference: the string "2" must stay "2", not become the float 2.0.
         frame = pd.read_json(path, lines=suffix == ".jsonl", dtype=False, convert_dates=False)

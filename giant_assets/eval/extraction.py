@@ -9,21 +9,23 @@ panda uses the ISUP grade 0..5. Rules, in order; the first that yields a label d
    Its value may be an int, a numeric string, a letter (4-option questions) or the option text. A value
    that is not a valid label makes the result ``None``: the model's formal answer was invalid.
    A truncated object (``{"answer": 3, "reasoning": "...``) is read by its quoted key and value.
-2. Explicit statement. "answer is/answer:/final answer/correct option is/I choose ..." phrases, the last
-   one first; within the sentence after it, the first valid candidate (option text, letter, number)
-   wins. A statement naming only invalid candidates (e.g. "Answer: 7" of 4 options) gives ``None``;
-   a statement without any candidate ("the answer is unclear") is skipped. "answer is not 2" is skipped.
+2. Explicit statement. "answer is/answer:/final answer/correct option is/I choose/I'm going with ..."
+   phrases, the last one first; within the sentence after it, the first valid candidate (option text,
+   letter, number) wins. A statement naming only invalid candidates (e.g. "Answer: 7" of 4 options)
+   gives ``None``; a statement without any candidate ("the answer is unclear") is skipped. "answer is
+   not 2" is skipped.
 3. Whole text: the first marked candidate (option text, "option 3", "(C)", "C)" at a line start, a lone
-   letter; panda: "ISUP grade 3", "grade group 3"), else the first bare integer in range.
+   letter: the whole answer or a capital alone on its line; panda: "ISUP grade 3", "grade group 3"),
+   else the first bare integer in range.
 
 A negated candidate ("not 2", "not option 2", "not liver", "not grade group 2") is never a label.
 
 Candidates: an integer is "bare" only when standalone (not in 4+3, 3-4, 95%, 3/5, 2.5, TCGA-05-4244,
 40x, 3 mm) and not inside an option's text ("Grade 2" is the option, not the number 2); on panda,
-numbers in a Gleason phrase ("Gleason score 4+3=7", "Gleason pattern 4") are never grades. Letters
-A-D count only for 4-option questions and never as the article "A" ("A tumor ..."), or in words like
-"B-cell". Option text matches case-insensitively on word boundaries; when matches overlap (options
-"Lung" and "Lung adenocarcinoma"), the longest wins. Out-of-range integers are not labels.
+numbers in a Gleason phrase ("Gleason score 4+3=7", "Gleason pattern 4", "patterns 3 and 4") are never
+grades. Letters A-D count only for 4-option questions and never as the article "A" ("A tumor ..."), or
+in words like "B-cell". Option text matches case-insensitively on word boundaries; when matches overlap
+(options "Lung" and "Lung adenocarcinoma"), the longest wins. Out-of-range integers are not labels.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import ast
 import json
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,16 +112,19 @@ def _json_objects(text: str) -> list[dict]:
     """Top-level dicts in the text, in order: JSON first, then a Python-literal reading (single quotes)."""
     found: list[dict] = []
     decoder = json.JSONDecoder()
+    closing = _matching_braces(text)
     pos = text.find("{")
     while pos != -1 and pos < _MAX_JSON_CHARS:
         end = None
         try:
             obj, end = decoder.raw_decode(text, pos)
         except (ValueError, RecursionError):
-            close = _matching_brace(text, pos)
+            close = closing.get(pos)
             if close is not None:
                 try:
-                    obj = ast.literal_eval(text[pos : close + 1])
+                    with warnings.catch_warnings():  # e.g. "invalid decimal literal" on '{1e5x: 2}'
+                        warnings.simplefilter("ignore", SyntaxWarning)
+                        obj = ast.literal_eval(text[pos : close + 1])
                     end = close + 1
                 except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                     obj = None
@@ -130,16 +136,21 @@ def _json_objects(text: str) -> list[dict]:
     return found
 
 
-def _matching_brace(text: str, start: int) -> int | None:
-    depth = 0
-    for i in range(start, min(len(text), start + _MAX_JSON_CHARS)):
-        if text[i] == "{":
-            depth += 1
-        elif text[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-    return None
+def _matching_braces(text: str) -> dict[int, int]:
+    """Position of each "{" (before ``_MAX_JSON_CHARS``) -> its matching "}" within ``_MAX_JSON_CHARS``.
+
+    One pass with a stack (quotes are not special), so a text of many unclosed braces stays linear.
+    """
+    closing: dict[int, int] = {}
+    stack: list[int] = []
+    for i, char in enumerate(text[: 2 * _MAX_JSON_CHARS]):
+        if char == "{":
+            stack.append(i)
+        elif char == "}" and stack:
+            start = stack.pop()
+            if start < _MAX_JSON_CHARS and i - start < _MAX_JSON_CHARS:
+                closing[start] = i
+    return closing
 
 
 def _find_key(obj: Any, keys: tuple[str, ...]) -> tuple[str, Any] | None:
@@ -209,13 +220,15 @@ _EXPLICIT = re.compile(
             |(?:correct|best|most\s+likely)\s+(?:answer|option|choice)
             |answer)
           (?:\s+(?:is|would\s+be|will\s+be|should\s+be|=)|\s*[:=])
-        | \bi(?:'ll|\s+will|\s+would)?\s+(?:choose|select|pick|go\s+with)
+        | \bi(?:'ll|'d|\s+will|\s+would)?\s+(?:choose|select|pick|go\s+with)
+        | \bi(?:'m|\s+am)\s+going\s+with
         )[ \t:*-]*""",
     re.I | re.X,
 )
 _SENTENCE_END = re.compile(r"[.!?;](?=\s|$)|\n")
 _NEGATED = re.compile(r"(?:\w+\s+)?not\b", re.I)
 _SEGMENT_CHARS = 200
+_LOOKBACK = 40  # chars searched before a candidate for its marker ("option", "("); keeps it linear
 
 
 def _from_explicit(text: str, task: _Task) -> tuple[int | None, str] | None:
@@ -289,8 +302,8 @@ _ISUP = re.compile(
     re.I,
 )
 _GLEASON = re.compile(
-    r"\bgleason(?:\s+(?:score|pattern|grade|sum))?\s*(?:of\s+|is\s+|[:=]\s*)?\d+(?:\s*\+\s*\d+)?"
-    r"(?:\s*=\s*\d+)?",
+    r"\b(?:gleason(?:\s+(?:score|pattern|grade|sum)s?)?|patterns?)\s*(?:of\s+|is\s+|are\s+|[:=]\s*)?"
+    r"\d+(?:\s*(?:\+|and|&)\s*\d+)?(?:\s*=\s*\d+)?",
     re.I,
 )
 
@@ -325,7 +338,9 @@ def _candidates(text: str, task: _Task, *, strict: bool) -> list[_Candidate]:
         if _inside(m.start(), masked):
             continue
         k = int(m.group(1))
-        marked = task.options is not None and bool(_INT_MARKED.search(text, 0, m.start()))
+        marked = task.options is not None and bool(
+            _INT_MARKED.search(text, max(0, m.start() - _LOOKBACK), m.start())
+        )
         kind = "marked number" if marked else "number"
         found.append(_Candidate(m.start(), k if task.in_range(k) else None, f"{kind} {k}"))
     found.sort(key=lambda c: c.start)
@@ -369,10 +384,12 @@ def _letters(text: str, *, strict: bool) -> list[_Candidate]:
         letter, start, end = m.group(1), m.start(), m.end()
         before, after = text[max(0, start - 1) : start], text[end : end + 1]
         bracketed = before in "([{" and before != "" and after in ")]}" and after != ""
-        prefixed = bool(_LETTER_PREFIX.search(text, 0, start))
-        line_start = text[:start].rstrip(" \t").endswith("\n") or not text[:start].strip()
+        prefixed = bool(_LETTER_PREFIX.search(text, max(0, start - _LOOKBACK), start))
+        line_start = not text[text.rfind("\n", 0, start) + 1 : start].strip()
         listed = line_start and after in ").:" and after != ""
-        alone = whole == letter
+        line_end = text.find("\n", end)
+        own_line = text[start : len(text) if line_end == -1 else line_end].strip(" \t.:;!)]}") == letter
+        alone = whole == letter or (line_start and own_line and letter.isupper())
         if letter.islower() and not (bracketed or prefixed or alone):
             continue
         if strict and not (bracketed or prefixed or listed or alone):

@@ -12,9 +12,11 @@ import pandas as pd
 import pytest
 from scipy.stats import chisquare
 
-from giant_assets.agents.base import AgentItem
+from giant_assets.agents.base import AgentAnswer, AgentItem, Step
 from giant_assets.agents.offline import MajorityAgent, RandomAgent, ReplayAgent, read_recorded
+from giant_assets.batch.runner import result_row
 from giant_assets.eval.extraction import extract_label
+from giant_assets.scoring import PREDICTION_DTYPES
 
 OPTIONS = ["Lung", "Liver", "Kidney", "Skin"]
 SIX = ["Lung", "Liver", "Kidney", "Skin", "Colon", "Breast"]
@@ -210,3 +212,51 @@ def test_recorded_file_errors_name_file_and_columns(tmp_path: Path) -> None:
     (tmp_path / "x.txt").write_text("")
     with pytest.raises(ValueError, match="x.txt.*'.txt'"):
         read_recorded(tmp_path / "x.txt")
+
+
+def test_csv_of_numeric_looking_answers_keeps_their_text(tmp_path: Path) -> None:
+    """A CSV answer column of only numbers was read as floats: "2.0" replayed as "2" (label 2, was None)."""
+    path = tmp_path / "numeric.csv"
+    path.write_text("benchmark_id,answer_text\n7,2.0\n8,03\n")
+    assert read_recorded(path)["answer_text"].tolist() == ["2.0", "03"]
+    agent = ReplayAgent(path)
+    assert labels_of(agent, item(benchmark_id="7"), [0]) == [None]  # as extracted from the original "2.0"
+    assert answer(agent, item(benchmark_id="8")).text == "03"
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
+def test_replaying_a_predictions_table_reproduces_its_labels_and_regions(tmp_path: Path, suffix: str) -> None:
+    """The predictions table of a run, saved and replayed, gives the same texts, labels and crop boxes."""
+    texts = ['{"answer": 2}', "Answer: C", "no idea", "2.0", "", "Kidney"]
+    rows = []
+    for i, text in enumerate(texts):
+        it = item(benchmark_id=f"{i:03d}")
+        steps = [
+            Step(0, "crop", box=[10 * i, 20, 30, 40], level=1, image_size=[30, 40], cost_usd=0.2),
+            Step(1, "answer", text=text, input_tokens=50, output_tokens=5),
+        ]
+        base = {"config_hash": "h", "agent": "giant", "model": "m", "benchmark_name": "tcga"}
+        base |= {"benchmark_id": it.benchmark_id, "run_index": 0, "started_at": None}
+        truth = {"benchmark_name": "tcga", "truth_label": 2, "options": OPTIONS}
+        rows.append(result_row(base, truth, AgentAnswer(text, steps), None, None))
+    table = pd.DataFrame.from_records(rows, columns=list(PREDICTION_DTYPES)).astype(PREDICTION_DTYPES)
+    agent = ReplayAgent(write(table, tmp_path / f"predictions{suffix}"))
+    replayed = [answer(agent, item(benchmark_id=f"{i:03d}")) for i in range(len(texts))]
+    assert [a.text for a in replayed] == texts
+    expected = [None if pd.isna(label) else int(label) for label in table["predicted_label"]]
+    assert expected == [2, 3, None, None, None, 3]
+    assert labels_of(agent, item(benchmark_id="000"), [0]) == [2]
+    for i, a in enumerate(replayed):
+        label = extract_label(a.text, benchmark_name="tcga", options=OPTIONS).label
+        assert label == expected[i]
+        assert [(s.action, s.box) for s in a.steps] == [("crop", [10 * i, 20, 30, 40]), ("answer", None)]
+        assert a.cost_usd == 0.0 and a.input_tokens == 0 and a.output_tokens == 0
+
+
+def test_jsonl_trajectory_as_a_json_list_is_replayed(tmp_path: Path) -> None:
+    path = tmp_path / "native.jsonl"
+    line = {"benchmark_id": "7", "answer_text": "B", "trajectory_json": STEPS}
+    path.write_text(json.dumps(line) + "\n")
+    replayed = answer(ReplayAgent(path), item())
+    assert replayed.text == "B" and [s.action for s in replayed.steps] == ["crop", "answer"]
+    assert replayed.steps[0].level == 1 and replayed.cost_usd == 0.0

@@ -52,6 +52,24 @@ PANDA_CASES = [
     ("gleason-only-final", "Final answer: Gleason 4+3=7", None),
     ("percent-not-grade", "Tumour occupies 5% of the core.", None),
     ("range-not-grade", "grade 3-4", None),
+    ("gleason-7-then-gg", "Gleason 7 (4+3), grade group 3", 3),
+    ("gleason-spaced-then-isup", "Gleason score of 3 + 4 = 7; ISUP 2", 2),
+    ("gleason-6-isup-1-parens", "Gleason 3+3=6 (ISUP 1)", 1),
+    ("gleason-arrow-isup", "Gleason score: 4+5=9 → ISUP grade 5", 5),
+    ("gleason-grade-group", "Gleason grade group 2", 2),
+    ("gg-abbrev", "GG4", 4),
+    ("answer-benign-0", "Answer: 0 (benign)", 0),
+    ("final-isup-bold", "final ISUP grade: **4**", 4),
+    ("isup-n-not-m", "ISUP grade 3, not 4", 3),
+    ("final-answer-json", 'The final answer is {"isup_grade": 3}', 3),
+    ("json-gleason-key-ignored", '{"gleason_score": "4+3", "isup_grade": "3"}', 3),
+    ("fenced-truncated-json", '```json\n{"isup_grade": 2,\n "reasoning": "small glands', 2),
+    ("patterns-not-grades", "Gleason pattern 3 and pattern 4 present; overall grade 3", 3),
+    ("pattern-list-not-grades", "Gleason patterns 3 and 4; I assign 2", 2),
+    ("primary-secondary-pattern", "Primary pattern 4, secondary pattern 3: grade 3", 3),
+    ("json-gleason-only", '{"gleason": 7}', None),
+    ("gleason-score-7-only", "Gleason score 7", None),
+    ("gleason-9-only", "Gleason 5+4=9", None),
 ]
 
 OPTION_CASES = [
@@ -110,6 +128,32 @@ OPTION_CASES = [
     ("shorter-option", LUNGS, "Normal lung with alveoli.", 1),
     ("option-text-contains-number", GRADES, "Grade 2", 2),
     ("answer-number-vs-option", GRADES, "The answer is 3", 3),
+    ("json-overlapping-option-text", LUNGS, '{"answer": "Lung adenocarcinoma"}', 2),
+    ("json-shorter-option-text", LUNGS, '{"answer": "lung"}', 1),
+    ("answer-is-not-n-it-is-m", FOUR, "The answer is not 2; it is 4", 4),
+    ("answer-not-n-but-m", FOUR, "Answer: not 2 but 4", 4),
+    ("letter-n-not-m", FOUR, "The answer is B, not C.", 2),
+    ("explicit-beats-later-option-text", FOUR, "Answer: C. Squamous cell carcinoma would show keratin.", 3),
+    ("option-text-then-option-number", FOUR, "Most likely squamous cell carcinoma (option 2).", 2),
+    ("negated-option-text-4", FOUR, "Not adenocarcinoma. Squamous cell carcinoma.", 2),
+    ("answer-option-n", FOUR, "Answer: Option 3", 3),
+    ("counts-before-answer", FOUR, "After reviewing 3 regions at 20x, the answer is 4.", 4),
+    ("json-letter-with-text", FOUR, '{"answer": "C) Small cell carcinoma"}', 3),
+    ("final-answer-bold-letter-text", FOUR, "**Final Answer:** (B) Squamous cell carcinoma", 2),
+    ("heading-then-letter-line", FOUR, "### Answer\nB", 2),
+    ("bold-heading-letter-line", FOUR, "**Answer**\n\nC.\n\nThe nests are small and blue.", 3),
+    ("lowercase-letter-line", FOUR, "Reasoning done\nb\n", None),
+    ("im-going-with", FOUR, "I'm going with D.", 4),
+    ("id-pick", FOUR, "I'd pick C", 3),
+    ("json-bool", FOUR, '{"answer": true}', None),
+    ("json-list", FOUR, '{"answer": [2]}', None),
+    ("json-not-an-option", FOUR, '{"answer": "none of the above"}', None),
+    ("cannot-determine", FOUR, "I cannot determine the answer.", None),
+    ("last-explicit-wins", ORGANS, "Answer: 2\nAnswer: 5", 5),
+    ("percent-then-answer", ORGANS, "I am 95% sure the answer is 4", 4),
+    ("ids-units-then-answer", ORGANS, "Slide TCGA-05-4244, 95% tumour, 3 mm focus. Answer: 4", 4),
+    ("fraction-not-label", ORGANS, "3/6", None),
+    ("conclusion-option-text", ORGANS, "1. Look at the slide\n2. Zoom\nConclusion: kidney", 3),
 ]
 
 # Inputs that once raised instead of returning None or a label: unhashable keys in a Python-style dict,
@@ -211,3 +255,52 @@ def test_arbitrary_text_never_raises(text: str, options: list[str]) -> None:
     assert result.reason
     grade = extract_label(text, benchmark_name="panda", options=None)
     assert grade.label is None or 0 <= grade.label <= 5
+
+
+@pytest.mark.parametrize(
+    ("text", "options", "label", "how"),
+    [
+        ('{"answer": "B"}', FOUR, 2, "JSON 'answer'"),
+        ('{"isup_grade": 4}', None, 4, "JSON 'isup_grade'"),
+        ('{"answer": 3, "reasoning": "keratin pe', FOUR, 3, "JSON-like 'answer' (object not parseable)"),
+        ("Looking closely, the answer is C.", FOUR, 3, 'explicit "answer is": letter "C"'),
+        ("Final answer: 2", ORGANS, 2, 'explicit "Final answer"'),
+        ("This is liver parenchyma.", ORGANS, 2, 'first marked candidate: option text "liver"'),
+        ("Gleason score 4+3=7, ISUP grade group 3", None, 3, 'first marked candidate: "ISUP grade group 3"'),
+        ("Maybe 4, or 5", ORGANS, 4, "first number in range: number 4 -> option 4 (also mentioned: option 5)"),
+        ('{"answer": 9}', FOUR, None, "JSON 'answer' value 9 is not a valid option 1..4"),
+        ("Answer: 7", FOUR, None, 'explicit "Answer" names number 7, not a valid option 1..4'),
+        ("No tumour seen.", FOUR, None, "no option number, letter or option text found"),
+        ("No tumour seen.", None, None, "no ISUP grade 0..5 found"),
+    ],
+)
+def test_reason_names_the_rule_that_decided(
+    text: str, options: list[str] | None, label: int | None, how: str
+) -> None:
+    result = extract_label(text, benchmark_name="tcga" if options else "panda", options=options)
+    assert result.label == label
+    assert result.reason.startswith(how), result.reason
+
+
+LONG_PROSE = (
+    "At level 2 I cropped region 3 of 12 (x=1024, y=2048) and saw glands; B-cell infiltrate is absent. "
+    "A tumor is seen with 40% necrosis. "
+) * 300
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(
+    ("text", "four", "panda"),
+    [
+        (LONG_PROSE, 2, 2),  # ~40k chars of reasoning with many numbers: took ~2 s (quadratic scans)
+        (LONG_PROSE + "\nFinal answer: C", 3, 2),
+        ("A " * 30_000, None, None),  # once ~50 s: each letter re-scanned the whole prefix
+        ("1 " * 30_000, 1, 1),  # once ~75 s: each number re-scanned the whole prefix
+        ("{" * 20_000, None, None),  # once ~20 s: a brace-matching scan per unclosed brace
+        ('{"a": ' * 4_000, None, None),
+    ],
+    ids=["prose", "prose-then-answer", "letters", "numbers", "braces", "open-objects"],
+)
+def test_long_outputs_take_linear_time(text: str, four: int | None, panda: int | None) -> None:
+    assert extract_label(text, benchmark_name="tcga", options=FOUR).label == four
+    assert extract_label(text, benchmark_name="panda", options=None).label == panda
