@@ -4,12 +4,14 @@ and the crops themselves, re-read from the slide at the recorded boxes, as PNG f
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
-from PIL import ImageDraw
+from PIL import Image, ImageDraw
 
 from giant_assets.geometry.roi import Region, regions_from_frame
 from giant_assets.slides.access import InvalidRegion, SlideError, crop, open_slide, thumbnail
@@ -18,6 +20,7 @@ VIEWED = (0, 160, 255)
 REFERENCE = (40, 200, 40)
 OVERVIEW_SIZE = 768
 CROP_SIZE = 384
+PREVIEW_SIZE = 320  # long side of the pictures embedded in asset metadata (a few kB each)
 
 
 def _viewed_boxes(trajectory_json: str) -> list[tuple[int, list[int]]]:
@@ -99,3 +102,25 @@ def write_trajectory_images(
         if overview is not None:
             written.append(overview)
     return written
+
+
+def run_crops(overview: Path) -> list[Path]:
+    """The crop pictures written beside ``overview``, in step order."""
+    return sorted(overview.parent.glob("step*.png"), key=lambda p: int(p.stem.removeprefix("step")))
+
+
+def preview_markdown(overview: Path, crops: Iterable[Path] = (), max_crops: int = 2) -> str:
+    """Markdown showing the overview and the first crops inline (small JPEG data URIs), for the Dagster UI.
+
+    Bounded: at most ``1 + max_crops`` pictures of long side ``PREVIEW_SIZE``, about 10-20 kB in all.
+    """
+    parts = [f"**{overview.parent.relative_to(overview.parents[3])}** (blue: viewed, green: reference)\n"]
+    for path in [overview, *list(crops)[:max_crops]]:
+        with Image.open(path) as img:
+            small = img.convert("RGB")
+            small.thumbnail((PREVIEW_SIZE, PREVIEW_SIZE))
+            buf = io.BytesIO()
+            small.save(buf, "JPEG", quality=80)
+        data = base64.b64encode(buf.getvalue()).decode("ascii")
+        parts.append(f"![{path.stem}](data:image/jpeg;base64,{data})")
+    return "\n".join(parts)

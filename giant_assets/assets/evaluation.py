@@ -26,7 +26,7 @@ from giant_assets.scoring import (
     write_results_json,
 )
 from giant_assets.summary_chart import bar_chart_png
-from giant_assets.trajectory_images import write_trajectory_images
+from giant_assets.trajectory_images import preview_markdown, run_crops, write_trajectory_images
 
 
 class PredictionConfig(Config):
@@ -121,14 +121,16 @@ def predictions(
     regions = load_reference_regions(regions_path) if regions_path else None
     pictures_dir = storage.root / "trajectories" / config_hash
     overviews = write_trajectory_images(rows, items, pictures_dir, regions)
-    pictures = (
-        {
+    pictures = {}
+    if overviews:
+        crops = run_crops(overviews[0])
+        pictures = {
             "trajectory_images": MetadataValue.path(str(pictures_dir / benchmark)),
+            "pictures_written": len(overviews),
             "first_overview": MetadataValue.path(str(overviews[0])),
+            **({"first_crop": MetadataValue.path(str(crops[0]))} if crops else {}),
+            "preview": MetadataValue.md(preview_markdown(overviews[0], crops)),
         }
-        if overviews
-        else {}
-    )
     errors = rows["error_kind"].value_counts().to_dict()
     context.add_output_metadata(
         {
