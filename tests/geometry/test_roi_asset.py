@@ -1,0 +1,182 @@
+"""roi_evaluation on real materializations: ingest the sample, let GIANT navigate its slides against a
+loopback scripted model, score the trajectories, and check every number against plain shapely.
+
+Also checks that the bundled reference regions agree with the sample slides' painted designs.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import shapely
+import shapely.affinity
+from dagster import DagsterInstance, materialize
+
+from giant_assets.agents.scripted_model import (
+    RecordedRequest,
+    Reply,
+    ScriptedModelServer,
+    _dark_region_box,
+    crop_reply,
+    demo_policy,
+)
+from giant_assets.assets.evaluation import predictions
+from giant_assets.assets.ingest import benchmark_items, multipathqa_csv
+from giant_assets.assets.roi import roi_evaluation
+from giant_assets.multipathqa.sample import SAMPLE_SLIDES, sample_csv_path, sample_regions_path
+from giant_assets.storage import ParquetStore
+from tests.support.dagster_env import resources_for
+
+PARTITION = "tcga_slidebench"  # 3 items on 2 slides: two lesion regions and one region away from it
+KEY_ENV = "GIANT_TEST_ROI_KEY"
+KEY = "sk-roi-test-0c5d2f7aSECRET1234567890"
+CORNER = (0, 0, 300, 300)  # background: hits no reference region
+
+
+def two_crops_then_answer(request: RecordedRequest) -> Reply:
+    """Step 1 looks at an empty corner, step 2 at the thumbnail's dark lesion, then the demo answer."""
+    if request.assistant_turns == 0:
+        return crop_reply(*CORNER, prose="Start at the corner.")
+    if request.assistant_turns == 1:
+        first = next(t for t in request.turns if t.role == "user")
+        box = _dark_region_box("\n".join(first.texts), first.images[0])
+        assert box is not None
+        return crop_reply(*box, prose="Now the dark area.")
+    return demo_policy(request)
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
+    data = tmp_path_factory.mktemp("roi") / "data"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("GIANT_DATA_DIR", str(data))
+    mp.setenv(KEY_ENV, KEY)
+    mp.delenv("GIANT_REGIONS_PATH", raising=False)
+    instance = DagsterInstance.ephemeral()
+    resources = resources_for(data, wsi_root=str(sample_wsi_root))
+    assets = [multipathqa_csv, benchmark_items, predictions, roi_evaluation]
+    try:
+        assert materialize(assets[:2], resources=resources, instance=instance).success
+        with ScriptedModelServer(rule=two_crops_then_answer) as server:
+            config = {
+                "agent": "giant",
+                "model": "scripted-roi-test",
+                "base_url": server.openai_base_url,
+                "api_key_env": KEY_ENV,
+                "runs_per_item": 2,
+            }
+            result = materialize(
+                assets,
+                selection=[predictions, roi_evaluation],
+                partition_key=PARTITION,
+                resources=resources,
+                instance=instance,
+                run_config={"ops": {"predictions": {"config": config}}},
+            )
+            auths = {r.headers.get("Authorization") for r in server.requests}
+        assert result.success
+        assert auths == {f"Bearer {KEY}"}  # the key went where it belongs
+    finally:
+        mp.undo()
+    store = ParquetStore(data)
+    return data, result, store.read("predictions", [PARTITION]), store.read("roi_evaluation", [PARTITION])
+
+
+def reference_boxes() -> dict[tuple[str, str], list[shapely.Polygon]]:
+    with open(sample_regions_path(), newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    refs: dict[tuple[str, str], list[shapely.Polygon]] = {}
+    for row in rows:
+        assert row["kind"] == "box"
+        x, y, w, h = json.loads(row["coords"])
+        refs.setdefault((row["benchmark_name"], row["benchmark_id"]), []).append(
+            shapely.box(x, y, x + w, y + h)
+        )
+    return refs
+
+
+def expected_score(
+    views: list[shapely.Polygon], refs: list[shapely.Polygon]
+) -> tuple[float, bool, int | None]:
+    """best IoU, hit, 1-based first hitting view under geometry.roi's default rule: IoU >= 0.1, or the
+    view covers half a reference, or half the view lies inside one."""
+    best, first = 0.0, None
+    for i, v in enumerate(views, start=1):
+        for r in refs:
+            inter = v.intersection(r).area
+            best = max(best, inter / v.union(r).area)
+            if first is None and (
+                inter / v.union(r).area >= 0.1 or inter >= 0.5 * r.area or inter >= 0.5 * v.area
+            ):
+                first = i
+    return best, first is not None, first
+
+
+def test_roi_evaluation_matches_shapely_on_the_trajectories(scored) -> None:
+    _, _, runs, roi = scored
+    refs = reference_boxes()
+    items_with_refs = {k for b, k in refs if b == PARTITION}
+    assert len(runs) == 3 * 2 and set(roi["benchmark_id"]) == items_with_refs
+    assert len(roi) == 2 * len(items_with_refs)  # every run of an item with regions is scored
+    for run in runs.itertuples():
+        steps = json.loads(run.trajectory_json)
+        boxes = [s["box"] for s in steps if s["action"] == "crop"]
+        assert boxes[0] == list(CORNER) and len(boxes) == 2
+        views = [shapely.box(x, y, x + w, y + h) for x, y, w, h in boxes]
+        best, hit, first = expected_score(views, refs[(PARTITION, run.benchmark_id)])
+        row = roi[(roi.benchmark_id == run.benchmark_id) & (roi.run_index == run.run_index)].iloc[0]
+        assert row.n_viewed == 2 and row.config_hash == run.config_hash
+        assert row.best_iou == pytest.approx(best, abs=1e-12)
+        assert bool(row.hit) == hit
+        assert (None if pd.isna(row.first_hit_step) else int(row.first_hit_step)) == first
+
+
+def test_the_sample_regions_give_a_mix_of_hits_and_misses(scored) -> None:
+    _, result, _, roi = scored
+    by_item = roi.groupby("benchmark_id")["hit"].all().to_dict()
+    # items 0 and 1 mark the dark lesion the agent looks at second; item 2 (necrosis) lies elsewhere
+    assert by_item == {"0": True, "1": True, "2": False}
+    assert set(roi.loc[roi.hit, "first_hit_step"]) == {2}  # the corner crop came first
+    meta = result.asset_materializations_for_node("roi_evaluation")[0].metadata
+    assert meta["hit_rate"].value == pytest.approx(roi["hit"].mean())
+    assert meta["mean_best_iou"].value == pytest.approx(roi["best_iou"].mean())
+
+
+def test_predictions_metadata_shows_crops_and_the_key_is_stored_nowhere(scored) -> None:
+    data, result, runs, _ = scored
+    meta = result.asset_materializations_for_node("predictions")[0].metadata
+    overview, first_crop = Path(meta["first_overview"].value), Path(meta["first_crop"].value)
+    assert overview.name == "overview.png" and first_crop.name == "step1.png" and first_crop.exists()
+    assert meta["preview"].value.count("data:image/jpeg;base64,") == 3  # overview + both crops
+    per_run = sorted((data / "trajectories").glob(f"*/{PARTITION}/*/run*"))
+    assert len(per_run) == len(runs)
+    for run_dir in per_run:
+        assert {p.name for p in run_dir.iterdir()} == {"overview.png", "step1.png", "step2.png"}
+    for path in data.rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
+    assert KEY not in json.dumps({k: str(v.value) for k, v in meta.items()})
+
+
+def ellipse(blob) -> shapely.Polygon:
+    return shapely.affinity.scale(shapely.Point(blob.cx, blob.cy).buffer(1, 64), blob.rx, blob.ry)
+
+
+def test_sample_regions_agree_with_the_painted_slides() -> None:
+    """A lesion region is its lesion's bounding box; every region lies on tissue of its item's slide."""
+    with open(sample_csv_path(), newline="", encoding="utf-8") as fh:
+        slide_of = {(r["benchmark_name"], r["benchmark_id"]): r["image_path"] for r in csv.DictReader(fh)}
+    designs = {Path(s.relpath).name: s.design for s in SAMPLE_SLIDES}
+    with open(sample_regions_path(), newline="") as fh:
+        regions = list(csv.DictReader(fh))
+    for row in regions:
+        design = designs[slide_of[(row["benchmark_name"], row["benchmark_id"])]]
+        x, y, w, h = json.loads(row["coords"])
+        tissue = shapely.unary_union([ellipse(b) for b in design.tissue])
+        assert tissue.contains(shapely.box(x, y, x + w, y + h)), row
+        if row["label"] == "lesion":
+            assert [x, y, w, h] in [b.box_xywh for b in design.lesions], row
