@@ -5,14 +5,21 @@ writing Parquet + DuckDB under $GIANT_DATA_DIR (default ./data):
 
 1. ingest the sample CSV and resolve its generated slides;
 2. the `random` agent over all five benchmarks, then the metrics summary;
-3. the GIANT agent navigating the slides against a scripted model on loopback (no key, no network):
-   trajectories, crop pictures and ROI evaluation against the sample's reference regions;
-4. one GIANT export graded as a submission, the same number as `benchmark_metrics`.
+3. the GIANT agent navigating the slides against a scripted model on loopback (no network; a throwaway
+   key in GIANT_DEMO_API_KEY takes the path a real key would and is stored nowhere): trajectories,
+   crop pictures (files under trajectories/ and previews in the predictions' metadata) and ROI
+   evaluation against the sample's reference regions;
+4. one GIANT export graded as a submission, the same number as `benchmark_metrics`;
+5. where to look: the DuckDB file with queries for `python -m giant_assets.sql`, results, pictures.
+
+Each benchmark partition's tables hold its last materialization: GIANT's, since it runs after the
+random agent (the random result set stays in its journals and results JSON).
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import sys
 import time
@@ -30,6 +37,11 @@ from giant_assets.settings import data_dir
 from giant_assets.storage import ParquetStore
 
 DEMO_MODEL = "scripted-demo"
+# the loopback model needs no key; the demo still sends a throwaway one, through the same env-var path a
+# real key takes, so the run shows that keys reach only the Authorization header (never logs or tables)
+DEMO_KEY_ENV = "GIANT_DEMO_API_KEY"
+# Dagster's per-event DEBUG lines would bury the demo's own output; they stay in the run logs (`make ui`)
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 GRADED_BENCHMARK = "tcga"
 # a stable port keeps the base URL, hence the config hash, the same across demo runs: a second
 # `make demo` reuses the GIANT journals instead of asking the model again
@@ -37,10 +49,17 @@ DEMO_PORT = 47321
 PER_BENCHMARK = AssetSelection.assets("predictions", "item_predictions", "benchmark_metrics")
 
 
-def _run(title: str, selection: AssetSelection, instance: DagsterInstance, **kwargs) -> None:
+def _run(
+    title: str, selection: AssetSelection, instance: DagsterInstance, run_config: dict | None = None, **kwargs
+) -> None:
     started = time.monotonic()
     result = materialize(
-        [*ALL_ASSETS, *ALL_CHECKS], selection=selection, resources=RESOURCES, instance=instance, **kwargs
+        [*ALL_ASSETS, *ALL_CHECKS],
+        selection=selection,
+        resources=RESOURCES,
+        instance=instance,
+        run_config=(run_config or {}) | QUIET,
+        **kwargs,
     )
     if not result.success:
         sys.exit(f"demo step failed: {title}")
@@ -60,6 +79,7 @@ def _giant_agent(instance: DagsterInstance) -> str:
     prices.parent.mkdir(parents=True, exist_ok=True)
     prices.write_text(f"{DEMO_MODEL}: {{input_per_mtok: 0.0, output_per_mtok: 0.0}}\n")
     os.environ.setdefault(PRICES_ENV, str(prices))
+    os.environ.setdefault(DEMO_KEY_ENV, f"sk-demo-{secrets.token_hex(16)}")
     server = serve_demo_model(port=DEMO_PORT)
     try:
         config = {
@@ -67,6 +87,7 @@ def _giant_agent(instance: DagsterInstance) -> str:
             "model": DEMO_MODEL,
             "provider": "openai",
             "base_url": server.openai_base_url,
+            "api_key_env": DEMO_KEY_ENV,  # the variable's NAME; not part of the config hash
         }
         run_config = {"ops": {"predictions": {"config": config}}}
         for benchmark in BENCHMARK_NAMES:
@@ -116,8 +137,8 @@ def _report(root: Path, config_hash: str, submission: Path) -> None:
     print("\nGIANT with the scripted model (bootstrap mean ± std, 1000 replicates) beside the paper:")
     print(table.to_string(index=False))
     roi = store.query(
-        "select benchmark_name, count(*) runs, sum(hit::int) hits, round(avg(best_iou), 3) mean_best_iou "
-        "from roi_evaluation group by 1 order by 1"
+        "select benchmark_name, count(*) runs, count_if(hit)::int hits, "
+        "round(avg(best_iou), 3) mean_best_iou from roi_evaluation group by 1 order by 1"
     )
     print("\nWhere GIANT looked vs the reference regions (roi_evaluation):")
     print(roi.to_string(index=False))
@@ -138,16 +159,26 @@ def _report(root: Path, config_hash: str, submission: Path) -> None:
         f"export's empty predictions do), {scored:.1f} % over the items with a readable slide."
     )
     db = root / "giant.duckdb"
-    print(f"\nDuckDB file: {db}\nTry:")
+    print(
+        f"\nDuckDB file: {db} (views over the Parquet files beside it). Each benchmark partition holds its "
+        "LAST materialization, here GIANT's: the random agent's result set stays in its journals and "
+        "results JSON (config hash in every row)."
+    )
+    print("Try (read-only, no separate CLI needed):")
     for sql in (
-        "select benchmark_name, agent, round(value_pct, 1) pct, paper_format from benchmark_metrics",
+        "select benchmark_name, agent, metric_type, round(value_pct, 1) pct, paper_format "
+        "from benchmark_metrics order by 1",
         "select benchmark_id, run_index, step, action, box_x, box_y, box_w, box_h, level "
         "from trajectory_steps where benchmark_name = 'gtex' order by 1, 2, 3",
-        "select benchmark_name, benchmark_id, best_iou, hit, first_hit_step from roi_evaluation",
+        "select benchmark_name, benchmark_id, round(best_iou, 3) best_iou, hit, first_hit_step "
+        "from roi_evaluation order by 1, 2",
     ):
-        print(f'  .venv/bin/duckdb {db} "{sql}"')
-    print(f"Results JSON and chart: {root / 'results'}")
-    print(f"Trajectory pictures (overview + crops per run): {root / 'trajectories' / config_hash}")
+        print(f'  .venv/bin/python -m giant_assets.sql "{sql}"')
+    print(f'  (or the DuckDB CLI: .venv/bin/duckdb -readonly {db} "select ...")')
+    print(f"Results JSON per result set and chart: {root / 'results'}")
+    print(f"GIANT exports (benchmark_id,prediction): {root / 'exports' / config_hash}")
+    pictures = root / "trajectories" / config_hash
+    print(f"Trajectory pictures (overview.png + step<i>.png crops per run): {pictures}")
 
 
 if __name__ == "__main__":

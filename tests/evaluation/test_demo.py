@@ -18,16 +18,19 @@ import shapely
 from giant_assets.multipathqa.sample import sample_regions_path
 
 REPO = Path(__file__).resolve().parents[2]
+DEMO_KEY = "sk-demo-test-4a7e19c2SECRET0000000000"  # what the demo sends the loopback model
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def demo(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path) -> tuple[Path, str]:
     tmp = tmp_path_factory.mktemp("demo")
     home = tmp / "dagster_home"
     home.mkdir()
     shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIANT_")}
-    env |= {"DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(tmp / "data")}
+    env |= {"DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(tmp / "data"), "GIANT_DEMO_API_KEY": DEMO_KEY}
+    # the worker's generated sample slides (the same files the demo would generate): saves ~8 s
+    env["GIANT_WSI_ROOT"] = str(sample_wsi_root)
     out = subprocess.run(
         [sys.executable, "-m", "giant_assets.demo"],
         env=env,
@@ -37,6 +40,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
         timeout=300,
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    assert DEMO_KEY not in out.stdout + out.stderr
     return tmp / "data", out.stdout
 
 
@@ -53,7 +57,7 @@ def test_demo_materializes_everything_and_says_where_to_look(demo: tuple[Path, s
     }  # fmt: skip
     metrics = sql(data, "select benchmark_name, agent, n_scored, paper_giant from metrics_summary")
     assert len(metrics) == 5 and set(metrics["agent"]) == {"giant"} and metrics["paper_giant"].notna().all()
-    assert "DuckDB file:" in stdout and ".venv/bin/duckdb" in stdout
+    assert "DuckDB file:" in stdout and ".venv/bin/python -m giant_assets.sql" in stdout
     results = list((data / "results").glob("*/results.json"))
     agents = {json.loads(p.read_text())["agent_settings"]["agent"] for p in results}
     assert agents == {"random", "giant"}  # both result sets summarised, each with provenance
@@ -99,3 +103,31 @@ def test_graded_export_equals_benchmark_metrics(demo: tuple[Path, str]) -> None:
     task = graded.at[0, "task_id"]
     value = sql(data, f"select value_all_items_pct from benchmark_metrics where benchmark_name = '{task}'")
     assert 100 * graded.at[0, "score"] == pytest.approx(value.iat[0, 0])
+
+
+def test_roi_hits_and_misses_and_the_printed_queries_run(demo: tuple[Path, str]) -> None:
+    data, stdout = demo
+    roi = sql(data, "select * from roi_evaluation")
+    assert 0 < roi["hit"].sum() < len(roi)  # the sample's regions give a mix, not all hits
+    queries = [
+        line.split('giant_assets.sql "', 1)[1][:-1]
+        for line in stdout.splitlines()
+        if "giant_assets.sql" in line
+    ]
+    assert len(queries) == 3
+    for query in queries:
+        out = subprocess.run(
+            [sys.executable, "-m", "giant_assets.sql", query, "--db", str(data / "giant.duckdb")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0 and "(no rows)" not in out.stdout, out.stderr
+
+
+def test_the_demo_key_is_stored_nowhere(demo: tuple[Path, str]) -> None:
+    data, _ = demo
+    for root in (data, data.parent / "dagster_home"):
+        for path in root.rglob("*"):
+            if path.is_file():
+                assert DEMO_KEY.encode() not in path.read_bytes(), path

@@ -1,0 +1,52 @@
+"""Query the platform's DuckDB file from the shell, read-only, with the venv's Python (no separate CLI).
+
+    .venv/bin/python -m giant_assets.sql "select benchmark_name, value_pct from benchmark_metrics"
+
+The database is ``$GIANT_DATA_DIR/giant.duckdb`` (default ``./data``) unless ``--db PATH`` is given.
+Opening it read-only never takes the write lock, so it works while Dagster materializes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from giant_assets.settings import DUCKDB_NAME, data_dir
+
+
+def run(sql: str, db: Path) -> pd.DataFrame:
+    """The query's result; raises FileNotFoundError when the DuckDB file does not exist yet."""
+    if not db.exists():
+        raise FileNotFoundError(f"{db} does not exist yet: run `make demo` (or materialize assets) first")
+    with duckdb.connect(str(db), read_only=True) as con:
+        relation = con.sql(sql)
+        return relation.df() if relation is not None else pd.DataFrame()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m giant_assets.sql", description=__doc__.splitlines()[0])
+    parser.add_argument("sql", help='one SQL statement, e.g. "select * from benchmark_metrics"')
+    parser.add_argument(
+        "--db", type=Path, default=None, help=f"DuckDB file (default: <data dir>/{DUCKDB_NAME})"
+    )
+    parser.add_argument("--limit", type=int, default=200, help="print at most this many rows (default 200)")
+    args = parser.parse_args(argv)
+    db = args.db or data_dir() / DUCKDB_NAME
+    try:
+        frame = run(args.sql, db)
+    except (FileNotFoundError, duckdb.Error) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_colwidth", 60):
+        print(frame.head(args.limit).to_string(index=False) if len(frame) else "(no rows)")
+    if len(frame) > args.limit:
+        print(f"... {len(frame) - args.limit} more rows (use --limit)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
