@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import shutil
 import sys
 import time
@@ -164,17 +165,20 @@ def _report(root: Path, config_hash: str, submission: Path) -> None:
         "LAST materialization, here GIANT's: the random agent's result set stays in its journals and "
         "results JSON (config hash in every row)."
     )
-    print("Try (read-only, no separate CLI needed):")
-    for sql in (
+    queries = (
         "select benchmark_name, agent, metric_type, round(value_pct, 1) pct, paper_format "
         "from benchmark_metrics order by 1",
         "select benchmark_id, run_index, step, action, box_x, box_y, box_w, box_h, level "
         "from trajectory_steps where benchmark_name = 'gtex' order by 1, 2, 3",
         "select benchmark_name, benchmark_id, round(best_iou, 3) best_iou, hit, first_hit_step "
         "from roi_evaluation order by 1, 2",
-    ):
+    )
+    print("Try the DuckDB CLI in the venv (read-only: fine while Dagster materializes):")
+    for sql in queries:
+        print(f'  .venv/bin/duckdb -readonly {shlex.quote(str(db))} "{sql}"')
+    print("or the same queries without the CLI:")
+    for sql in queries:
         print(f'  .venv/bin/python -m giant_assets.sql "{sql}"')
-    print(f'  (or the DuckDB CLI: .venv/bin/duckdb -readonly {db} "select ...")')
     print(f"Results JSON per result set and chart: {root / 'results'}")
     print(f"GIANT exports (benchmark_id,prediction): {root / 'exports' / config_hash}")
     pictures = root / "trajectories" / config_hash
