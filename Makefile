@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(BIN)/python -m giant_assets.demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 ui: $(STAMP)
 	$(BIN)/dagster dev -w workspace.yaml

@@ -17,6 +17,9 @@ import shapely
 
 from giant_assets.multipathqa.sample import sample_regions_path
 
+# one worker runs the whole module, so the module-scoped demo runs once under `-n 2 --dist loadgroup`
+pytestmark = pytest.mark.xdist_group("demo")
+
 REPO = Path(__file__).resolve().parents[2]
 DEMO_KEY = "sk-demo-test-4a7e19c2SECRET0000000000"  # what the demo sends the loopback model
 
