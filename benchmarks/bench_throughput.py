@@ -1,7 +1,7 @@
 """GIANT items through concurrent agent calls against the loopback model with a fixed latency.
 
 Each item is a real navigation (guided thumbnail, one 1024 px crop, answer: 2 model calls) over a
-generated 4-level slide. With concurrency C and model latency L the ideal rate is C / (2 L) items/s;
+generated 4-level Aperio-style .svs slide (JPEG tiles, as real WSIs have). With concurrency C and model latency L the ideal rate is C / (2 L) items/s;
 the achieved rate shows what slide reads, image encoding and HTTP cost on top. The model server runs
 in its own process, as a remote API would, so its request parsing does not compete with the client for
 the GIL. Configurations are chosen with the ideal rate well below the measured CPU ceiling of the
@@ -92,7 +92,7 @@ class _ServerProcess:
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        slide = write_pyramidal_slide(Path(tmp) / "s.tiff", DESIGN, levels=4)
+        slide = write_pyramidal_slide(Path(tmp) / "s.svs", DESIGN, levels=4, svs=True)
         with _ServerProcess(0.0) as url:  # harness cost alone: L = 0, one at a time
             wall, ok = asyncio.run(run_batch(url, slide, 16, 1))
         per_item = wall / 16

@@ -241,7 +241,11 @@ class HTTPChatModel(abc.ABC):
         self.max_tokens = max_tokens
         self.extra_body = dict(extra_body or {})
         self._rng = random.Random(seed)
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)))
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
+            # keep a connection per in-flight item alive (httpx keeps 20 by default; batches run more)
+            limits=httpx.Limits(max_connections=256, max_keepalive_connections=256),
+        )
 
     def __repr__(self) -> str:
         name = type(self).__name__
