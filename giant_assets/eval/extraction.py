@@ -24,7 +24,8 @@ Candidates: an integer is "bare" only when standalone (not in 4+3, 3-4, 95%, 3/5
 40x, 3 mm) and not inside an option's text ("Grade 2" is the option, not the number 2); on panda,
 numbers in a Gleason phrase ("Gleason score 4+3=7", "Gleason pattern 4", "patterns 3 and 4") are never
 grades. Letters A-D count only for 4-option questions and never as the article "A" ("A tumor ..."), or
-in words like "B-cell". Option text matches case-insensitively on word boundaries; when matches overlap
+in words like "B-cell". Option text matches case-insensitively on word boundaries, a hyphen
+equal to a space ("small-cell" = "small cell"); when matches overlap
 (options "Lung" and "Lung adenocarcinoma"), the longest wins. Out-of-range integers are not labels.
 """
 
@@ -314,7 +315,8 @@ def _normalise(text: str) -> str:
 
 
 def _squash(text: str) -> str:
-    return " ".join(text.lower().split()).strip(" .:;,'\"")
+    """Lower case, hyphens as spaces, whitespace collapsed, edge punctuation dropped."""
+    return " ".join(text.lower().replace("-", " ").split()).strip(" .:;,'\"")
 
 
 def _candidates(text: str, task: _Task, *, strict: bool) -> list[_Candidate]:
@@ -364,10 +366,10 @@ def _option_spans(text: str, options: tuple[str, ...]) -> list[tuple[int, int, i
     """Non-overlapping option-text matches (start, end, 1-based option); the longest wins an overlap."""
     spans = []
     for k, option in enumerate(options, start=1):
-        words = option.split()
+        words = [w for w in re.split(r"[\s-]+", option) if w]  # "small-cell" and "small cell" are one
         if not words:
             continue
-        pattern = r"(?<![\w-])" + r"\s+".join(re.escape(w) for w in words) + r"(?![\w]|-\w)"
+        pattern = r"(?<![\w-])" + r"[\s-]+".join(re.escape(w) for w in words) + r"(?![\w]|-\w)"
         spans.extend((m.start(), m.end(), k) for m in re.finditer(pattern, text, re.I))
     spans.sort(key=lambda s: (s[0], -(s[1] - s[0])))
     kept: list[tuple[int, int, int]] = []
