@@ -1,7 +1,13 @@
 """Resume: a real `dagster asset materialize` of one predictions partition (GIANT agent against the
-loopback scripted model) is SIGKILLed mid-partition and re-run. No (item, run) is duplicated in the
-journal or in the predictions table, runs finished before the kill never reach the model again, and
-the API key reaches the server but no byte of the data dir or DAGSTER_HOME.
+loopback scripted model) is SIGKILLed mid-partition, re-run and interrupted with Ctrl-C (SIGINT to
+its process group), then re-run to completion. No (item, run) is duplicated in the journal or in the
+predictions table, runs finished before an interruption never reach the model again, the interrupted
+run journals nothing for the run it abandoned, and the API key reaches the server but no byte of the
+data dir, DAGSTER_HOME or the CLI's output.
+
+Each of the three CLI runs gets its own value of the key (the env var's value is not part of the
+config hash), so every recorded request is attributed to the run that sent it by its Authorization
+header, however late the server reads it.
 """
 
 import contextlib
@@ -13,13 +19,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 import pytest
-from dagster import AssetKey, DagsterInstance, materialize
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, materialize
 from dagster._core.instance.ref import InstanceRef
 
 from giant_assets.agents.scripted_model import RecordedRequest, serve_demo_model
@@ -32,6 +37,7 @@ DAGSTER = str(Path(sys.executable).with_name("dagster"))
 PARTITION = "tcga_slidebench"  # three items, every slide readable
 RUNS_PER_ITEM = 3
 KEY_ENV = "GIANT_TEST_KEY"
+IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
 
 
 def wait_for(
@@ -71,20 +77,18 @@ def item_of(request: RecordedRequest, prompts: dict[str, str]) -> str:
     return found[0]
 
 
-def conversations(requests: list[RecordedRequest], prompts: dict[str, str]) -> dict[str, list[int]]:
-    """Per item, the number of requests of each conversation, in order (concurrency 1: one at a time).
+def conversations(requests: list[RecordedRequest], prompts: dict[str, str]) -> list[tuple[str, int]]:
+    """(item, number of requests) of each conversation, in order (concurrency 1: one at a time).
 
     A conversation (one run of the agent) starts with a request holding no assistant turn yet.
     """
-    out: dict[str, list[int]] = {bid: [] for bid in prompts}
-    current = None
+    out: list[tuple[str, int]] = []
     for request in requests:
         bid = item_of(request, prompts)
         if request.assistant_turns == 0:
-            out[bid].append(0)
-            current = bid
-        assert bid == current, "a conversation continued on another item: runs overlapped"
-        out[bid][-1] += 1
+            out.append((bid, 0))
+        assert out and out[-1][0] == bid, "a conversation continued on another item: runs overlapped"
+        out[-1] = (bid, out[-1][1] + 1)
     return out
 
 
@@ -95,17 +99,17 @@ def model_calls(row: dict) -> int:
     return len(steps) - 1
 
 
-def test_sigkill_mid_partition_then_rerun_resumes_without_redoing_or_duplicating(
+def test_kill_then_ctrl_c_mid_partition_then_rerun_resumes_without_redoing_or_duplicating(
     tmp_path: Path, sample_wsi_root: Path
 ) -> None:
     data, home = tmp_path / "data", tmp_path / "dagster_home"
     home.mkdir()
     shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
-    key = f"sk-test-secret-{secrets.token_hex(16)}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIANT_", "DAGSTER_"))}
-    env |= {"DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(data), KEY_ENV: key}
+    keys = [f"sk-test-secret-{secrets.token_hex(16)}" for _ in range(3)]  # one per CLI run
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("GIANT_", "DAGSTER_"))}
+    base_env |= {"DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(data)}
 
-    # ingest in-process into the same data dir (the CLI run reads benchmark_items from its Parquet)
+    # ingest in-process into the same data dir (the CLI runs read benchmark_items from its Parquet)
     ingest = materialize(
         [multipathqa_csv, benchmark_items],
         resources=resources_for(data, wsi_root=str(sample_wsi_root)),
@@ -116,7 +120,9 @@ def test_sigkill_mid_partition_then_rerun_resumes_without_redoing_or_duplicating
     items = items[items["benchmark_name"] == PARTITION]
     prompts = dict(zip(items["benchmark_id"].astype(str), items["prompt"], strict=True))
     assert len(prompts) == 3 and (items["wsi_status"] == "ok").all()
-    expected = {(bid, run) for bid in prompts for run in range(RUNS_PER_ITEM)}
+    order = [(bid, run) for bid in prompts for run in range(RUNS_PER_ITEM)]  # the runner's order
+    expected = set(order)
+    first_item = order[0][0]
 
     server = serve_demo_model(latency_s=0.3)
     config = {
@@ -134,53 +140,87 @@ def test_sigkill_mid_partition_then_rerun_resumes_without_redoing_or_duplicating
         "--partition", PARTITION, "--config-json",
     ]  # fmt: skip
     # the killed run uses the default multiprocess executor (its step runs in a child of the CLI
-    # process, so the whole process group must die); the re-run executes in-process to save an import
-    first_args = [*args, json.dumps(run_config)]
-    rerun_args = [*args, json.dumps(run_config | {"execution": {"config": {"in_process": {}}}})]
-    first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
-    try:
-        # 1. the first run, SIGKILLed (its whole process group) once a run is journaled and another is asked
-        with open(first_log, "wb") as out:
+    # process, so the whole process group must die); the later runs execute in-process (one import)
+    commands = [
+        [*args, json.dumps(run_config)],
+        [*args, json.dumps(run_config | IN_PROCESS)],
+        [*args, json.dumps(run_config | IN_PROCESS)],
+    ]
+    logs = [tmp_path / f"run{i}.log" for i in range(3)]
+    journal = Journal(data / "journals" / "unknown")
+
+    def asked(phase: int) -> list[RecordedRequest]:
+        return [r for r in list(server.requests) if r.headers.get("Authorization") == f"Bearer {keys[phase]}"]
+
+    def interrupt(phase: int, sig: signal.Signals, finished_before: int, at_least: int) -> int:
+        """Run ``commands[phase]``; send ``sig`` to its process group once ``at_least`` runs are
+        journaled and the next one is talking to the model; return the exit code."""
+        nonlocal journal
+        with open(logs[phase], "wb") as out:
             proc = subprocess.Popen(
-                first_args, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                commands[phase],
+                env=base_env | {KEY_ENV: keys[phase]},
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         try:
-            journal_path = wait_for(
+            path = wait_for(
                 lambda: next(iter((data / "journals").glob(f"*/{PARTITION}.jsonl")), None),
-                45, "the journal", proc, first_log,
+                45, "the journal", proc, logs[phase],
             )  # fmt: skip
-            journal = Journal(journal_path)
+            journal = Journal(path)
 
-            def mid_run() -> bool:  # >= 1 run journaled, and the next one already talking to the model
+            def mid_run() -> bool:
                 done = len(journal.read())
-                started = sum(r.assistant_turns == 0 for r in list(server.requests))
-                return 1 <= done < len(expected) and started > done
+                started = finished_before + sum(r.assistant_turns == 0 for r in asked(phase))
+                return at_least <= done < len(expected) and started > done
 
-            wait_for(mid_run, 30, "a finished run and one in flight", proc, first_log)
+            wait_for(mid_run, 30, f"{at_least} journaled runs and one in flight", proc, logs[phase])
         finally:
             with contextlib.suppress(ProcessLookupError):  # the group is gone if the run already ended
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        wait_for(lambda: not group_alive(proc.pid), 10, "every process of the killed run to die")
-        time.sleep(0.3)  # requests already on the wire are recorded before the snapshot
-        before = journal.read()
-        asked_before = list(server.requests)
-        assert 1 <= len(before) < len(expected), "the kill did not land mid-partition"
+                os.killpg(proc.pid, sig)
+            code = proc.wait(timeout=20)
+        wait_for(lambda: not group_alive(proc.pid), 10, f"every process of run {phase} to die")
+        return code
+
+    try:
+        # 1. SIGKILL the whole group once the first item's runs are all journaled and the next is asked
+        code = interrupt(0, signal.SIGKILL, 0, RUNS_PER_ITEM)
+        assert code == -signal.SIGKILL
+        snapshots = [{}, journal.read()]
+        assert RUNS_PER_ITEM <= len(snapshots[1]) < len(expected), "the kill did not land mid-partition"
         assert not any((data / "predictions").glob("*.parquet")), "the killed run stored its output"
 
-        # 2. re-run the same materialization to completion
-        with open(second_log, "wb") as out:
+        # 2. re-run, and Ctrl-C it (SIGINT to the group, as a terminal does) after one more run
+        code = interrupt(1, signal.SIGINT, len(snapshots[1]), len(snapshots[1]) + 1)
+        assert code != 0
+        assert "Execution was interrupted" in logs[1].read_text()
+        snapshots.append(journal.read())
+        assert len(snapshots[1]) < len(snapshots[2]) < len(expected), "Ctrl-C did not land mid-partition"
+        assert not any((data / "predictions").glob("*.parquet")), "the interrupted run stored its output"
+
+        # 3. re-run the same materialization to completion
+        with open(logs[2], "wb") as out:
             rerun = subprocess.run(
-                rerun_args, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, timeout=60
+                commands[2],
+                env=base_env | {KEY_ENV: keys[2]},
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=60,
             )
-        assert rerun.returncode == 0, second_log.read_text()[-4000:]
+        assert rerun.returncode == 0, logs[2].read_text()[-4000:]
+        snapshots.append(journal.read())
         requests = list(server.requests)
     finally:
         server.stop()
-    asked_after = requests[len(asked_before) :]
+    phases = [asked(i) for i in range(3)]
+    assert sum(len(p) for p in phases) == len(requests), "a request without one of the runs' keys"
 
     # journal: one row per (benchmark_id, run_index), finished rows untouched, nothing written twice
-    lines = journal_path.read_text().splitlines()
+    lines = journal.path.read_text().splitlines()
     parsed = []
     for line in lines:
         try:
@@ -190,58 +230,64 @@ def test_sigkill_mid_partition_then_rerun_resumes_without_redoing_or_duplicating
     assert len(parsed) >= len(lines) - 1
     raw_keys = [(r["benchmark_id"], r["run_index"]) for r in parsed]
     assert len(raw_keys) == len(set(raw_keys)) == len(expected)
-    after = journal.read()
-    assert {(k[2], k[3]) for k in after} == set(raw_keys) == expected
-    assert all(after[k] == row for k, row in before.items())  # finished rows were reused as they were
-    assert all(row["error_kind"] is None and row["predicted_label"] is not None for row in after.values())
+    final = snapshots[3]
+    assert {(k[2], k[3]) for k in final} == set(raw_keys) == expected
+    for earlier in snapshots[1:3]:
+        assert all(final[k] == row for k, row in earlier.items())  # reused exactly as they were
+    assert all(row["error_kind"] is None and row["predicted_label"] is not None for row in final.values())
 
     # predictions table, through the DuckDB view and the partition's Parquet file
     with duckdb.connect(str(data / "giant.duckdb"), read_only=True) as con:
         view = con.sql("select benchmark_name, benchmark_id, run_index, finished_at from predictions").df()
     parquet = pd.read_parquet(data / "predictions" / f"{PARTITION}.parquet")
     for table in (view, parquet):
-        keys = list(zip(table["benchmark_id"], table["run_index"], strict=True))
-        assert len(keys) == len(set(keys)) == len(expected) and set(keys) == expected
+        keys_ = list(zip(table["benchmark_id"], table["run_index"], strict=True))
+        assert len(keys_) == len(set(keys_)) == len(expected) and set(keys_) == expected
         assert set(table["benchmark_name"]) == {PARTITION}
-    assert sorted(view["finished_at"]) == sorted(r["finished_at"] for r in after.values())
+    assert sorted(view["finished_at"]) == sorted(r["finished_at"] for r in final.values())
 
-    # model requests per (item, run), items recognised by the question each request carries
-    before_keys = {(k[2], k[3]) for k in before}
-    calls = {(r["benchmark_id"], r["run_index"]): model_calls(r) for r in after.values()}
-    convs_before, convs_after = conversations(asked_before, prompts), conversations(asked_after, prompts)
-    runs_after: Counter = Counter()  # (item, run) -> conversations after the kill
-    for bid, sizes in convs_after.items():
-        unfinished = sorted(run for b, run in expected - before_keys if b == bid)
-        # each item's unfinished runs, and only those, were asked again: once each, in run order
-        assert len(sizes) == len(unfinished), (bid, sizes, unfinished)
-        for run, size in zip(unfinished, sizes, strict=True):
-            runs_after[bid, run] += 1
-            assert size == calls[bid, run]  # the whole conversation behind the journaled row
-    assert all(runs_after[k] == 0 for k in before_keys)
-    assert all(runs_after[k] == 1 for k in expected - before_keys)
-    assert len(asked_after) == sum(calls[k] for k in expected - before_keys)
-    # before the kill: the finished runs plus at most one unfinished conversation (the one in flight)
-    started_before = sum(len(sizes) for sizes in convs_before.values())
-    assert started_before - len(before) in (0, 1)
-    assert len(asked_before) >= sum(calls[k] for k in before_keys)
-    for bid, sizes in convs_before.items():
-        assert sizes[: sum(b == bid for b, _ in before_keys)] == [
-            calls[bid, run] for run in sorted(run for b, run in before_keys if b == bid)
-        ]
+    # model requests: each CLI run asked exactly the runs not yet journaled, in the runner's order,
+    # one whole conversation per run it journaled, plus at most the one conversation it was cut off in
+    calls = {(r["benchmark_id"], r["run_index"]): model_calls(r) for r in final.values()}
+    for phase, requests_ in enumerate(phases):
+        done_before = {(k[2], k[3]) for k in snapshots[phase]}
+        done_now = {(k[2], k[3]) for k in snapshots[phase + 1]} - done_before
+        pending = [k for k in order if k not in done_before]
+        assert done_now == set(pending[: len(done_now)]), phase
+        convs = conversations(requests_, prompts)
+        assert convs[: len(done_now)] == [(bid, calls[bid, run]) for bid, run in pending[: len(done_now)]]
+        extra = convs[len(done_now) :]
+        if phase == 2:
+            assert extra == [] and done_now == expected - done_before
+        else:  # the conversation in flight when the signal landed (if it was not journaled in time)
+            assert len(extra) <= 1, (phase, extra)
+            next_bid, next_run = pending[len(done_now)]
+            assert all(bid == next_bid and n <= calls[next_bid, next_run] for bid, n in extra)
+        assert not {bid for bid, _ in convs} & {bid for bid in prompts if all(
+            (bid, run) in done_before for run in range(RUNS_PER_ITEM)
+        )}, "an item finished before this run was asked again"  # fmt: skip
+    # the first item was finished before the kill and never asked again afterwards
+    assert all((first_item, run) in {(k[2], k[3]) for k in snapshots[1]} for run in range(RUNS_PER_ITEM))
+    assert not any(item_of(r, prompts) == first_item for r in phases[1] + phases[2])
+    assert len(phases[2]) == sum(calls[k] for k in expected - {(k[2], k[3]) for k in snapshots[2]})
 
-    # Dagster's own record of the second run agrees
+    # Dagster's own record: the killed run never finished, the interrupted one failed, the last succeeded
     with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        runs = instance.get_runs()[::-1]  # oldest first
         event = instance.get_latest_materialization_event(AssetKey("predictions"))
+    assert [r.status for r in runs][1:] == [DagsterRunStatus.FAILURE, DagsterRunStatus.SUCCESS]
+    assert runs[0].status not in (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE)  # left as it was
     assert event is not None and event.asset_materialization.partition == PARTITION
+    assert event.run_id == runs[2].run_id
     meta = event.asset_materialization.metadata
-    assert meta["reused_from_journal"].value == len(before)
-    assert meta["executed_now"].value == len(expected) - len(before)
+    assert meta["reused_from_journal"].value == len(snapshots[2])
+    assert meta["executed_now"].value == len(expected) - len(snapshots[2])
     assert meta["runs"].value == len(expected)
 
-    # the key was sent on every request, and stored nowhere
-    assert all(r.headers.get("Authorization") == f"Bearer {key}" for r in requests)
+    # each run sent its own key on every request, and no key was stored anywhere
     files = [p for root in (data, home) for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
-    assert len(files) > 20 and journal_path in files
-    for path in [*files, first_log, second_log]:  # the CLI's own output included
-        leaked = key.encode() in path.read_bytes()
-        assert not leaked, f"API key found in {path}"
+    assert len(files) > 20 and journal.path in files
+    for path in [*files, *logs]:  # the CLI's own output included
+        body = path.read_bytes()
+        leaked = [i for i, key in enumerate(keys) if key.encode() in body]
+        assert not leaked, f"API key of run {leaked} found in {path}"
