@@ -26,6 +26,7 @@ ui: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check giant_assets tests benchmarks
+	$(BIN)/ruff format --check giant_assets tests benchmarks
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

@@ -7,7 +7,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from giant_assets.benchmarks import BENCHMARKS
+from giant_assets.multipathqa.benchmarks import BENCHMARKS
 from giant_assets.multipathqa.loading import parse_items, read_csv_strings
 from giant_assets.multipathqa.sample import sample_csv_path
 from giant_assets.multipathqa.wsi import resolve_items

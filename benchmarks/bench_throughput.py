@@ -1,8 +1,9 @@
 """GIANT items through concurrent agent calls against the loopback model with a fixed latency.
 
 Each item is a real navigation (guided thumbnail, one 1024 px crop, answer: 2 model calls) over a
-generated 4-level Aperio-style .svs slide (JPEG tiles, as real WSIs have). With concurrency C and model latency L the ideal rate is C / (2 L) items/s;
-the achieved rate shows what slide reads, image encoding and HTTP cost on top. The model server runs
+generated 4-level Aperio-style .svs slide (JPEG tiles, as real WSIs have). With concurrency C and
+model latency L the ideal rate is C / (2 L) items/s; the achieved rate shows what slide reads, image
+encoding and HTTP cost on top. The model server runs
 in its own process, as a remote API would, so its request parsing does not compete with the client for
 the GIL. Configurations are chosen with the ideal rate well below the measured CPU ceiling of the
 client (a 2-core machine cannot encode more than ~15-30 items/s whatever the concurrency); real model
@@ -22,7 +23,7 @@ from giant_assets.agents.base import AgentItem
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.providers import OpenAIChatModel
-from giant_assets.agents.scripted_model import (
+from giant_assets.demo.scripted_model import (
     RecordedRequest,
     Reply,
     ScriptedModelServer,

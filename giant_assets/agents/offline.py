@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from giant_assets.agents.base import AgentAnswer, AgentItem, Step
-from giant_assets.benchmarks import PANDA_GRADES
+from giant_assets.multipathqa.benchmarks import PANDA_GRADES
 
 _PANDA = "panda"
 

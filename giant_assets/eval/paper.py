@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from giant_assets.benchmarks import BENCHMARK_NAMES
+from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 PAPER_TABLE1_CSV = Path(__file__).resolve().parent.parent / "reference" / "paper_table1.csv"
 COLUMNS = ("model", "benchmark", "mean", "std")

@@ -85,8 +85,12 @@ def _parse(rows: Iterable[Mapping], what: str, value_field: str, required: bool)
 
 
 def _annotations(image: NDArray, category: NDArray, boxes: list, values: list) -> _Annotations:
-    return _Annotations(image, category, np.asarray(boxes, dtype=np.float64).reshape(-1, 4),
-                        np.asarray(values, dtype=np.float64))
+    return _Annotations(
+        image,
+        category,
+        np.asarray(boxes, dtype=np.float64).reshape(-1, 4),
+        np.asarray(values, dtype=np.float64),
+    )
 
 
 def _codes(values: list, lookup: dict) -> NDArray[np.int64]:
@@ -128,8 +132,15 @@ def _chunks(sizes_d: NDArray, sizes_g: NDArray) -> list[NDArray[np.int64]]:
     return [c for c in chunks if len(c)]
 
 
-def _match(det: _Annotations, det_rank: NDArray, gt: _Annotations, gt_rank: NDArray, gt_ignore: NDArray,
-           det_group: NDArray, gt_group: NDArray) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+def _match(
+    det: _Annotations,
+    det_rank: NDArray,
+    gt: _Annotations,
+    gt_rank: NDArray,
+    gt_ignore: NDArray,
+    det_group: NDArray,
+    gt_group: NDArray,
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
     """Greedy COCO matching for every (image, category) group at all IoU thresholds at once.
 
     Detections are processed rank by rank (all groups in parallel). Returns (matched, ignored), each

@@ -24,9 +24,9 @@ import shapely
 from numpy.typing import ArrayLike
 from shapely.geometry.base import BaseGeometry
 
-from giant_assets.benchmarks import BENCHMARK_NAMES
 from giant_assets.geometry.boxes import as_boxes
 from giant_assets.geometry.polygons import to_polygon
+from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 REGION_KINDS = ("box", "polygon")
 REFERENCE_COLUMNS = ("benchmark_name", "benchmark_id", "region_id", "kind", "coords", "label")
@@ -89,8 +89,11 @@ def evaluate_viewed_regions(
     min_view_inside: float | None = 0.5,
 ) -> RoiScore:
     """Score the boxes an agent viewed (in step order) against reference regions."""
-    for name, value in (("min_iou", min_iou), ("min_reference_covered", min_reference_covered),
-                        ("min_view_inside", min_view_inside)):
+    for name, value in (
+        ("min_iou", min_iou),
+        ("min_reference_covered", min_reference_covered),
+        ("min_view_inside", min_view_inside),
+    ):
         _check_fraction(name, value)
     if not references:
         raise ValueError("references: at least one reference region is needed")
@@ -140,7 +143,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
             raise ValueError(f"{path}: invalid JSON: {exc}") from exc
         rows = data.get("regions") if isinstance(data, dict) else data
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-            raise ValueError(f"{path}: expected a list of region objects (or {{\"regions\": [...]}})")
+            raise ValueError(f'{path}: expected a list of region objects (or {{"regions": [...]}})')
         return rows
     raise ValueError(f"{path}: unsupported reference file type {suffix!r}, expected .csv or .json")
 
@@ -151,8 +154,9 @@ def _parse_row(row: dict[str, Any], where: str) -> dict[str, Any]:
         raise ValueError(f"{where}: missing field(s) {missing}")
     name = str(row["benchmark_name"])
     if name not in BENCHMARK_NAMES:
-        raise ValueError(f"{where}: field 'benchmark_name': unknown {name!r}, expected one of "
-                         f"{BENCHMARK_NAMES}")
+        raise ValueError(
+            f"{where}: field 'benchmark_name': unknown {name!r}, expected one of {BENCHMARK_NAMES}"
+        )
     coords = row["coords"]
     if isinstance(coords, str):
         try:
@@ -164,12 +168,22 @@ def _parse_row(row: dict[str, Any], where: str) -> dict[str, Any]:
         raise ValueError(f"{where}: field 'kind': expected one of {REGION_KINDS}, got {kind!r}")
     label = row.get("label")
     try:
-        region = Region(kind=kind, coords=coords, region_id=str(row["region_id"]),
-                        label=None if label in ("", None) else str(label))
+        region = Region(
+            kind=kind,
+            coords=coords,
+            region_id=str(row["region_id"]),
+            label=None if label in ("", None) else str(label),
+        )
     except ValueError as exc:
         raise ValueError(f"{where}: field 'coords': {exc}") from exc
-    return {"benchmark_name": name, "benchmark_id": str(row["benchmark_id"]), "region_id": region.region_id,
-            "kind": kind, "coords": np.asarray(coords, dtype=np.float64).tolist(), "label": region.label}
+    return {
+        "benchmark_name": name,
+        "benchmark_id": str(row["benchmark_id"]),
+        "region_id": region.region_id,
+        "kind": kind,
+        "coords": np.asarray(coords, dtype=np.float64).tolist(),
+        "label": region.label,
+    }
 
 
 def load_reference_regions(path: str | Path) -> pd.DataFrame:
@@ -191,8 +205,10 @@ def load_reference_regions(path: str | Path) -> pd.DataFrame:
     if dup.any():
         i = int(np.flatnonzero(dup.to_numpy())[0])
         r = frame.iloc[i]
-        raise ValueError(f"{path}: row {i + 1}: duplicate region_id {r.region_id!r} for "
-                         f"({r.benchmark_name}, {r.benchmark_id})")
+        raise ValueError(
+            f"{path}: row {i + 1}: duplicate region_id {r.region_id!r} for "
+            f"({r.benchmark_name}, {r.benchmark_id})"
+        )
     return frame
 
 

@@ -17,14 +17,14 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from giant_assets.core.settings import data_dir
+from giant_assets.core.storage import atomic_write_bytes
 from giant_assets.grading.grade import aggregate_reports, grade_file
 from giant_assets.grading.items import ItemsUnavailableError, project_items, read_items_file
 from giant_assets.grading.render import format_report
 from giant_assets.grading.report import TaskReport
 from giant_assets.grading.task_files import TaskDefinitionError, load_task_file
 from giant_assets.grading.tasks import TaskRegistry, register_multipathqa_tasks
-from giant_assets.settings import data_dir
-from giant_assets.storage import atomic_write_bytes
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 GRADES_DIR = "grades"

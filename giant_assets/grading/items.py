@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from giant_assets.core.storage import ParquetStore
 from giant_assets.multipathqa.loading import parse_items, read_csv_strings
-from giant_assets.storage import ParquetStore
 
 ITEMS_TABLE = "benchmark_items"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from giant_assets.benchmarks import BENCHMARKS
 from giant_assets.grading.medals import SCORE_COLUMN, leaderboard_scores
+from giant_assets.multipathqa.benchmarks import BENCHMARKS
 
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "reference" / "leaderboards"
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from giant_assets.benchmarks import BENCHMARKS, PANDA_GRADES
 from giant_assets.eval.metrics import METRICS
 from giant_assets.grading.graders import AlignedMetric, Grader
 from giant_assets.grading.leaderboards import reference_leaderboard
+from giant_assets.multipathqa.benchmarks import BENCHMARKS, PANDA_GRADES
 from giant_assets.multipathqa.loading import parse_options
 
 ITEM_COLUMNS = ("benchmark_name", "benchmark_id", "truth_label", "metric_type")

@@ -27,9 +27,11 @@ def judge(candidate: Mapping[str, Any], reference: Mapping[str, Any], config: Ma
     max_dets = config_number(config, "max_dets", 100, 1, 1e9)
     if max_dets != int(max_dets):
         raise JudgeInputError(f"config.max_dets: expected an integer, got {max_dets}")
-    res = coco_map(_rows(pick(candidate, ("detections",), "candidate detections"), "detections"),
-                   _rows(pick(reference, ("ground_truths",), "reference ground_truths"), "ground_truths"),
-                   max_dets=int(max_dets))
+    res = coco_map(
+        _rows(pick(candidate, ("detections",), "candidate detections"), "detections"),
+        _rows(pick(reference, ("ground_truths",), "reference ground_truths"), "ground_truths"),
+        max_dets=int(max_dets),
+    )
     score = getattr(res, metric)
     if math.isnan(score):
         raise JudgeInputError("reference ground_truths: no (non-crowd) ground truth boxes, AP is undefined")

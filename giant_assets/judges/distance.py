@@ -33,10 +33,16 @@ def judge(candidate: Mapping[str, Any], reference: Mapping[str, Any], config: Ma
     single = len(d) == 1
     label = [f"{metric} distance" if single else f"point {i}: {metric} distance" for i in range(len(d))]
     hits = [f"{lab}: {x:.3f}" for lab, x, ok in zip(label, d, res.hits, strict=True) if ok]
-    misses = [f"{lab} exceeds threshold: {x:.3f} > {threshold}"
-              for lab, x, ok in zip(label, d, res.hits, strict=True) if not ok]
-    reasoning = (f"{metric.capitalize()} distance = {d[0]:.3f}" if single else
-                 f"{res.n_hits}/{len(d)} points within {threshold}; mean {metric} distance = {d.mean():.3f}")
+    misses = [
+        f"{lab} exceeds threshold: {x:.3f} > {threshold}"
+        for lab, x, ok in zip(label, d, res.hits, strict=True)
+        if not ok
+    ]
+    reasoning = (
+        f"{metric.capitalize()} distance = {d[0]:.3f}"
+        if single
+        else f"{res.n_hits}/{len(d)} points within {threshold}; mean {metric} distance = {d.mean():.3f}"
+    )
     return Verdict(score=float(scores.mean()), hits=hits, misses=misses, reasoning=reasoning)
 
 

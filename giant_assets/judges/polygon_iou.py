@@ -15,9 +15,11 @@ from giant_assets.judges.protocol import Verdict, config_number, pick, serve
 
 def judge(candidate: Mapping[str, Any], reference: Mapping[str, Any], config: Mapping[str, Any]) -> Verdict:
     threshold = config_number(config, "threshold", 0.5, 0.0, 1.0)
-    res = polygon_iou(pick(candidate, ("polygon",), "candidate polygon"),
-                      pick(reference, ("polygon",), "reference polygon"),
-                      names=("candidate polygon", "reference polygon"))
+    res = polygon_iou(
+        pick(candidate, ("polygon",), "candidate polygon"),
+        pick(reference, ("polygon",), "reference polygon"),
+        names=("candidate polygon", "reference polygon"),
+    )
     passed = res.iou >= threshold
     misses = [] if passed else [f"IoU below threshold: {res.iou:.3f} < {threshold}"]
     if res.repaired_a:

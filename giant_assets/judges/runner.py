@@ -157,8 +157,13 @@ def run_judge(
     data = json.dumps(payload).encode()
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
     except OSError as exc:
         raise JudgeNotFoundError(f"cannot start judge {argv}: {exc}") from exc
     out, err_tail, over = bytearray(), collections.deque(), threading.Event()
@@ -190,8 +195,11 @@ def run_judge(
     if timed_out:
         raise JudgeTimeoutError(f"judge timed out after {timeout_s:g} s and was killed")
     if proc.returncode != 0:
-        how = (f"was killed by signal {-proc.returncode}" if proc.returncode < 0
-               else f"exited with code {proc.returncode}")
+        how = (
+            f"was killed by signal {-proc.returncode}"
+            if proc.returncode < 0
+            else f"exited with code {proc.returncode}"
+        )
         raise JudgeCrashError(f"judge {how}; stderr tail:\n{_stderr_tail(err_tail)}")
     score, hits, misses, reasoning = parse_verdict(bytes(out))
     return JudgeResult(score, hits, misses, reasoning, duration)
@@ -204,8 +212,11 @@ def load_cases(path: str | Path) -> list[tuple[str, dict[str, Any] | str]]:
     if path.is_dir():
         entries = [(f.stem, f.read_text(), f"{f}") for f in sorted(path.glob("*.json"))]
     elif path.is_file():
-        entries = [(f"line-{n}", line, f"{path}: line {n}")
-                   for n, line in enumerate(path.read_text().splitlines(), start=1) if line.strip()]
+        entries = [
+            (f"line-{n}", line, f"{path}: line {n}")
+            for n, line in enumerate(path.read_text().splitlines(), start=1)
+            if line.strip()
+        ]
     else:
         raise FileNotFoundError(f"cases path {path} is neither a directory nor a file")
     cases: list[tuple[str, dict[str, Any] | str]] = []
@@ -242,16 +253,22 @@ def run_judge_on_cases(
 
     def grade(case: tuple[str, dict[str, Any] | str]) -> dict[str, Any]:
         case_id, payload = case
-        row = dict(case_id=case_id, score=math.nan, hits=[], misses=[], reasoning="", error=None,
-                   duration_s=math.nan)
+        row = dict(
+            case_id=case_id, score=math.nan, hits=[], misses=[], reasoning="", error=None, duration_s=math.nan
+        )
         if isinstance(payload, str):
             return row | {"error": payload}
         try:
             res = run_judge(command, payload, timeout_s=timeout_s, max_output_bytes=max_output_bytes)
         except JudgeError as exc:
             return row | {"error": f"{type(exc).__name__}: {exc}"}
-        return row | {"score": res.score, "hits": res.hits, "misses": res.misses, "reasoning": res.reasoning,
-                      "duration_s": res.duration_s}
+        return row | {
+            "score": res.score,
+            "hits": res.hits,
+            "misses": res.misses,
+            "reasoning": res.reasoning,
+            "duration_s": res.duration_s,
+        }
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         rows = list(pool.map(grade, loaded))
@@ -269,8 +286,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1, help="judges run in parallel (default 1)")
     args = parser.parse_args(argv)
     try:
-        results = run_judge_on_cases(args.judge, args.cases, timeout_s=args.timeout,
-                                     max_output_bytes=args.max_output_bytes, workers=args.workers)
+        results = run_judge_on_cases(
+            args.judge,
+            args.cases,
+            timeout_s=args.timeout,
+            max_output_bytes=args.max_output_bytes,
+            workers=args.workers,
+        )
     except (JudgeNotFoundError, FileNotFoundError) as exc:
         print(f"giant-judge-run: {exc}", file=sys.stderr)
         return 2
@@ -281,8 +303,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 fh.write(json.dumps(clean) + "\n")
     errors = results[results.error.notna()]
     mean = results.score.mean()
-    print(f"cases: {len(results)}  scored: {len(results) - len(errors)}  errors: {len(errors)}  "
-          f"mean score: {'n/a' if math.isnan(mean) else f'{mean:.4f}'}")
+    print(
+        f"cases: {len(results)}  scored: {len(results) - len(errors)}  errors: {len(errors)}  "
+        f"mean score: {'n/a' if math.isnan(mean) else f'{mean:.4f}'}"
+    )
     for row in errors.head(5).itertuples():
         print(f"  error in {row.case_id}: {row.error.splitlines()[0]}")
     return 1 if len(errors) else 0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from giant_assets.benchmarks import BENCHMARKS, PANDA_GRADES
+from giant_assets.multipathqa.benchmarks import BENCHMARKS, PANDA_GRADES
 from giant_assets.multipathqa.prompts import render_prompt
 from giant_assets.multipathqa.schema import METRIC_TYPES, REQUIRED_COLUMNS
 

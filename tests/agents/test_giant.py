@@ -16,7 +16,7 @@ from giant_assets.agents.base import AgentAnswer, AgentItem
 from giant_assets.agents.giant import RAW_FINAL, GiantAgent, parse_action
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.providers import AnthropicChatModel, OpenAIChatModel, RetryPolicy
-from giant_assets.agents.scripted_model import (
+from giant_assets.demo.scripted_model import (
     Reply,
     ScriptedModelServer,
     answer_reply,

@@ -16,7 +16,7 @@ from giant_assets.agents.base import AgentAnswer, AgentItem, Step
 from giant_assets.agents.offline import MajorityAgent, RandomAgent, ReplayAgent, read_recorded
 from giant_assets.batch.runner import result_row
 from giant_assets.eval.extraction import extract_label
-from giant_assets.scoring import PREDICTION_DTYPES
+from giant_assets.eval.scoring import PREDICTION_DTYPES
 
 OPTIONS = ["Lung", "Liver", "Kidney", "Skin"]
 SIX = ["Lung", "Liver", "Kidney", "Skin", "Colon", "Breast"]

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
-from giant_assets.benchmarks import BENCHMARKS
 from giant_assets.eval.metrics import METRICS, accuracy, balanced_accuracy
+from giant_assets.multipathqa.benchmarks import BENCHMARKS
 
 
 def sk_balanced(y_true, y_pred) -> float:

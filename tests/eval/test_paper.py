@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from giant_assets.benchmarks import BENCHMARK_NAMES
 from giant_assets.eval.paper import paper_results
 from giant_assets.grading.leaderboards import reference_leaderboard
+from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 MODELS = ["GPT-5 + GIANT", "GPT-5 + GIANT x5", "TITAN (zero-shot)", "SlideChat (zero-shot)"]
 

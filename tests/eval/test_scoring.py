@@ -14,17 +14,17 @@ from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
 from giant_assets.agents.base import AgentAnswer, Step
 from giant_assets.batch.runner import NO_ANSWER, SLIDE_UNAVAILABLE, result_row
+from giant_assets.eval.export import write_submission
 from giant_assets.eval.paper import paper_results
-from giant_assets.export import write_submission
-from giant_assets.grading.grade import grade_csv
-from giant_assets.grading.tasks import tasks_from_items
-from giant_assets.scoring import (
+from giant_assets.eval.scoring import (
     PREDICTION_DTYPES,
     benchmark_metrics_row,
     summary_table,
     trajectory_steps,
     vote_items,
 )
+from giant_assets.grading.grade import grade_csv
+from giant_assets.grading.tasks import tasks_from_items
 
 N_OPTIONS = 4
 PAPER_FORMAT = r"^\d+\.\d ± \d+\.\d$"

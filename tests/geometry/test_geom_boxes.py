@@ -86,7 +86,12 @@ def test_row_blocking_covers_every_row(n, m):
     got = box_iou(a, b)
     overlapping = np.argwhere(got > 0)
     assert len(overlapping) > 100
-    pairs = np.concatenate([rng.integers(0, [n, m], size=(300, 2)), overlapping[:: len(overlapping) // 100],
-                            [[n - 1, m - 1], [0, 0], [n - 1, 0]]])
+    pairs = np.concatenate(
+        [
+            rng.integers(0, [n, m], size=(300, 2)),
+            overlapping[:: len(overlapping) // 100],
+            [[n - 1, m - 1], [0, 0], [n - 1, 0]],
+        ]
+    )
     expected = [spec_compute_iou(a[i], b[j]) for i, j in pairs]
     np.testing.assert_allclose(got[pairs[:, 0], pairs[:, 1]], expected, rtol=1e-12, atol=0)

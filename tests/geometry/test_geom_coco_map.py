@@ -16,12 +16,17 @@ from giant_assets.geometry import coco_map
 def pycoco(detections, ground_truths):
     images = sorted({d["image_id"] for d in detections} | {g["image_id"] for g in ground_truths})
     cats = sorted({d["category_id"] for d in detections} | {g["category_id"] for g in ground_truths})
-    anns = [dict(g, id=i + 1, area=g["bbox"][2] * g["bbox"][3], iscrowd=g.get("iscrowd", 0))
-            for i, g in enumerate(ground_truths)]
+    anns = [
+        dict(g, id=i + 1, area=g["bbox"][2] * g["bbox"][3], iscrowd=g.get("iscrowd", 0))
+        for i, g in enumerate(ground_truths)
+    ]
     with contextlib.redirect_stdout(io.StringIO()):
         gt = COCO()
-        gt.dataset = {"images": [{"id": i} for i in images], "categories": [{"id": c} for c in cats],
-                      "annotations": anns}
+        gt.dataset = {
+            "images": [{"id": i} for i in images],
+            "categories": [{"id": c} for c in cats],
+            "annotations": anns,
+        }
         gt.createIndex()
         ev = COCOeval(gt, gt.loadRes(copy.deepcopy(detections)), "bbox")
         ev.evaluate()
@@ -93,16 +98,27 @@ def test_area_ranges_equal_pycocotools_small_medium_large():
 def test_more_than_max_dets_per_image_and_ties():
     rng = np.random.default_rng(7)
     gts = [{"image_id": 1, "category_id": 1, "bbox": [float(10 * i), 0.0, 8.0, 8.0]} for i in range(120)]
-    dets = [{"image_id": 1, "category_id": 1, "bbox": [float(10 * i + rng.integers(0, 3)), 0.0, 8.0, 8.0],
-             "score": float(rng.integers(0, 4)) / 4} for i in rng.permutation(130)]
+    dets = [
+        {
+            "image_id": 1,
+            "category_id": 1,
+            "bbox": [float(10 * i + rng.integers(0, 3)), 0.0, 8.0, 8.0],
+            "score": float(rng.integers(0, 4)) / 4,
+        }
+        for i in rng.permutation(130)
+    ]
     assert_same(coco_map(dets, gts), pycoco(dets, gts))
 
 
 def test_category_without_detections_and_image_without_gt():
-    gts = [{"image_id": 1, "category_id": 1, "bbox": [0, 0, 10, 10]},
-           {"image_id": 1, "category_id": 2, "bbox": [50, 50, 10, 10]}]
-    dets = [{"image_id": 1, "category_id": 1, "bbox": [0, 0, 10, 10], "score": 0.9},
-            {"image_id": 2, "category_id": 1, "bbox": [0, 0, 10, 10], "score": 0.95}]
+    gts = [
+        {"image_id": 1, "category_id": 1, "bbox": [0, 0, 10, 10]},
+        {"image_id": 1, "category_id": 2, "bbox": [50, 50, 10, 10]},
+    ]
+    dets = [
+        {"image_id": 1, "category_id": 1, "bbox": [0, 0, 10, 10], "score": 0.9},
+        {"image_id": 2, "category_id": 1, "bbox": [0, 0, 10, 10], "score": 0.95},
+    ]
     result = coco_map(dets, gts)
     assert_same(result, pycoco(dets, gts))
     assert result.per_category[2] == 0.0
@@ -141,10 +157,14 @@ def test_bad_rows(det, message):
 def test_equal_iou_tie_goes_to_the_later_ground_truth():
     # det 0 has IoU 9/11 with both GTs; pycocotools gives it the later GT (B), so det 1 (IoU 9/11 with B,
     # 7/13 with A) only matches A, and only at thresholds <= 7/13.
-    gts = [{"image_id": 1, "category_id": 1, "bbox": [0, 0, 10, 10]},
-           {"image_id": 1, "category_id": 1, "bbox": [2, 0, 10, 10]}]
-    dets = [{"image_id": 1, "category_id": 1, "bbox": [1, 0, 10, 10], "score": 0.9},
-            {"image_id": 1, "category_id": 1, "bbox": [3, 0, 10, 10], "score": 0.8}]
+    gts = [
+        {"image_id": 1, "category_id": 1, "bbox": [0, 0, 10, 10]},
+        {"image_id": 1, "category_id": 1, "bbox": [2, 0, 10, 10]},
+    ]
+    dets = [
+        {"image_id": 1, "category_id": 1, "bbox": [1, 0, 10, 10], "score": 0.9},
+        {"image_id": 1, "category_id": 1, "bbox": [3, 0, 10, 10], "score": 0.8},
+    ]
     result = coco_map(dets, gts)
     assert_same(result, pycoco(dets, gts))
     # Thresholds .50 (both matched, AP 1) and .55-.80 (one match at rank 1: 51 recall points of precision 1).

@@ -11,9 +11,9 @@ TUMOUR = Region("polygon", [[5000, 5000], [9000, 5000], [9000, 9000], [5000, 900
 
 def test_steps_and_hit_rules_hand_computed():
     viewed = [
-        [0, 0, 500, 500],          # nowhere
-        [900, 900, 400, 400],      # contains the whole lesion: IoU 1/16 < 0.1 but covers 100% of it
-        [6000, 6000, 300, 300],    # inside the tumour: IoU tiny, 100% of the view inside it
+        [0, 0, 500, 500],  # nowhere
+        [900, 900, 400, 400],  # contains the whole lesion: IoU 1/16 < 0.1 but covers 100% of it
+        [6000, 6000, 300, 300],  # inside the tumour: IoU tiny, 100% of the view inside it
     ]
     res = evaluate_viewed_regions(viewed, [LESION, TUMOUR])
     assert res.step_hits == (False, True, True)
@@ -27,8 +27,9 @@ def test_criteria_can_be_switched_off():
     refs = [LESION, TUMOUR]
     only_iou = evaluate_viewed_regions(viewed, refs, min_reference_covered=None, min_view_inside=None)
     assert only_iou.step_hits == (False, False) and only_iou.first_hit_step is None
-    assert evaluate_viewed_regions(viewed, refs, min_iou=0.05, min_reference_covered=None,
-                                   min_view_inside=None).step_hits == (True, False)
+    assert evaluate_viewed_regions(
+        viewed, refs, min_iou=0.05, min_reference_covered=None, min_view_inside=None
+    ).step_hits == (True, False)
 
 
 def test_partial_overlap_iou_and_coverage_against_shapely():
@@ -68,8 +69,10 @@ HEADER = "benchmark_name,benchmark_id,region_id,kind,coords,label\n"
 
 def test_load_csv_and_json(tmp_path):
     csv = tmp_path / "refs.csv"
-    csv.write_text(HEADER + 'tcga,q1,r1,box,"[10, 20, 30, 40]",tumour\n'
-                   'panda,q2,r1,polygon,"[[0, 0], [10, 0], [0, 10]]",\n')
+    csv.write_text(
+        HEADER + 'tcga,q1,r1,box,"[10, 20, 30, 40]",tumour\n'
+        'panda,q2,r1,polygon,"[[0, 0], [10, 0], [0, 10]]",\n'
+    )
     frame = load_reference_regions(csv)
     assert list(frame.columns) == ["benchmark_name", "benchmark_id", "region_id", "kind", "coords", "label"]
     assert frame.coords.tolist() == [[10.0, 20.0, 30.0, 40.0], [[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]]]
@@ -79,13 +82,31 @@ def test_load_csv_and_json(tmp_path):
     assert [(r.region_id, r.label) for r in regions] == [("r1", "tumour"), ("r1", None)]
 
     js = tmp_path / "refs.json"
-    js.write_text(json.dumps({"regions": [{"benchmark_name": "gtex", "benchmark_id": 7, "region_id": "a",
-                                           "kind": "box", "coords": [1, 2, 3, 4]}]}))
+    js.write_text(
+        json.dumps(
+            {
+                "regions": [
+                    {
+                        "benchmark_name": "gtex",
+                        "benchmark_id": 7,
+                        "region_id": "a",
+                        "kind": "box",
+                        "coords": [1, 2, 3, 4],
+                    }
+                ]
+            }
+        )
+    )
     frame = load_reference_regions(js)
     row = frame.iloc[0].to_dict()
     assert row.pop("label") is None or frame.label.isna()[0]
-    assert row == {"benchmark_name": "gtex", "benchmark_id": "7", "region_id": "a", "kind": "box",
-                   "coords": [1.0, 2.0, 3.0, 4.0]}
+    assert row == {
+        "benchmark_name": "gtex",
+        "benchmark_id": "7",
+        "region_id": "a",
+        "kind": "box",
+        "coords": [1.0, 2.0, 3.0, 4.0],
+    }
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from giant_assets.benchmarks import BENCHMARKS, PANDA_GRADES
+from giant_assets.multipathqa.benchmarks import BENCHMARKS, PANDA_GRADES
 
 N_OPTIONS = {"gtex": 20, "tcga": 30, "tcga_slidebench": 4, "tcga_expert_vqa": 4}
 

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
+from giant_assets.core.storage import ParquetStore
 from giant_assets.grading.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE, default_report_path, run, safe_stem
 from giant_assets.multipathqa.sample import sample_csv_path
-from giant_assets.storage import ParquetStore
 from tests.grading.conftest import make_items, write_submission
 
 GIANT_GRADE = Path(sys.executable).parent / "giant-grade"

@@ -12,7 +12,6 @@ import pandas as pd
 import pytest
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
-from giant_assets.benchmarks import BENCHMARKS
 from giant_assets.grading import (
     GradeFnImportError,
     Grader,
@@ -30,6 +29,7 @@ from giant_assets.grading import (
     task_id_from_filename,
     tasks_from_items,
 )
+from giant_assets.multipathqa.benchmarks import BENCHMARKS
 from tests.grading.conftest import write_submission
 
 SKLEARN = {"accuracy": accuracy_score, "balanced_accuracy": balanced_accuracy_score}

@@ -227,9 +227,7 @@ def test_jsonl_line_problems(tmp_path: Path, tasks) -> None:
         '{"task_id": "gtex", "benchmark_id": "gtex-001"}\n'
     )
     assert validate_submission(path, tasks["gtex"])[0] is False  # gtex-002.. have no row at all
-    path.write_text(
-        '{"task_id": "panda", "benchmark_id": "0", "prediction": null}\n'
-    )
+    path.write_text('{"task_id": "panda", "benchmark_id": "0", "prediction": null}\n')
     check_invalid(path, tasks["panda"], "have no prediction")  # a null is an abstention, absent ids are not
 
 

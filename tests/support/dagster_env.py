@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from giant_assets.io_manager import ParquetDuckDBIOManager
-from giant_assets.resources import MultiPathQAResource, StorageResource
+from giant_assets.platform.io_manager import ParquetDuckDBIOManager
+from giant_assets.platform.resources import MultiPathQAResource, StorageResource
 
 
 def resources_for(data_dir: Path, **dataset: str) -> dict:

@@ -8,9 +8,9 @@ import duckdb
 import pytest
 from dagster import DagsterInstance, materialize
 
-from giant_assets.assets.ingest import benchmark_items, multipathqa_csv
-from giant_assets.checks import ITEM_CHECKS
 from giant_assets.multipathqa.sample import sample_csv_path
+from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
+from giant_assets.platform.checks import ITEM_CHECKS
 from tests.support.dagster_env import resources_for
 from tests.support.hf_server import HubServer
 

@@ -18,12 +18,12 @@ import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
-from giant_assets.assets.evaluation import benchmark_metrics, item_predictions, predictions
-from giant_assets.assets.grading import SUBMISSIONS_DIR, graded_submissions, submission_partitions
-from giant_assets.assets.ingest import benchmark_items, multipathqa_csv
-from giant_assets.export import SUBMISSION_COLUMNS, submission_frame
+from giant_assets.core.storage import ParquetStore
+from giant_assets.eval.export import SUBMISSION_COLUMNS, submission_frame
 from giant_assets.grading.submissions import partition_key_for
-from giant_assets.storage import ParquetStore
+from giant_assets.platform.assets.evaluation import benchmark_metrics, item_predictions, predictions
+from giant_assets.platform.assets.grading import SUBMISSIONS_DIR, graded_submissions, submission_partitions
+from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from tests.support.dagster_env import resources_for
 
 ASSETS = [

@@ -4,13 +4,18 @@ import os
 
 from dagster import Definitions
 
-from giant_assets.assets.evaluation import benchmark_metrics, item_predictions, metrics_summary, predictions
-from giant_assets.assets.grading import GRADING_ASSETS, GRADING_SENSORS
-from giant_assets.assets.ingest import benchmark_items, multipathqa_csv
-from giant_assets.assets.roi import roi_evaluation
-from giant_assets.checks import ITEM_CHECKS
-from giant_assets.io_manager import ParquetDuckDBIOManager
-from giant_assets.resources import MultiPathQAResource, StorageResource
+from giant_assets.platform.assets.evaluation import (
+    benchmark_metrics,
+    item_predictions,
+    metrics_summary,
+    predictions,
+)
+from giant_assets.platform.assets.grading import GRADING_ASSETS, GRADING_SENSORS
+from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
+from giant_assets.platform.assets.roi import roi_evaluation
+from giant_assets.platform.checks import ITEM_CHECKS
+from giant_assets.platform.io_manager import ParquetDuckDBIOManager
+from giant_assets.platform.resources import MultiPathQAResource, StorageResource
 
 storage = StorageResource(data_dir=os.environ.get("GIANT_DATA_DIR", ""))
 

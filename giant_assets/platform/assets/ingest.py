@@ -7,7 +7,7 @@ from dagster import AssetExecutionContext, Config, Failure, MetadataValue, asset
 
 from giant_assets.multipathqa.loading import file_sha256, parse_items, read_csv_strings
 from giant_assets.multipathqa.wsi import resolve_items
-from giant_assets.resources import MultiPathQAResource, StorageResource
+from giant_assets.platform.resources import MultiPathQAResource, StorageResource
 
 SOURCE_FILE_COLUMN = "source_file"
 

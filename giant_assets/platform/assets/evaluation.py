@@ -12,12 +12,9 @@ from pydantic import Field
 from giant_assets.agents.registry import AgentSettings, make_agent, save_settings
 from giant_assets.batch.journal import Journal
 from giant_assets.batch.runner import BatchSettings, run_batch
-from giant_assets.export import write_submission
-from giant_assets.geometry.roi import load_reference_regions
-from giant_assets.partitions import benchmark_partitions
-from giant_assets.resources import MultiPathQAResource, StorageResource
-from giant_assets.roi_scoring import reference_regions_path
-from giant_assets.scoring import (
+from giant_assets.eval.export import write_submission
+from giant_assets.eval.roi import reference_regions_path
+from giant_assets.eval.scoring import (
     PREDICTION_DTYPES,
     benchmark_metrics_row,
     summary_table,
@@ -25,8 +22,11 @@ from giant_assets.scoring import (
     vote_items,
     write_results_json,
 )
-from giant_assets.summary_chart import bar_chart_png
-from giant_assets.trajectory_images import preview_markdown, run_crops, write_trajectory_images
+from giant_assets.geometry.roi import load_reference_regions
+from giant_assets.platform.partitions import benchmark_partitions
+from giant_assets.platform.resources import MultiPathQAResource, StorageResource
+from giant_assets.report.charts import bar_chart_png
+from giant_assets.report.trajectory_images import preview_markdown, run_crops, write_trajectory_images
 
 
 class PredictionConfig(Config):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
-from giant_assets.resources import StorageResource
+from giant_assets.platform.resources import StorageResource
 
 
 class ParquetDuckDBIOManager(ConfigurableIOManager):

@@ -27,9 +27,9 @@ import pytest
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, materialize
 from dagster._core.instance.ref import InstanceRef
 
-from giant_assets.agents.scripted_model import RecordedRequest, serve_demo_model
-from giant_assets.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.batch.journal import Journal
+from giant_assets.demo.scripted_model import RecordedRequest, serve_demo_model
+from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from tests.support.dagster_env import resources_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,7 +136,7 @@ def test_kill_then_ctrl_c_mid_partition_then_rerun_resumes_without_redoing_or_du
     }
     run_config = {"ops": {"predictions": {"config": config}}}
     args = [
-        DAGSTER, "asset", "materialize", "-m", "giant_assets.definitions", "--select", "predictions",
+        DAGSTER, "asset", "materialize", "-m", "giant_assets.platform.definitions", "--select", "predictions",
         "--partition", PARTITION, "--config-json",
     ]  # fmt: skip
     # the killed run uses the default multiprocess executor (its step runs in a child of the CLI

@@ -9,7 +9,6 @@ YAML/JSON files in ``<data_dir>/tasks/``. An invalid submission is not a failed 
 with ``valid_submission = False`` and the reason in ``error``.
 """
 
-
 import json
 
 import pandas as pd
@@ -33,7 +32,7 @@ from giant_assets.grading.report import reports_to_frame
 from giant_assets.grading.submissions import file_signature, submission_files
 from giant_assets.grading.task_files import TaskDefinitionError, load_task_file
 from giant_assets.grading.tasks import TaskRegistry, register_multipathqa_tasks
-from giant_assets.resources import StorageResource
+from giant_assets.platform.resources import StorageResource
 
 SUBMISSIONS_DIR = "submissions"
 TASKS_DIR = "tasks"

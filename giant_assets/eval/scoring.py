@@ -20,11 +20,11 @@ import pandas as pd
 
 from giant_assets import __version__
 from giant_assets.batch.runner import SLIDE_UNAVAILABLE
-from giant_assets.benchmarks import BENCHMARK_NAMES
 from giant_assets.eval.bootstrap import bootstrap_metric
 from giant_assets.eval.metrics import METRICS
 from giant_assets.eval.paper import paper_results
 from giant_assets.eval.voting import vote_frame
+from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 PREDICTION_DTYPES: dict[str, str] = {
     "config_hash": "object",

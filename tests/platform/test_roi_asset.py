@@ -16,7 +16,8 @@ import shapely
 import shapely.affinity
 from dagster import DagsterInstance, materialize
 
-from giant_assets.agents.scripted_model import (
+from giant_assets.core.storage import ParquetStore
+from giant_assets.demo.scripted_model import (
     RecordedRequest,
     Reply,
     ScriptedModelServer,
@@ -24,11 +25,10 @@ from giant_assets.agents.scripted_model import (
     crop_reply,
     demo_policy,
 )
-from giant_assets.assets.evaluation import predictions
-from giant_assets.assets.ingest import benchmark_items, multipathqa_csv
-from giant_assets.assets.roi import roi_evaluation
 from giant_assets.multipathqa.sample import SAMPLE_SLIDES, sample_csv_path, sample_regions_path
-from giant_assets.storage import ParquetStore
+from giant_assets.platform.assets.evaluation import predictions
+from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
+from giant_assets.platform.assets.roi import roi_evaluation
 from tests.support.dagster_env import resources_for
 
 PARTITION = "tcga_slidebench"  # 3 items on 2 slides: two lesion regions and one region away from it

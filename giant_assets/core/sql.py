@@ -1,6 +1,6 @@
 """Query the platform's DuckDB file from the shell, read-only, with the venv's Python (no separate CLI).
 
-    .venv/bin/python -m giant_assets.sql "select benchmark_name, value_pct from benchmark_metrics"
+    .venv/bin/giant-sql "select benchmark_name, value_pct from benchmark_metrics"
 
 The database is ``$GIANT_DATA_DIR/giant.duckdb`` (default ``./data``) unless ``--db PATH`` is given.
 Opening it read-only never takes the write lock, so it works while Dagster materializes.
@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from giant_assets.settings import DUCKDB_NAME, data_dir
+from giant_assets.core.settings import DUCKDB_NAME, data_dir
 
 
 def run(sql: str, db: Path) -> pd.DataFrame:
@@ -28,7 +28,7 @@ def run(sql: str, db: Path) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m giant_assets.sql", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="giant-sql", description=__doc__.splitlines()[0])
     parser.add_argument("sql", help='one SQL statement, e.g. "select * from benchmark_metrics"')
     parser.add_argument(
         "--db", type=Path, default=None, help=f"DuckDB file (default: <data dir>/{DUCKDB_NAME})"

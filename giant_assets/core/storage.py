@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from giant_assets.settings import DUCKDB_NAME
+from giant_assets.core.settings import DUCKDB_NAME
 
 UNPARTITIONED = "_all"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")

@@ -19,16 +19,16 @@ from dagster import (
 )
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
-from giant_assets.assets.grading import (
+from giant_assets.core.storage import ParquetStore
+from giant_assets.grading.submissions import partition_key_for, submission_files
+from giant_assets.platform.assets.grading import (
     GRADING_ASSETS,
     GRADING_SENSORS,
     graded_submissions,
     submission_partitions,
     submissions_sensor,
 )
-from giant_assets.grading.submissions import partition_key_for, submission_files
-from giant_assets.resources import StorageResource
-from giant_assets.storage import ParquetStore
+from giant_assets.platform.resources import StorageResource
 from tests.grading.conftest import make_items, write_submission
 from tests.support.dagster_env import resources_for
 

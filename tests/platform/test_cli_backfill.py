@@ -60,7 +60,7 @@ def materialize(env: dict[str, str], *args: str, config: dict | None = None) -> 
             "asset",
             "materialize",
             "-m",
-            "giant_assets.definitions",
+            "giant_assets.platform.definitions",
             *args,
             "--config-json",
             run_config,

@@ -4,11 +4,11 @@ import pandas as pd
 from dagster import AssetExecutionContext, Config, MetadataValue, asset
 from pydantic import Field
 
+from giant_assets.eval.roi import ROI_COLUMNS, reference_regions_path, score_trajectories
+from giant_assets.eval.scoring import trajectory_steps
 from giant_assets.geometry.roi import load_reference_regions
-from giant_assets.partitions import benchmark_partitions
-from giant_assets.resources import MultiPathQAResource, StorageResource
-from giant_assets.roi_scoring import ROI_COLUMNS, reference_regions_path, score_trajectories
-from giant_assets.scoring import trajectory_steps
+from giant_assets.platform.partitions import benchmark_partitions
+from giant_assets.platform.resources import MultiPathQAResource, StorageResource
 
 
 class RoiConfig(Config):

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue, asset_check
 
-from giant_assets.assets.ingest import benchmark_items
-from giant_assets.benchmarks import PANDA_GRADES
+from giant_assets.multipathqa.benchmarks import PANDA_GRADES
+from giant_assets.platform.assets.ingest import benchmark_items
 
 MIN_READABLE_SHARE = 1.0
 

@@ -60,7 +60,7 @@ def test_demo_materializes_everything_and_says_where_to_look(demo: tuple[Path, s
     }  # fmt: skip
     metrics = sql(data, "select benchmark_name, agent, n_scored, paper_giant from metrics_summary")
     assert len(metrics) == 5 and set(metrics["agent"]) == {"giant"} and metrics["paper_giant"].notna().all()
-    assert "DuckDB file:" in stdout and ".venv/bin/python -m giant_assets.sql" in stdout
+    assert "DuckDB file:" in stdout and ".venv/bin/giant-sql" in stdout
     results = list((data / "results").glob("*/results.json"))
     agents = {json.loads(p.read_text())["agent_settings"]["agent"] for p in results}
     assert agents == {"random", "giant"}  # both result sets summarised, each with provenance
@@ -112,15 +112,11 @@ def test_roi_hits_and_misses_and_the_printed_queries_run(demo: tuple[Path, str])
     data, stdout = demo
     roi = sql(data, "select * from roi_evaluation")
     assert 0 < roi["hit"].sum() < len(roi)  # the sample's regions give a mix, not all hits
-    queries = [
-        line.split('giant_assets.sql "', 1)[1][:-1]
-        for line in stdout.splitlines()
-        if "giant_assets.sql" in line
-    ]
+    queries = [line.split('giant-sql "', 1)[1][:-1] for line in stdout.splitlines() if 'giant-sql "' in line]
     assert len(queries) == 3
     for query in queries:
         out = subprocess.run(
-            [sys.executable, "-m", "giant_assets.sql", query, "--db", str(data / "giant.duckdb")],
+            [sys.executable, "-m", "giant_assets.core.sql", query, "--db", str(data / "giant.duckdb")],
             capture_output=True,
             text=True,
             timeout=60,

@@ -10,7 +10,7 @@ writing Parquet + DuckDB under $GIANT_DATA_DIR (default ./data):
    crop pictures (files under trajectories/ and previews in the predictions' metadata) and ROI
    evaluation against the sample's reference regions;
 4. one GIANT export graded as a submission, the same number as `benchmark_metrics`;
-5. where to look: the DuckDB file with queries for `python -m giant_assets.sql`, results, pictures.
+5. where to look: the DuckDB file with queries for `giant-sql`, results, pictures.
 
 Each benchmark partition's tables hold its last materialization: GIANT's, since it runs after the
 random agent (the random result set stays in its journals and results JSON).
@@ -29,13 +29,13 @@ from pathlib import Path
 from dagster import AssetSelection, DagsterInstance, materialize
 
 from giant_assets.agents.registry import PRICES_ENV, AgentSettings
-from giant_assets.agents.scripted_model import serve_demo_model
-from giant_assets.assets.grading import SUBMISSIONS_DIR, submission_partitions
-from giant_assets.benchmarks import BENCHMARK_NAMES
-from giant_assets.definitions import ALL_ASSETS, ALL_CHECKS, RESOURCES
+from giant_assets.core.settings import data_dir
+from giant_assets.core.storage import ParquetStore
+from giant_assets.demo.scripted_model import serve_demo_model
 from giant_assets.grading.submissions import partition_key_for
-from giant_assets.settings import data_dir
-from giant_assets.storage import ParquetStore
+from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
+from giant_assets.platform.assets.grading import SUBMISSIONS_DIR, submission_partitions
+from giant_assets.platform.definitions import ALL_ASSETS, ALL_CHECKS, RESOURCES
 
 DEMO_MODEL = "scripted-demo"
 # the loopback model needs no key; the demo still sends a throwaway one, through the same env-var path a
@@ -117,7 +117,7 @@ def _grade_export(instance: DagsterInstance, root: Path, config_hash: str) -> Pa
 def main() -> None:
     home = os.environ.get("DAGSTER_HOME")
     if not home:
-        home = str(Path(__file__).resolve().parent.parent / "dagster_home")
+        home = str(Path(__file__).resolve().parents[2] / "dagster_home")
         os.environ["DAGSTER_HOME"] = home
     instance = DagsterInstance.get()
     root = data_dir()
@@ -178,12 +178,8 @@ def _report(root: Path, config_hash: str, submission: Path) -> None:
         print(f'  .venv/bin/duckdb -readonly {shlex.quote(str(db))} "{sql}"')
     print("or the same queries without the CLI:")
     for sql in queries:
-        print(f'  .venv/bin/python -m giant_assets.sql "{sql}"')
+        print(f'  .venv/bin/giant-sql "{sql}"')
     print(f"Results JSON per result set and chart: {root / 'results'}")
     print(f"GIANT exports (benchmark_id,prediction): {root / 'exports' / config_hash}")
     pictures = root / "trajectories" / config_hash
     print(f"Trajectory pictures (overview.png + step<i>.png crops per run): {pictures}")
-
-
-if __name__ == "__main__":
-    main()

@@ -8,10 +8,10 @@ from typing import Literal
 
 from dagster import ConfigurableResource
 
+from giant_assets.core.settings import WSI_ROOT_ENV, data_dir
+from giant_assets.core.storage import ParquetStore
 from giant_assets.multipathqa.download import MULTIPATHQA_REPO, download_multipathqa
 from giant_assets.multipathqa.sample import ensure_sample_slides, sample_csv_path
-from giant_assets.settings import WSI_ROOT_ENV, data_dir
-from giant_assets.storage import ParquetStore
 
 
 class StorageResource(ConfigurableResource):

@@ -8,7 +8,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from giant_assets.storage import ParquetStore
+from giant_assets.core.storage import ParquetStore
 
 
 def _write_partition(root: str, name: str, n: int) -> None:

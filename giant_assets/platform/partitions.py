@@ -2,6 +2,6 @@
 
 from dagster import StaticPartitionsDefinition
 
-from giant_assets.benchmarks import BENCHMARK_NAMES
+from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 benchmark_partitions = StaticPartitionsDefinition(list(BENCHMARK_NAMES))

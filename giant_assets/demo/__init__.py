@@ -1,0 +1,1 @@
+"""The demo at the platform's edge: the pipeline `make demo` runs and the scripted loopback model."""
