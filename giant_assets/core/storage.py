@@ -1,7 +1,8 @@
 """Parquet files under the data directory, exposed as DuckDB views for plain SQL.
 
 Each table is a folder of Parquet files, one per partition (or a single ``_all.parquet`` for an
-unpartitioned table). Files are written atomically (temp file + rename), so a killed run never leaves a
+unpartitioned table). A partition may name a sub-folder: ``random/tcga`` is the file
+``<table>/random/tcga.parquet`` (one file per experiment and benchmark). Files are written atomically (temp file + rename), so a killed run never leaves a
 half-written partition. The DuckDB file only holds views whose glob covers every partition file, so
 partitions materialising at once never contend for the DuckDB write lock: a view is created once, when
 its table's first file appears.
@@ -63,7 +64,9 @@ class ParquetStore:
         return self.root / _check_name("table", table)
 
     def partition_path(self, table: str, partition: str | None = None) -> Path:
-        return self.table_dir(table) / f"{_check_name('partition', partition or UNPARTITIONED)}.parquet"
+        *folders, name = (partition or UNPARTITIONED).split("/")
+        folder = self.table_dir(table).joinpath(*(_check_name("partition", f) for f in folders))
+        return folder / f"{_check_name('partition', name)}.parquet"
 
     def write(self, table: str, df: pd.DataFrame, partition: str | None = None) -> Path:
         """Atomically replace one partition (or the whole unpartitioned table) and ensure its view."""
@@ -76,8 +79,11 @@ class ParquetStore:
         return path
 
     def partitions(self, table: str) -> list[str]:
+        """Partition keys present, sub-folders joined with '/' (``random/tcga``)."""
         folder = self.table_dir(table)
-        return sorted(p.stem for p in folder.glob("*.parquet")) if folder.exists() else []
+        if not folder.exists():
+            return []
+        return sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.parquet"))
 
     def exists(self, table: str, partition: str | None = None) -> bool:
         return self.partition_path(table, partition).exists()
@@ -110,7 +116,7 @@ class ParquetStore:
 
     def ensure_view(self, table: str) -> None:
         """Create the DuckDB view over the table's Parquet files if it does not exist yet."""
-        glob = str(self.table_dir(table) / "*.parquet").replace("'", "''")
+        glob = str(self.table_dir(table) / "**" / "*.parquet").replace("'", "''")
         sql = (
             f'CREATE OR REPLACE VIEW "{table}" AS '
             f"SELECT * FROM read_parquet('{glob}', union_by_name = true)"

@@ -1,0 +1,174 @@
+"""One experiment: a named, versioned run configuration (agent or baseline, provider, model, budgets).
+
+Fields fall in three groups, and only the first decides what the model answers:
+
+- ``ANSWER_FIELDS`` decide the answers; their hash (``config_hash``) names the result set and its
+  journals. An experiment name is bound to this hash the first time it runs.
+- ``SCORING_FIELDS`` decide how stored answers are scored (re-scoring needs no model call).
+- ``SPEED_FIELDS`` decide only how fast and how much: they may change between runs of one name.
+
+The API key's *variable name* (``api_key_env``) is a speed field: the key itself is never read here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+AgentMode = Literal["random", "majority", "replay", "giant", "thumbnail", "patch", "random_patch"]
+MODEL_MODES = frozenset({"giant", "thumbnail", "patch", "random_patch"})
+# bump when the agent-side prompting or navigation protocol changes answers for the same settings
+PROTOCOL_VERSION = "2"
+SLUG = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+DEFAULT_IMAGE_SIZE = {"openai": 1000, "anthropic": 500}
+
+
+class Experiment(BaseModel):
+    """A named run configuration; see the module docstring for which fields decide answers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="short slug: lower-case letters, digits, '-', '_', '.'")
+    description: str = ""
+    # ---- answer-deciding
+    agent: AgentMode = "random"
+    provider: Literal["openai", "anthropic"] = "openai"
+    api: Literal["responses", "chat", "messages"] | None = Field(
+        default=None, description="wire format; default responses (openai) or messages (anthropic)"
+    )
+    model: str = ""
+    base_url: str = ""
+    protocol: Literal["tools", "json"] = Field(
+        default="tools", description="tools: native slide_zoom tool calls; json: free-JSON actions"
+    )
+    runs_per_item: int = Field(default=1, ge=1, le=100)
+    max_steps: int = Field(default=20, ge=1, le=200, description="model calls per attempt, answer included")
+    max_attempts: int = Field(default=4, ge=1, le=20, description="attempts per run (1 + reruns)")
+    image_size: int | None = Field(
+        default=None, ge=64, le=8192, description="long side of every image sent; default 1000/500"
+    )
+    thumbnail_size: int | None = Field(
+        default=None, ge=64, le=16384, description="thumbnail baseline's long side; default image_size"
+    )
+    n_patches: int = Field(default=30, ge=1, le=1000, description="patch baseline: patches per item")
+    patch_size: int = Field(default=224, ge=16, le=4096, description="patch baseline: level-0 side")
+    max_images_in_context: int | None = Field(default=None, ge=1)
+    prompt_path: str = Field(default="", description="system-prompt template file; its content is hashed")
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = "high"
+    thinking_budget: int | None = Field(default=1024, ge=0, description="anthropic thinking tokens")
+    seed: int = 0
+    replay_path: str = ""
+    # ---- scoring-only
+    panda_null_grade: Literal["benign", "no_answer"] = "benign"
+    # ---- speed-only
+    api_key_env: str = ""
+    concurrency: int = Field(default=4, ge=1, le=1024)
+    requests_per_minute: float = Field(default=60.0, gt=0)
+    tokens_per_minute: float | None = Field(default=None, gt=0)
+    budget_usd: float = Field(default=0.0, ge=0)
+    item_timeout_s: float = Field(default=900.0, gt=0)
+    retry_failed: bool = True
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, value: str) -> str:
+        if not SLUG.match(value):
+            raise ValueError(
+                f"{value!r} is not a slug: use 1-63 lower-case letters, digits, '-', '_' or '.', "
+                "starting with a letter or digit"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Experiment:
+        if self.agent in MODEL_MODES and not self.model:
+            raise ValueError(f"agent {self.agent!r} needs a model")
+        if self.agent == "replay" and not self.replay_path:
+            raise ValueError("agent 'replay' needs replay_path")
+        api = self.resolved_api
+        if self.provider == "anthropic" and api != "messages":
+            raise ValueError(f"provider 'anthropic' speaks api 'messages', not {api!r}")
+        if self.provider == "openai" and api == "messages":
+            raise ValueError("api 'messages' is Anthropic's; provider 'openai' takes 'responses' or 'chat'")
+        return self
+
+    @property
+    def resolved_api(self) -> str:
+        return self.api or ("messages" if self.provider == "anthropic" else "responses")
+
+    @property
+    def resolved_image_size(self) -> int:
+        return self.image_size or DEFAULT_IMAGE_SIZE[self.provider]
+
+    @property
+    def resolved_thumbnail_size(self) -> int:
+        return self.thumbnail_size or self.resolved_image_size
+
+    def answer_settings(self) -> dict[str, Any]:
+        """The answer-deciding settings, as hashed (the prompt file by its content's sha256)."""
+        fields = {name: getattr(self, name) for name in ANSWER_FIELDS}
+        if self.agent not in MODEL_MODES:  # offline agents: provider settings change nothing
+            fields = {k: fields[k] for k in ("agent", "runs_per_item", "seed", "replay_path")}
+        else:
+            fields["api"] = self.resolved_api
+            fields["image_size"] = self.resolved_image_size
+            fields["thumbnail_size"] = self.resolved_thumbnail_size
+            if self.prompt_path:
+                fields["prompt_path"] = _file_sha256(self.prompt_path)
+        return fields | {"protocol_version": PROTOCOL_VERSION}
+
+    def config_hash(self) -> str:
+        """Stable 12-hex id of the result set (journals, exports); no speed setting is part of it.
+
+        ``runs_per_item`` is left out: run k of an item is the same draw whatever the number of runs,
+        so GIANT x5 reuses the run 0 that GIANT x1 already paid for (the name binding still checks it).
+        """
+        settings = {k: v for k, v in self.answer_settings().items() if k != "runs_per_item"}
+        blob = json.dumps(settings, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+
+ANSWER_FIELDS = (
+    "agent",
+    "provider",
+    "api",
+    "model",
+    "base_url",
+    "protocol",
+    "runs_per_item",
+    "max_steps",
+    "max_attempts",
+    "image_size",
+    "thumbnail_size",
+    "n_patches",
+    "patch_size",
+    "max_images_in_context",
+    "prompt_path",
+    "reasoning_effort",
+    "thinking_budget",
+    "seed",
+    "replay_path",
+)
+SCORING_FIELDS = ("panda_null_grade",)
+SPEED_FIELDS = (
+    "api_key_env",
+    "concurrency",
+    "requests_per_minute",
+    "tokens_per_minute",
+    "budget_usd",
+    "item_timeout_s",
+    "retry_failed",
+)
+
+
+def _file_sha256(path: str) -> str:
+    file = Path(path).expanduser()
+    try:
+        return hashlib.sha256(file.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise ValueError(f"prompt_path {path}: cannot be read ({exc.strerror or exc})") from exc
