@@ -2,10 +2,10 @@
 
 Each table is a folder of Parquet files, one per partition (or a single ``_all.parquet`` for an
 unpartitioned table). A partition may name a sub-folder: ``random/tcga`` is the file
-``<table>/random/tcga.parquet`` (one file per experiment and benchmark). Files are written atomically (temp file + rename), so a killed run never leaves a
-half-written partition. The DuckDB file only holds views whose glob covers every partition file, so
-partitions materialising at once never contend for the DuckDB write lock: a view is created once, when
-its table's first file appears.
+``<table>/random/tcga.parquet`` (one file per experiment and benchmark). Files are written atomically
+(temp file + rename), so a killed run never leaves a half-written partition. The DuckDB file only holds
+views whose glob covers every partition file, so partitions materialising at once never contend for the
+DuckDB write lock: a view is created once, when its table's first file appears.
 """
 
 from __future__ import annotations
