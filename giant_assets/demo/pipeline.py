@@ -28,10 +28,11 @@ from pathlib import Path
 
 from dagster import AssetSelection, DagsterInstance, materialize
 
-from giant_assets.agents.registry import PRICES_ENV, AgentSettings
+from giant_assets.agents.registry import PRICES_ENV
 from giant_assets.core.settings import data_dir
 from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted_model import serve_demo_model
+from giant_assets.experiments.spec import Experiment
 from giant_assets.grading.submissions import partition_key_for
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.platform.assets.grading import SUBMISSIONS_DIR, submission_partitions
@@ -98,7 +99,9 @@ def _giant_agent(instance: DagsterInstance) -> str:
     finally:
         server.stop()
     _run("metrics summary beside the paper's Table 1", AssetSelection.assets("metrics_summary"), instance)
-    return AgentSettings(agent="giant", model=DEMO_MODEL, base_url=server.openai_base_url).config_hash()
+    return Experiment(
+        name="adhoc-giant", agent="giant", model=DEMO_MODEL, base_url=server.openai_base_url
+    ).config_hash()
 
 
 def _grade_export(instance: DagsterInstance, root: Path, config_hash: str) -> Path:

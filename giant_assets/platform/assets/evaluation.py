@@ -5,12 +5,12 @@ import os
 from typing import Literal
 
 import pandas as pd
-from aiolimiter import AsyncLimiter
 from dagster import AssetExecutionContext, Config, MetadataValue, asset
 from pydantic import Field
 
-from giant_assets.agents.registry import AgentSettings, make_agent, save_settings
+from giant_assets.agents.registry import make_agent, save_settings
 from giant_assets.batch.journal import Journal
+from giant_assets.batch.ratelimit import LocalRateLimiter
 from giant_assets.batch.runner import BatchSettings, run_batch
 from giant_assets.eval.export import write_submission
 from giant_assets.eval.roi import reference_regions_path
@@ -22,6 +22,7 @@ from giant_assets.eval.scoring import (
     vote_items,
     write_results_json,
 )
+from giant_assets.experiments.spec import Experiment
 from giant_assets.geometry.roi import load_reference_regions
 from giant_assets.platform.partitions import benchmark_partitions
 from giant_assets.platform.resources import MultiPathQAResource, StorageResource
@@ -59,8 +60,10 @@ class PredictionConfig(Config):
     )
     item_timeout_s: float = Field(default=900.0, gt=0)
 
-    def agent_settings(self) -> AgentSettings:
-        return AgentSettings(
+    def agent_settings(self) -> Experiment:
+        return Experiment(
+            name=f"adhoc-{self.agent}",
+            runs_per_item=self.runs_per_item,
             agent=self.agent,
             model=self.model,
             provider=self.provider,
@@ -89,7 +92,7 @@ def predictions(
     items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
     settings = config.agent_settings()
     config_hash = settings.config_hash()
-    limiter = AsyncLimiter(config.requests_per_minute, 60)
+    limiter = LocalRateLimiter(config.requests_per_minute)
     agent = make_agent(settings, benchmark_items[["benchmark_name", "truth_label"]], limiter)
     journal = Journal(storage.root / "journals" / config_hash / f"{benchmark}.jsonl")
     save_settings(settings, journal.path.parent / "settings.json")
