@@ -1,4 +1,10 @@
-"""Prompt templates: substitute ``{options}`` the way ``str.format`` would, without its crashes."""
+"""What the model is asked: the CSV's prompt with its options, in every one of the CSV's two formats.
+
+gtex, tcga and panda prompts are complete ``str.format`` templates: ``{options}`` becomes the numbered
+option list and ``{{``/``}}`` become ``{``/``}``. tcga_slidebench and tcga_expert_vqa prompts hold only
+the question (no ``{options}``, no answer format): those are wrapped as the question, a blank line, the
+numbered options and an instruction to answer with the option number as JSON ``{"answer": N}``.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import re
 from collections.abc import Sequence
 
 _TEMPLATE_TOKEN = re.compile(r"\{\{|\}\}|\{options\}")
+OPTIONS_PLACEHOLDER = "{options}"
 
 
 def format_options(options: Sequence[str]) -> str:
@@ -13,12 +20,33 @@ def format_options(options: Sequence[str]) -> str:
     return "\n".join(f"{i}. {opt}" for i, opt in enumerate(options, start=1))
 
 
-def render_prompt(template: str, options: Sequence[str] | None) -> str:
+def answer_instruction(n_options: int) -> str:
+    """How a question-only prompt asks for its answer: the option number as JSON."""
+    return (
+        f"Reply with the number of the one correct option, an integer from 1 to {n_options}, as a JSON "
+        'object of the form {"answer": N}; for example {"answer": 2} if the second option is correct.'
+    )
+
+
+def substitute(template: str, options: Sequence[str] | None) -> str:
     """Replace ``{options}``, turn ``{{``/``}}`` into ``{``/``}``; leave any other brace text as it is."""
     listing = format_options(options or [])
 
-    def substitute(match: re.Match[str]) -> str:
-        token = match.group(0)
-        return {"{{": "{", "}}": "}"}.get(token, listing)
+    def token(match: re.Match[str]) -> str:
+        return {"{{": "{", "}}": "}"}.get(match.group(0), listing)
 
-    return _TEMPLATE_TOKEN.sub(substitute, template)
+    return _TEMPLATE_TOKEN.sub(token, template)
+
+
+def render_prompt(template: str, options: Sequence[str] | None) -> str:
+    """The prompt as sent: a template is filled in; a bare question gets its options and answer format."""
+    if options and OPTIONS_PLACEHOLDER not in template:
+        question = substitute(template, None).strip()
+        return f"{question}\n\nOptions:\n{format_options(options)}\n\n{answer_instruction(len(options))}"
+    return substitute(template, options)
+
+
+def missing_options(prompt: str, options: Sequence[str] | None) -> list[int]:
+    """1-based numbers of the options the rendered prompt does not show as ``N. text``."""
+    shown = [] if options is None else options
+    return [i for i, opt in enumerate(shown, start=1) if f"{i}. {opt}" not in prompt]

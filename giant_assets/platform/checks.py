@@ -5,6 +5,7 @@ import pandas as pd
 from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue, asset_check
 
 from giant_assets.multipathqa.benchmarks import PANDA_GRADES
+from giant_assets.multipathqa.prompts import missing_options
 from giant_assets.platform.assets.ingest import benchmark_items
 
 MIN_READABLE_SHARE = 1.0
@@ -62,4 +63,24 @@ def items_slides_readable(benchmark_items: pd.DataFrame) -> AssetCheckResult:
     )
 
 
-ITEM_CHECKS = [items_unique_ids, items_truth_in_range, items_slides_readable]
+def prompts_missing_options(items: pd.DataFrame) -> pd.DataFrame:
+    """Items with options whose rendered prompt does not show every option as ``N. text``."""
+    missing = [missing_options(p, o) for p, o in zip(items["prompt"], items["options"], strict=True)]
+    out = items.assign(missing_options=missing)
+    return out.loc[out["missing_options"].map(len) > 0]
+
+
+@asset_check(asset=benchmark_items, description="every item with options shows all of them in its prompt")
+def items_prompts_show_options(benchmark_items: pd.DataFrame) -> AssetCheckResult:
+    bad = prompts_missing_options(benchmark_items)
+    shown = bad[["benchmark_name", "benchmark_id", "missing_options"]].head(20)
+    return AssetCheckResult(
+        passed=bad.empty,
+        metadata={
+            "items_missing_options": len(bad),
+            "examples": MetadataValue.md(shown.to_markdown(index=False) if len(bad) else "none"),
+        },
+    )
+
+
+ITEM_CHECKS = [items_unique_ids, items_truth_in_range, items_slides_readable, items_prompts_show_options]

@@ -32,7 +32,12 @@ def test_sample_materializes_to_duckdb_with_missing_slides_reported(data_dir, sa
     meta = result.asset_materializations_for_node("benchmark_items")[0].metadata
     assert meta["slides_found"].value == 11 and meta["items"].value == 14
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    assert checks == {"items_unique_ids": True, "items_truth_in_range": True, "items_slides_readable": False}
+    assert checks == {
+        "items_unique_ids": True,
+        "items_truth_in_range": True,
+        "items_slides_readable": False,
+        "items_prompts_show_options": True,
+    }
     csv_meta = result.asset_materializations_for_node("multipathqa_csv")[0].metadata
     assert csv_meta["rows"].value == 14 and len(csv_meta["sha256"].value) == 64
 
@@ -97,3 +102,33 @@ def test_missing_wsi_root_is_a_clear_error(data_dir, tmp_path):
     )
     with pytest.raises(FileNotFoundError, match="nope is not a directory"):
         materialize(INGEST[:2], resources=res, instance=DagsterInstance.ephemeral())
+
+
+def test_real_format_question_only_prompts_show_their_options_and_the_check_catches_a_hidden_list(
+    data_dir, sample_wsi_root, tmp_path
+):
+    """Real CSV quirks: VQA prompts are bare questions (options only in the options column, here the
+    Gleason-pattern options '2'..'5' whose texts are themselves numbers); a template whose placeholder
+    is escaped (``{{options}}``) renders no options at all, and the asset check must say so."""
+    with open(sample_csv_path(), newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    vqa = [r for r in rows if r["benchmark_name"] in ("tcga_slidebench", "tcga_expert_vqa")]
+    assert vqa and all("{options}" not in r["prompt"] and "1." not in r["prompt"] for r in vqa)
+    rows[0]["prompt"] = rows[0]["prompt"].replace("{options}", "{{options}}")
+    path = tmp_path / "MultiPathQA.csv"
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    res = resources_for(data_dir, source="local", csv_path=str(path), wsi_root=str(sample_wsi_root))
+    result = materialize(INGEST, resources=res, instance=DagsterInstance.ephemeral())
+    con = duckdb.connect(str(data_dir / "giant.duckdb"), read_only=True)
+    gleason = con.sql(
+        "select prompt from benchmark_items where benchmark_name = 'tcga_expert_vqa' and benchmark_id = '0'"
+    ).fetchone()[0]
+    assert gleason.startswith("What is the secondary Gleason pattern")
+    assert "\n1. 2\n2. 3\n3. 4\n4. 5\n" in gleason and '{"answer": N}' in gleason
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    failed = checks["items_prompts_show_options"]
+    assert not failed.passed and failed.metadata["items_missing_options"].value == 1
+    assert "GTEX-1117F-0126" in failed.metadata["examples"].value
