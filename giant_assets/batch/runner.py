@@ -13,14 +13,9 @@ from typing import Any
 
 from giant_assets.agents.base import Agent, AgentAnswer, AgentItem
 from giant_assets.batch.journal import Journal, row_key
+from giant_assets.batch.records import AGENT_ERROR, NO_ANSWER, RETRYABLE, SLIDE_UNAVAILABLE, TIMEOUT
 from giant_assets.eval.extraction import extract_label
 
-# error_kind values of a result row
-SLIDE_UNAVAILABLE = "slide_unavailable"
-AGENT_ERROR = "agent_error"
-TIMEOUT = "timeout"
-NO_ANSWER = "no_answer"
-RETRYABLE = frozenset({AGENT_ERROR, TIMEOUT})
 _LOG = logging.getLogger(__name__)
 
 
