@@ -19,6 +19,7 @@ WSI_OK = "ok"
 WSI_MISSING = "missing"
 WSI_UNREADABLE = "unreadable"
 WSI_UNSAFE = "unsafe_path"
+WSI_AMBIGUOUS = "ambiguous"  # two different files match one row
 
 ITEM_COLUMNS: tuple[str, ...] = (
     "benchmark_name",

@@ -1,14 +1,43 @@
-"""Resolve CSV ``image_path`` values to slide files under a WSI root, safely, and read their metadata."""
+"""Resolve CSV ``image_path`` values to slide files under a WSI root, safely, and read their metadata.
+
+Places tried, in this order; the first place holding the slide wins (``file_id`` places only when the
+row's ``file_id`` is a GDC file UUID, ``root/tcga`` only for the three TCGA-derived benchmarks):
+
+1. ``root/<image_path>``
+2. ``root/<benchmark>/<image_path>``
+3. ``root/tcga/<image_path>`` (one folder shared by tcga, tcga_slidebench and tcga_expert_vqa)
+4. ``<dir>/<file_id>/<image_path>`` for ``<dir>`` in root, root/<benchmark>, root/tcga (gdc-client layout)
+5. ``<dir>/<file_id>/`` holding the name with a UUID affix (GDC's own file names,
+   ``TCGA-...-DX1.<uuid>.svs``)
+6. the name with a UUID suffix or prefix (``.``, ``_`` or ``-`` between them) in root, root/<benchmark>
+   or root/tcga
+
+A place holding two different files for one row is an error naming both. No candidate may leave the
+WSI root (absolute paths, ``..`` and symlinks pointing outside are refused). The tree is listed once per
+:class:`SlideTree` (to depth 3), so resolving 934 rows costs one walk, not one glob per row.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import openslide
 import pandas as pd
 
-from giant_assets.multipathqa.schema import WSI_MISSING, WSI_OK, WSI_UNREADABLE, WSI_UNSAFE
+from giant_assets.multipathqa.schema import WSI_AMBIGUOUS, WSI_MISSING, WSI_OK, WSI_UNREADABLE, WSI_UNSAFE
+
+TCGA_BENCHMARKS = frozenset({"tcga", "tcga_slidebench", "tcga_expert_vqa"})
+SHARED_TCGA_DIR = "tcga"
+SCAN_DEPTH = 3  # root/<dir>/<file_id>/<file>: deep enough for every place above
+PROBE_SIZE = 512  # side of the region read from the smallest level to prove tiles decode
+
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+UUID_RE = re.compile(_UUID)
+_AFFIXED_RE = re.compile(rf"(?:{_UUID}[._-])?(?P<stem>.+?)(?:[._-]{_UUID})?(?P<ext>\.[^.]+)")
 
 
 @dataclass(frozen=True)
@@ -16,6 +45,43 @@ class SlideResolution:
     path: Path | None
     status: str
     error: str | None = None
+
+
+def is_gdc_uuid(value: str | None) -> bool:
+    return bool(value) and UUID_RE.fullmatch(value.strip()) is not None
+
+
+def strip_uuid_affix(name: str) -> str:
+    """``TCGA-X-DX1.<uuid>.svs`` and ``<uuid>_TCGA-X-DX1.svs`` -> ``TCGA-X-DX1.svs`` (others unchanged)."""
+    match = _AFFIXED_RE.fullmatch(name)
+    return match["stem"] + match["ext"] if match else name
+
+
+@dataclass
+class SlideTree:
+    """The files under a WSI root to depth :data:`SCAN_DEPTH`, keyed by folder and UUID-less name."""
+
+    root: Path
+    by_plain_name: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+
+    @classmethod
+    def scan(cls, wsi_root: Path) -> SlideTree:
+        tree = cls(Path(wsi_root).resolve())
+        for dirpath, dirnames, filenames in os.walk(tree.root):
+            rel = Path(dirpath).relative_to(tree.root).as_posix()
+            depth = 0 if rel == "." else rel.count("/") + 1
+            if depth >= SCAN_DEPTH:
+                dirnames.clear()
+            for name in filenames:
+                plain = strip_uuid_affix(name)
+                if plain != name:
+                    tree.by_plain_name[(rel, plain)].append(name)
+        return tree
+
+    def affixed(self, folder: str, name: str) -> list[str]:
+        """Files in ``folder`` (relative, posix) whose name is ``name`` with a UUID affix."""
+        key = (PurePosixPath(folder).as_posix(), strip_uuid_affix(name))
+        return sorted(self.by_plain_name.get(key, ()))
 
 
 def _unsafe_reason(image_path: str) -> str | None:
@@ -27,27 +93,85 @@ def _unsafe_reason(image_path: str) -> str | None:
     return None
 
 
-def resolve_slide(wsi_root: Path, benchmark_name: str, image_path: str) -> SlideResolution:
-    """Try ``root/image_path`` then ``root/benchmark_name/image_path``; refuse paths leaving the root."""
+def _places(benchmark_name: str, image_path: str, file_id: str | None, tree: SlideTree) -> list[list[str]]:
+    """Candidate relative paths, grouped by place, in the documented order."""
+    folders = ["."]
+    for folder in (benchmark_name, SHARED_TCGA_DIR if benchmark_name in TCGA_BENCHMARKS else None):
+        if folder and folder not in folders:
+            folders.append(folder)
+    image = PurePosixPath(image_path.replace("\\", "/"))
+    places = [[(PurePosixPath(f) / image).as_posix()] for f in folders]
+    uuid = file_id.strip() if is_gdc_uuid(file_id) else None
+    if uuid:
+        places.append([(PurePosixPath(f) / uuid / image).as_posix() for f in folders])
+        places.append(
+            [
+                (PurePosixPath(f) / uuid / image.parent / hit).as_posix()
+                for f in folders
+                for hit in tree.affixed((PurePosixPath(f) / uuid / image.parent).as_posix(), image.name)
+            ]
+        )
+    places.append(
+        [
+            (PurePosixPath(f) / image.parent / hit).as_posix()
+            for f in folders
+            for hit in tree.affixed((PurePosixPath(f) / image.parent).as_posix(), image.name)
+        ]
+    )
+    return places
+
+
+def resolve_slide(
+    wsi_root: Path,
+    benchmark_name: str,
+    image_path: str,
+    file_id: str | None = None,
+    tree: SlideTree | None = None,
+) -> SlideResolution:
+    """Find the slide file for one row (see the module docstring for the places and their order)."""
     reason = _unsafe_reason(image_path)
     if reason:
         return SlideResolution(None, WSI_UNSAFE, reason)
-    root = Path(wsi_root).resolve()
-    candidates = (root / image_path, root / benchmark_name / image_path)
-    for candidate in candidates:
-        if not candidate.exists():
-            continue
-        real = candidate.resolve()
-        if not real.is_relative_to(root):
-            return SlideResolution(None, WSI_UNSAFE, f"{candidate} resolves outside the WSI root ({real})")
-        if real.is_file():
-            return SlideResolution(real, WSI_OK)
-    tried = ", ".join(str(c) for c in candidates)
-    return SlideResolution(None, WSI_MISSING, f"slide not found; tried {tried}")
+    tree = tree or SlideTree.scan(wsi_root)
+    root = tree.root
+    tried: list[str] = []
+    directories: list[Path] = []
+    for place in _places(benchmark_name, image_path, file_id, tree):
+        found: dict[Path, Path] = {}
+        for rel in place:
+            candidate = root / rel
+            tried.append(str(candidate))
+            if not candidate.exists():
+                continue
+            real = candidate.resolve()
+            if not real.is_relative_to(root):
+                return SlideResolution(
+                    None, WSI_UNSAFE, f"{candidate} resolves outside the WSI root ({real})"
+                )
+            if real.is_file():
+                found.setdefault(real, candidate)
+            elif real.is_dir():
+                directories.append(candidate)
+        if len(found) > 1:
+            names = " and ".join(str(c) for c in found.values())
+            return SlideResolution(None, WSI_AMBIGUOUS, f"ambiguous: two candidate slides {names}")
+        if found:
+            return SlideResolution(next(iter(found)), WSI_OK)
+    if directories:
+        return SlideResolution(
+            None,
+            WSI_UNREADABLE,
+            f"{directories[0]} is a directory, not a slide file (image_path {image_path!r})",
+        )
+    return SlideResolution(None, WSI_MISSING, f"slide not found; tried {', '.join(dict.fromkeys(tried))}")
 
 
 def read_slide_metadata(path: Path) -> dict:
-    """Open the slide with OpenSlide and return its geometry (never reads pixels)."""
+    """Open the slide with OpenSlide, return its geometry, and decode one region of its smallest level.
+
+    The region (:data:`PROBE_SIZE` px square, centred) proves the tiles decode, so a slide that opens
+    but whose pixels are corrupt raises here instead of failing an agent run later.
+    """
     with openslide.OpenSlide(str(path)) as slide:
         props = slide.properties
 
@@ -58,6 +182,7 @@ def read_slide_metadata(path: Path) -> dict:
                 return None
 
         width, height = slide.dimensions
+        _probe_smallest_level(slide)
         return {
             "width": int(width),
             "height": int(height),
@@ -69,6 +194,16 @@ def read_slide_metadata(path: Path) -> dict:
         }
 
 
+def _probe_smallest_level(slide: openslide.OpenSlide) -> None:
+    level = slide.level_count - 1
+    lw, lh = slide.level_dimensions[level]
+    size = (min(PROBE_SIZE, lw), min(PROBE_SIZE, lh))
+    scale = slide.level_downsamples[level]
+    x0 = int((lw - size[0]) // 2 * scale)
+    y0 = int((lh - size[1]) // 2 * scale)
+    slide.read_region((x0, y0), level, size).close()
+
+
 _EMPTY_META = dict.fromkeys(
     ("width", "height", "level_count", "level_downsamples", "mpp_x", "mpp_y", "vendor")
 )
@@ -76,12 +211,15 @@ _EMPTY_META = dict.fromkeys(
 
 def resolve_items(items: pd.DataFrame, wsi_root: Path) -> pd.DataFrame:
     """Add wsi_path/wsi_status/wsi_error and slide metadata columns; one bad slide never fails the rest."""
-    cache: dict[tuple[str, str], tuple[SlideResolution, dict]] = {}
+    tree = SlideTree.scan(wsi_root)
+    file_ids = items["file_id"] if "file_id" in items else pd.Series([None] * len(items), index=items.index)
+    cache: dict[tuple[str, str, str | None], tuple[SlideResolution, dict]] = {}
     rows = []
-    for name, image_path in zip(items["benchmark_name"], items["image_path"], strict=True):
-        key = (name, image_path)
+    for name, image_path, file_id in zip(items["benchmark_name"], items["image_path"], file_ids, strict=True):
+        file_id = file_id if isinstance(file_id, str) else None
+        key = (name, image_path, file_id)
         if key not in cache:
-            res = resolve_slide(wsi_root, name, image_path)
+            res = resolve_slide(wsi_root, name, image_path, file_id, tree)
             meta = dict(_EMPTY_META)
             if res.status == WSI_OK:
                 try:
