@@ -17,7 +17,7 @@ from typing import Any
 import openslide
 from PIL import Image
 
-from giant_assets.slides.guides import AxisGuides, draw_axis_guides
+from giant_assets.slides.guides import Guides, draw_guides
 
 MAX_ASPECT = 50.0  # a crop whose clipped box is longer than this many times its width is refused
 MAX_READ_PIXELS = 1 << 24  # larger reads are done in row strips
@@ -47,14 +47,14 @@ class CropResult:
 
 @dataclass(frozen=True)
 class Thumbnail:
-    """The whole slide, scaled, with optional axis guides in a margin around it."""
+    """The whole slide, scaled, with optional guide lines drawn over it (``offset`` is then (0, 0))."""
 
     image: Image.Image
     level: int
     content_size: tuple[int, int]  # size of the slide area inside ``image``
     offset: tuple[int, int]  # top-left of the slide area inside ``image``
     scale: tuple[float, float]  # thumbnail px per level-0 px, (x, y)
-    guides: AxisGuides | None
+    guides: Guides | None
 
     def to_level0(self, px: float, py: float) -> tuple[float, float]:
         """Image pixel -> level-0 coordinate."""
@@ -158,7 +158,7 @@ def crop(
     box, clipped = validate_box(box_xywh, width, height)
     x, y, w, h = box
     level = choose_level(slide.level_downsamples, max(w, h), target_long_side)
-    image, read_size = _read_scaled(slide, level, box, output_size(w, h, target_long_side), max_read_pixels)
+    image, read_size = read_scaled(slide, level, box, output_size(w, h, target_long_side), max_read_pixels)
     return CropResult(
         image=image,
         level=level,
@@ -176,16 +176,16 @@ def thumbnail(
     guides: bool = True,
     max_read_pixels: int = MAX_READ_PIXELS,
 ) -> Thumbnail:
-    """The whole slide with its long side ``long_side``; ``guides`` adds a labelled level-0 ruler margin."""
+    """The whole slide with its long side ``long_side``; ``guides`` draws labelled guide lines over it."""
     width, height = slide.dimensions
     level = choose_level(slide.level_downsamples, max(width, height), long_side)
     size = output_size(width, height, long_side)
-    content, _ = _read_scaled(slide, level, (0, 0, width, height), size, max_read_pixels)
+    content, _ = read_scaled(slide, level, (0, 0, width, height), size, max_read_pixels)
     scale = (size[0] / width, size[1] / height)
     if not guides:
         return Thumbnail(content, level, size, (0, 0), scale, None)
-    drawn = draw_axis_guides(content, width, height)
-    return Thumbnail(drawn.image, level, size, drawn.offset, scale, drawn)
+    image, drawn = draw_guides(content, (0, 0, width, height))
+    return Thumbnail(image, level, size, (0, 0), scale, drawn)
 
 
 def encode_image(img: Image.Image, fmt: str = "JPEG", quality: int = 90) -> str:
@@ -203,7 +203,7 @@ def media_type(fmt: str) -> str:
     return _FORMATS[fmt.upper()]
 
 
-def _read_scaled(
+def read_scaled(
     slide: openslide.OpenSlide,
     level: int,
     box: tuple[int, int, int, int],

@@ -1,68 +1,101 @@
-"""Axis guides for a slide thumbnail: a margin with ticks and level-0 coordinate labels.
+"""Guide lines over a slide image: four evenly spaced lines per axis, labelled with level-0 coordinates.
 
-The slide image itself is pasted untouched; everything is drawn in the top and left margins so a
-model can read off level-0 coordinates of what it sees.
+The lines are drawn over the image itself (no margin), so the image keeps its size: the long side sent to
+a model is exactly the size that was asked for. Line ``i`` (1..4) of an axis sits at ``i/5`` of the shown
+box, so the five bands between the edges and the lines are equal.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from PIL import Image, ImageDraw, ImageFont
 
-MARGIN_COLOR = (255, 255, 255)
-INK = (0, 0, 0)
-TICK_LEN = 8
-PAD = 4
+GUIDE_COLOR = (0, 255, 0)  # pure green: never a stain colour, easy to tell from tissue
+LABEL_INK = (0, 0, 0)
+LABEL_BACKGROUND = (255, 255, 255)
+N_GUIDES = 4
+LABEL_PAD = 2
 
 
 @dataclass(frozen=True)
-class AxisGuides:
-    """A guided image and where the slide area and ticks are in it."""
+class Guide:
+    """One guide line: its pixel column (x axis) or row (y axis) in the image, and its level-0 value."""
 
-    image: Image.Image
-    offset: tuple[int, int]  # top-left of the slide area
-    step: int  # level-0 distance between ticks
-    ticks_x: tuple[int, ...]  # level-0 x values of the ticks along the top edge
-    ticks_y: tuple[int, ...]  # level-0 y values of the ticks along the left edge
+    pixel: int
+    level0: int
 
 
-def nice_step(span: float, target_ticks: int = 10) -> int:
-    """A round step (1, 2 or 5 times a power of ten) giving about ``target_ticks`` ticks over ``span``."""
-    raw = max(span / target_ticks, 1.0)
-    power = 10 ** math.floor(math.log10(raw))
-    for mult in (1, 2, 5, 10):
-        if mult * power >= raw:
-            return int(mult * power)
-    raise AssertionError("unreachable: 10 * power >= raw")
+@dataclass(frozen=True)
+class Guides:
+    """The guide lines drawn on an image, per axis."""
+
+    x: tuple[Guide, ...]
+    y: tuple[Guide, ...]
 
 
-def draw_axis_guides(content: Image.Image, slide_width: int, slide_height: int) -> AxisGuides:
-    """Put ``content`` (the whole slide, scaled) into a margin with level-0 ticks and labels."""
-    cw, ch = content.size
-    sx, sy = cw / slide_width, ch / slide_height
-    font = ImageFont.load_default(size=max(10, max(cw, ch) // 64))
-    step = nice_step(max(slide_width, slide_height))
-    ticks_x = tuple(range(0, slide_width + 1, step))
-    ticks_y = tuple(range(0, slide_height + 1, step))
-    probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
-    text_h = probe.textbbox((0, 0), "0123456789", font=font)[3]
-    label_w = max(probe.textlength(str(v), font=font) for v in (*ticks_x, *ticks_y))
-    left = math.ceil(label_w) + TICK_LEN + 2 * PAD
-    top = text_h + TICK_LEN + 2 * PAD
-    # room on the right/bottom for the last label, which is centred on the slide's edge
-    right = math.ceil(label_w / 2) + PAD
-    bottom = math.ceil(text_h / 2) + PAD
-    image = Image.new("RGB", (left + cw + right, top + ch + bottom), MARGIN_COLOR)
-    image.paste(content.convert("RGB"), (left, top))
-    draw = ImageDraw.Draw(image)
-    for v in ticks_x:
-        px = left + min(round(v * sx), cw - 1)
-        draw.line([(px, top - TICK_LEN), (px, top - 1)], fill=INK)
-        draw.text((px, top - TICK_LEN - PAD), str(v), fill=INK, font=font, anchor="md")
-    for v in ticks_y:
-        py = top + min(round(v * sy), ch - 1)
-        draw.line([(left - TICK_LEN, py), (left - 1, py)], fill=INK)
-        draw.text((left - TICK_LEN - PAD, py), str(v), fill=INK, font=font, anchor="rm")
-    return AxisGuides(image, (left, top), step, ticks_x, ticks_y)
+def line_width(image_long_side: int) -> int:
+    """Guide line width in pixels: about the image's long side / 600, at least 1 (2 px at 1000 px)."""
+    return max(1, round(image_long_side / 600))
+
+
+def guide_positions(start: int, span: int, image_span: int, n: int = N_GUIDES) -> tuple[Guide, ...]:
+    """``n`` evenly spaced guides over level-0 ``[start, start + span)`` shown in ``image_span`` pixels."""
+    return tuple(
+        Guide(
+            pixel=min(image_span - 1, round(i * image_span / (n + 1))),
+            level0=start + round(i * span / (n + 1)),
+        )
+        for i in range(1, n + 1)
+    )
+
+
+def label_font(image_long_side: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    """The label font, scaled with the image (about 2% of its long side, at least 10 px)."""
+    return ImageFont.load_default(size=max(10, round(image_long_side / 50)))
+
+
+def draw_guides(image: Image.Image, box: tuple[int, int, int, int]) -> tuple[Image.Image, Guides]:
+    """A copy of ``image`` (showing level-0 ``box`` = x, y, w, h) with labelled guide lines drawn over it."""
+    out = image.convert("RGB")  # always a new image
+    width, height = out.size
+    x, y, w, h = box
+    guides = Guides(guide_positions(x, w, width), guide_positions(y, h, height))
+    lw = line_width(max(width, height))
+    draw = ImageDraw.Draw(out)
+    for g in guides.x:
+        left = max(0, min(width - lw, g.pixel - lw // 2))
+        draw.rectangle([left, 0, left + lw - 1, height - 1], fill=GUIDE_COLOR)
+    for g in guides.y:
+        top = max(0, min(height - lw, g.pixel - lw // 2))
+        draw.rectangle([0, top, width - 1, top + lw - 1], fill=GUIDE_COLOR)
+    font = label_font(max(width, height))
+    for g in guides.x:  # x labels along the top edge, centred on their line
+        _label(draw, font, str(g.level0), (g.pixel, LABEL_PAD), "mt", out.size)
+    for g in guides.y:  # y labels along the left edge, centred on their line
+        _label(draw, font, str(g.level0), (LABEL_PAD, g.pixel), "lm", out.size)
+    return out, guides
+
+
+def _label(
+    draw: ImageDraw.ImageDraw,
+    font: ImageFont.FreeTypeFont | ImageFont.ImageFont,
+    text: str,
+    anchor_xy: tuple[int, int],
+    anchor: str,
+    size: tuple[int, int],
+) -> None:
+    """Black text on a white box at ``anchor_xy``, shifted back inside the image if it would overflow."""
+    left, top, right, bottom = draw.textbbox(anchor_xy, text, font=font, anchor=anchor)
+    dx = max(0, LABEL_PAD - left) - max(0, right + LABEL_PAD - size[0])
+    dy = max(0, LABEL_PAD - top) - max(0, bottom + LABEL_PAD - size[1])
+    draw.rectangle(
+        [
+            left + dx - LABEL_PAD,
+            top + dy - LABEL_PAD,
+            right + dx + LABEL_PAD - 1,
+            bottom + dy + LABEL_PAD - 1,
+        ],
+        fill=LABEL_BACKGROUND,
+    )
+    draw.text((anchor_xy[0] + dx, anchor_xy[1] + dy), text, fill=LABEL_INK, font=font, anchor=anchor)

@@ -85,15 +85,16 @@ def write_pyramidal_slide(
     tile: int = 256,
     svs: bool = False,
     mpp: float = 0.5,
+    level_factor: int = 2,
 ) -> Path:
-    """Write a tiled pyramid with ``levels`` levels (downsample 2**k). ``svs`` writes an Aperio SVS."""
+    """Write a tiled pyramid with ``levels`` levels (downsample ``level_factor**k``); ``svs``: Aperio SVS."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     w, h = design.width, design.height
     base = render_level(design, 1)
     with tifffile.TiffWriter(path, bigtiff=False) as tw:
         for lv in range(levels):
-            ds = 2**lv
+            ds = level_factor**lv
             im = np.ascontiguousarray(base[::ds, ::ds])  # equals render_level(design, ds)
             desc: str | None = None
             if svs:
