@@ -2,15 +2,26 @@
 
 ``RateLimiter`` is the contract the providers use: ``await acquire()`` before every attempt (one
 request), ``await record_tokens(n)`` after a reply (the tokens it used, for a tokens-per-minute cap).
-``LocalRateLimiter`` enforces both inside one process; a limiter shared across processes and machines
-implements the same two coroutines over a shared store.
+``LocalRateLimiter`` enforces both inside one process; ``SharedRateLimiter`` enforces them across
+processes and machines through Redis. ``make_rate_limiter`` picks one by configuration.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import asyncio
+import math
+import os
+import random
+import time
+from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
+import redis
 from aiolimiter import AsyncLimiter
+from limits import RateLimitItem, RateLimitItemPerSecond
+from limits.aio.storage import RedisStorage
+from limits.aio.strategies import MovingWindowRateLimiter, SlidingWindowCounterRateLimiter
+from limits.errors import StorageError
 
 
 class RateLimiter(Protocol):
@@ -40,3 +51,134 @@ class LocalRateLimiter:
             part = min(n, cap)
             await self.tokens.acquire(part)
             n -= part
+
+
+REDIS_URL_ENV = "GIANT_RATE_LIMIT_REDIS_URL"
+WINDOW_ENV = "GIANT_RATE_LIMIT_WINDOW_S"  # the limits' window in seconds (default 60; tests use a few)
+
+
+class RateLimitStoreDown(RuntimeError):
+    """The shared limit's store is configured but unreachable: calls stop instead of going unthrottled."""
+
+
+class SharedRateLimiter:
+    """Limits shared by every process and machine that uses the same Redis and the same ``key``.
+
+    Requests: an exact moving window (one Redis list entry per request, at most the limit). Tokens: a
+    sliding-window counter (two counters, so millions of tokens per minute cost nothing). Both come from
+    the ``limits`` library over redis-py; clocks of the machines should agree (NTP), since entries carry
+    the caller's time. The window length is part of the Redis key, and so is the limit's value: runs
+    meant to share a provider's limit must configure the same ``requests_per_minute``.
+    """
+
+    def __init__(
+        self,
+        redis_url: str,
+        key: tuple[str, ...],
+        requests_per_minute: float,
+        tokens_per_minute: float | None = None,
+        window_s: int = 60,
+    ) -> None:
+        self.url = redis_url
+        self.key = tuple(part or "-" for part in key)
+        self.window_s = window_s
+        self.requests = _per_window(requests_per_minute, window_s)
+        self.tokens = _per_window(tokens_per_minute, window_s) if tokens_per_minute else None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._strategies: tuple[MovingWindowRateLimiter, SlidingWindowCounterRateLimiter] | None = None
+
+    def check(self) -> None:
+        """Fail now, with a clear message, when the store does not answer."""
+        try:
+            with redis.Redis.from_url(self.url, socket_connect_timeout=2, socket_timeout=2) as client:
+                client.ping()
+        except redis.RedisError as exc:
+            raise self._down(exc) from exc
+
+    async def acquire(self) -> None:
+        moving, _ = self._for_this_loop()
+        await self._take(moving, self.requests, 1)
+
+    async def record_tokens(self, n: int) -> None:
+        """Charge ``n`` tokens; waits while the window's tokens would exceed the cap."""
+        if self.tokens is None or n <= 0:
+            return
+        _, counter = self._for_this_loop()
+        while n > 0:  # a charge above the cap could never fit: charge it in slices
+            part = min(n, self.tokens.amount)
+            await self._take(counter, self.tokens, part)
+            n -= part
+
+    async def _take(self, strategy: Any, item: RateLimitItem, cost: int) -> None:
+        while True:
+            try:
+                if await strategy.hit(item, *self.key, cost=cost):
+                    return
+                stats = await strategy.get_window_stats(item, *self.key)
+            except (StorageError, redis.RedisError, OSError) as exc:
+                raise self._down(exc) from exc
+            # wake when the oldest entry leaves the window; the jitter spreads waiting processes
+            await asyncio.sleep(max(stats.reset_time - time.time(), 0.01) + random.uniform(0, 0.05))
+
+    def _for_this_loop(self) -> tuple[MovingWindowRateLimiter, SlidingWindowCounterRateLimiter]:
+        """The async Redis client belongs to one event loop: make it (again) in the running one."""
+        loop = asyncio.get_running_loop()
+        if self._strategies is None or self._loop is not loop:
+            storage = RedisStorage(
+                "async+" + self.url,
+                implementation="redispy",
+                wrap_exceptions=True,
+                socket_connect_timeout=2,
+                socket_timeout=5,
+            )
+            self._loop = loop
+            self._strategies = (MovingWindowRateLimiter(storage), SlidingWindowCounterRateLimiter(storage))
+        return self._strategies
+
+    def _down(self, exc: BaseException) -> RateLimitStoreDown:
+        return RateLimitStoreDown(
+            f"shared rate-limit store {_redact(self.url)} ({REDIS_URL_ENV}) is unreachable "
+            f"({type(exc).__name__}: {exc}); refusing to call {'/'.join(self.key)} without the shared "
+            f"limit. Start the store, or unset {REDIS_URL_ENV} to use the in-process limiter."
+        )
+
+
+def make_rate_limiter(
+    provider: str,
+    model: str,
+    key_env: str,
+    requests_per_minute: float,
+    tokens_per_minute: float | None = None,
+) -> RateLimiter:
+    """The limiter for one (provider, model, key variable name): shared through Redis when
+    ``GIANT_RATE_LIMIT_REDIS_URL`` is set (and reachable, else ``RateLimitStoreDown``), else in-process.
+    """
+    url = os.environ.get(REDIS_URL_ENV, "").strip()
+    if not url:
+        return LocalRateLimiter(requests_per_minute, tokens_per_minute)
+    window = os.environ.get(WINDOW_ENV, "60")
+    try:
+        window_s = int(window)
+        if window_s < 1:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"{WINDOW_ENV}={window!r}: expected a whole number of seconds >= 1") from None
+    limiter = SharedRateLimiter(
+        url, ("giant", provider, model, key_env), requests_per_minute, tokens_per_minute, window_s
+    )
+    limiter.check()
+    return limiter
+
+
+def _per_window(per_minute: float, window_s: int) -> RateLimitItem:
+    """``per_minute`` scaled to a ``window_s``-second window (at least 1)."""
+    return RateLimitItemPerSecond(max(1, math.floor(per_minute * window_s / 60)), window_s)
+
+
+def _redact(url: str) -> str:
+    """The URL without its password."""
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
