@@ -1,4 +1,4 @@
-"""Environment-driven locations. Every env var the project reads is named here."""
+"""Environment-driven locations and limits. Every env var the project reads is named here."""
 
 from __future__ import annotations
 
@@ -7,6 +7,11 @@ from pathlib import Path
 
 DATA_DIR_ENV = "GIANT_DATA_DIR"  # where Parquet files and giant.duckdb live (default ./data)
 WSI_ROOT_ENV = "GIANT_WSI_ROOT"  # default WSI root for the items asset
+CSV_SOURCE_ENV = "GIANT_CSV_SOURCE"  # sample | local | huggingface (default sample)
+CSV_PATH_ENV = "GIANT_CSV_PATH"  # the CSV for source local
+VIEW_WAIT_ENV = "GIANT_VIEW_WAIT_S"  # seconds a new DuckDB view waits for the file's lock (default 10)
+JOURNAL_LOCK_WAIT_ENV = "GIANT_JOURNAL_LOCK_WAIT_S"  # seconds a run waits for a busy journal (default 30)
+ORPHAN_WATCHDOG_ENV = "GIANT_STOP_WHEN_ORPHANED"  # "0" keeps a batch running after its parent dies
 DUCKDB_NAME = "giant.duckdb"
 
 
@@ -15,3 +20,29 @@ def data_dir() -> Path:
     path = Path(os.environ.get(DATA_DIR_ENV) or "data").expanduser().resolve()
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def env_seconds(name: str, default: float) -> float:
+    """A non-negative number of seconds from the environment; a clear error when it is not one."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: expected a number of seconds") from None
+    if not value >= 0:
+        raise ValueError(f"{name}={text!r}: expected a number of seconds >= 0")
+    return value
+
+
+def env_flag(name: str, default: bool) -> bool:
+    """A boolean from the environment: 1/true/yes/on or 0/false/no/off."""
+    text = os.environ.get(name, "").strip().lower()
+    if not text:
+        return default
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    if text in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError(f"{name}={text!r}: expected 1/true/yes/on or 0/false/no/off")

@@ -4,6 +4,11 @@
 
 The database is ``$GIANT_DATA_DIR/giant.duckdb`` (default ``./data``) unless ``--db PATH`` is given.
 Opening it read-only never takes the write lock, so it works while Dagster materializes.
+
+    .venv/bin/giant-sql --refresh-views
+
+(re)creates the view of every table under the data folder: needed only when a table's first write found
+the DuckDB file open in another session and deferred its view (see ``giant_assets.core.storage``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import duckdb
 import pandas as pd
 
 from giant_assets.core.settings import DUCKDB_NAME, data_dir
+from giant_assets.core.storage import DuckDBLocked, ParquetStore
 
 
 def run(sql: str, db: Path) -> pd.DataFrame:
@@ -29,12 +35,21 @@ def run(sql: str, db: Path) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="giant-sql", description=__doc__.splitlines()[0])
-    parser.add_argument("sql", help='one SQL statement, e.g. "select * from benchmark_metrics"')
+    parser.add_argument("sql", nargs="?", help='one SQL statement, e.g. "select * from benchmark_metrics"')
+    parser.add_argument(
+        "--refresh-views",
+        action="store_true",
+        help="(re)create the DuckDB view of every table in the data folder (waits for the file's lock)",
+    )
     parser.add_argument(
         "--db", type=Path, default=None, help=f"DuckDB file (default: <data dir>/{DUCKDB_NAME})"
     )
     parser.add_argument("--limit", type=int, default=200, help="print at most this many rows (default 200)")
     args = parser.parse_args(argv)
+    if args.refresh_views:
+        return _refresh_views(args.db.parent if args.db else data_dir())
+    if not args.sql:
+        parser.error("give an SQL statement, or --refresh-views")
     db = args.db or data_dir() / DUCKDB_NAME
     try:
         frame = run(args.sql, db)
@@ -45,6 +60,16 @@ def main(argv: list[str] | None = None) -> int:
         print(frame.head(args.limit).to_string(index=False) if len(frame) else "(no rows)")
     if len(frame) > args.limit:
         print(f"... {len(frame) - args.limit} more rows (use --limit)")
+    return 0
+
+
+def _refresh_views(root: Path) -> int:
+    try:
+        tables = ParquetStore(root, log=lambda line: print(line, file=sys.stderr)).refresh_views()
+    except (DuckDBLocked, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"views of {len(tables)} table(s) in {root / DUCKDB_NAME}: {', '.join(tables) or 'none'}")
     return 0
 
 

@@ -3,18 +3,26 @@
 Each table is a folder of Parquet files, one per partition (or a single ``_all.parquet`` for an
 unpartitioned table). A partition may name a sub-folder: ``random/tcga`` is the file
 ``<table>/random/tcga.parquet`` (one file per experiment and benchmark). Files are written atomically
-(temp file + rename), so a killed run never leaves a half-written partition. The DuckDB file only holds
-views whose glob covers every partition file, so partitions materialising at once never contend for the
-DuckDB write lock: a view is created once, when its table's first file appears.
+(temp file + rename) with the user's umask, so a killed run never leaves a half-written partition.
+
+The DuckDB file only holds views whose glob covers every partition file (glob characters of the data
+folder's path escaped), so writing a partition needs no DuckDB lock at all once its table's view
+exists: the store checks the views through a read-only connection, which coexists with other readers
+(``duckdb -readonly`` shells, ``giant-sql``). Only a new table's view needs the file opened read-write;
+when another process holds it open (a read-only session blocks writers), the store waits up to
+``GIANT_VIEW_WAIT_S`` seconds (default 10) saying who holds it, then defers the view: the Parquet file
+is written all the same, the table is listed in ``.pending_views/``, and its view is created by the
+next write that gets the lock, or by ``giant-sql --refresh-views``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import duckdb
@@ -22,10 +30,19 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from giant_assets.core.settings import DUCKDB_NAME
+from giant_assets.core.settings import DUCKDB_NAME, VIEW_WAIT_ENV, env_seconds
 
 UNPARTITIONED = "_all"
+PENDING_VIEWS = ".pending_views"
+DEFAULT_VIEW_WAIT_S = 10.0
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_GLOB_CHARS = re.compile(r"([\[\]*?{}])")
+_HOLDER = re.compile(r"held in (.+?) \(PID (\d+)\)")
+_LOG = logging.getLogger(__name__)
+
+
+class DuckDBLocked(RuntimeError):
+    """The DuckDB file stayed locked by another process for the whole wait."""
 
 
 def _check_name(kind: str, value: str) -> str:
@@ -34,11 +51,29 @@ def _check_name(kind: str, value: str) -> str:
     return value
 
 
+def current_umask() -> int:
+    """The process umask, read without changing it where /proc allows (no race with other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same folder and an atomic rename."""
+    """Write ``data`` to ``path`` via a temp file in the same folder and an atomic rename.
+
+    The file gets the mode a plain ``open()`` would give (0o666 minus the umask), not mkstemp's 0600.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -49,12 +84,46 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def glob_literal(path: Path | str) -> str:
+    """``path`` with DuckDB glob characters bracketed (``data[1]`` -> ``data[[]1[]]``), so it matches itself.
+
+    DuckDB reads a backslash as a path separator and cuts a database path at '?', so a path holding either
+    cannot be used: refused.
+    """
+    text = str(path)
+    if "\\" in text:
+        raise ValueError(f"{text}: DuckDB cannot read Parquet files under a path with a backslash")
+    if "?" in text:
+        raise ValueError(f"{text}: DuckDB cannot open a database under a path with '?': rename the folder")
+    return _GLOB_CHARS.sub(r"[\1]", text)
+
+
+def _lock_holder(exc: Exception) -> str:
+    found = _HOLDER.search(str(exc))
+    return f"{found.group(1)} (pid {found.group(2)})" if found else "another process"
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    return isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
+
+
 class ParquetStore:
     """Tables as Parquet partition files under ``root`` plus DuckDB views in ``root/giant.duckdb``."""
 
-    def __init__(self, root: Path | str, lock_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        root: Path | str,
+        lock_timeout_s: float = 60.0,
+        view_wait_s: float | None = None,
+        log: Callable[[str], None] = _LOG.warning,
+    ) -> None:
         self.root = Path(root).resolve()
+        glob_literal(self.root)  # refuse an unglobbable data folder before writing anything
         self.lock_timeout_s = lock_timeout_s
+        self.view_wait_s = (
+            env_seconds(VIEW_WAIT_ENV, DEFAULT_VIEW_WAIT_S) if view_wait_s is None else view_wait_s
+        )
+        self.log = log
 
     @property
     def duckdb_path(self) -> Path:
@@ -85,6 +154,17 @@ class ParquetStore:
             return []
         return sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.parquet"))
 
+    def tables(self) -> list[str]:
+        """Every table folder under the root holding at least one Parquet file."""
+        return sorted(
+            d.name
+            for d in self.root.iterdir()
+            if d.is_dir()
+            and _SAFE_NAME.match(d.name)
+            and not d.name.startswith(".")
+            and self.partitions(d.name)
+        )
+
     def exists(self, table: str, partition: str | None = None) -> bool:
         return self.partition_path(table, partition).exists()
 
@@ -100,35 +180,113 @@ class ParquetStore:
         frames = [pq.read_table(p).to_pandas() for p in paths]
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
-    def connect(self, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-        """Open the DuckDB file, retrying while another process holds its lock."""
+    def connect(self, read_only: bool = False, timeout_s: float | None = None) -> duckdb.DuckDBPyConnection:
+        """Open the DuckDB file, retrying while another process holds its lock; DuckDBLocked after that."""
         self.root.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + self.lock_timeout_s
-        delay = 0.05
+        wait = self.lock_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + wait
+        delay, told = 0.05, False
         while True:
             try:
                 return duckdb.connect(str(self.duckdb_path), read_only=read_only)
             except duckdb.IOException as exc:
-                if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                if not _is_lock_error(exc):
                     raise
+                holder = _lock_holder(exc)
+                if time.monotonic() > deadline:
+                    raise DuckDBLocked(
+                        f"{self.duckdb_path} stayed locked by {holder} for {wait:.0f}s "
+                        f"({'read-only' if read_only else 'read-write'} open)"
+                    ) from exc
+                if not told and not read_only and wait >= 1:
+                    self.log(
+                        f"{self.duckdb_path} is open in {holder}; waiting up to {wait:.0f}s to create a view "
+                        "(a DuckDB session, even read-only, blocks creating views; close it to go on)"
+                    )
+                    told = True
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
-    def ensure_view(self, table: str) -> None:
-        """Create the DuckDB view over the table's Parquet files if it does not exist yet."""
-        glob = str(self.table_dir(table) / "**" / "*.parquet").replace("'", "''")
-        sql = (
+    def _glob(self, table: str) -> str:
+        """The SQL string literal body of the glob over every Parquet file of ``table``."""
+        return (glob_literal(self.table_dir(table)) + "/**/*.parquet").replace("'", "''")
+
+    def view_sql(self, table: str) -> str:
+        """The view over every Parquet file of ``table`` (glob characters of the path escaped)."""
+        return (
             f'CREATE OR REPLACE VIEW "{table}" AS '
-            f"SELECT * FROM read_parquet('{glob}', union_by_name = true)"
+            f"SELECT * FROM read_parquet('{self._glob(table)}', union_by_name = true)"
         )
-        with self.connect() as con:
-            current = con.execute(
-                "SELECT sql FROM duckdb_views() WHERE view_name = ? AND NOT internal", [table]
-            ).fetchone()
-            if current is None or glob not in current[0]:
-                con.execute(sql)
+
+    def _stale_views(self, tables: Iterable[str]) -> list[str] | None:
+        """Tables whose view is missing or outdated, checked read-only; None when the file stayed locked."""
+        tables = sorted(set(tables))
+        if not self.duckdb_path.exists():
+            return tables
+        try:
+            with self.connect(read_only=True, timeout_s=self.view_wait_s) as con:
+                current = dict(
+                    con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall()
+                )
+        except DuckDBLocked:
+            return None
+        return [t for t in tables if t not in current or self._glob(t) not in current[t]]
+
+    def pending_views(self) -> set[str]:
+        """Tables whose view creation was deferred because the DuckDB file was locked."""
+        folder = self.root / PENDING_VIEWS
+        return {p.name for p in folder.iterdir() if _SAFE_NAME.match(p.name)} if folder.is_dir() else set()
+
+    def ensure_view(self, table: str) -> bool:
+        """Make sure ``table`` (and any deferred view) has its view; False when deferred (see module doc)."""
+        wanted = {_check_name("table", table)} | self.pending_views()
+        stale = self._stale_views(wanted)
+        try:
+            if stale is None:
+                raise DuckDBLocked(f"{self.duckdb_path} stayed locked for {self.view_wait_s:.0f}s")
+            if stale:
+                self._create_views(stale, timeout_s=self.view_wait_s)
+        except DuckDBLocked as exc:
+            todo = sorted(wanted if stale is None else stale)
+            (self.root / PENDING_VIEWS).mkdir(exist_ok=True)
+            for name in todo:
+                (self.root / PENDING_VIEWS / name).touch()
+            self.log(
+                f"view(s) {todo} deferred: {exc}. The Parquet data is written; the view is created by the "
+                "next write once the file is free, or now with `giant-sql --refresh-views`"
+            )
+            return False
+        self._clear_pending(wanted)
+        return True
+
+    def refresh_views(self, timeout_s: float | None = None) -> list[str]:
+        """(Re)create the view of every table present, waiting for the lock; the tables' names."""
+        tables = self.tables()
+        self._create_views(tables, timeout_s=self.lock_timeout_s if timeout_s is None else timeout_s)
+        self._clear_pending(self.pending_views())
+        return tables
+
+    def _create_views(self, tables: list[str], timeout_s: float) -> None:
+        with self.connect(timeout_s=timeout_s) as con:
+            for name in tables:
+                if self.partitions(name):
+                    con.execute(self.view_sql(name))
+        self._clear_pending(set(tables))
+
+    def _clear_pending(self, tables: set[str]) -> None:
+        for name in tables:
+            (self.root / PENDING_VIEWS / name).unlink(missing_ok=True)
 
     def query(self, sql: str, params: list | None = None) -> pd.DataFrame:
         """Run SQL against the DuckDB file (read-only) and return a DataFrame."""
         with self.connect(read_only=True) as con:
-            return con.execute(sql, params or []).df()
+            try:
+                return con.execute(sql, params or []).df()
+            except duckdb.CatalogException as exc:
+                pending = self.pending_views()
+                if pending:
+                    raise duckdb.CatalogException(
+                        f"{exc}\n(views deferred while the DuckDB file was locked: {sorted(pending)}; "
+                        "run `giant-sql --refresh-views`)"
+                    ) from exc
+                raise

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import re
+import stat
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
 
 import duckdb
 import pandas as pd
 import pytest
+from dagster import asset, materialize
 
-from giant_assets.core.storage import ParquetStore
+from giant_assets.core.settings import VIEW_WAIT_ENV
+from giant_assets.core.sql import main as sql_main
+from giant_assets.core.storage import ParquetStore, atomic_write_bytes
+from giant_assets.platform.io_manager import ParquetDuckDBIOManager
+from giant_assets.platform.resources import StorageResource
 
 
 def _write_partition(root: str, name: str, n: int) -> None:
@@ -51,3 +64,135 @@ def test_concurrent_processes_write_partitions_without_lock_errors(tmp_path):
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
     total = ParquetStore(tmp_path).query("select count(*) as n from scores")["n"].iloc[0]
     assert total == 1 + 2 + 3 + 4
+
+
+# --- a DuckDB session held open by another process ---------------------------------------------------
+
+DUCKDB_CLI = Path(sys.executable).with_name("duckdb")
+_PY_READER = """
+import sys, time, duckdb
+con = duckdb.connect(sys.argv[1], read_only=True)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@contextmanager
+def read_only_session(db: Path, kind: str):
+    """A real read-only session in another process (the duckdb CLI or python), open until the block ends."""
+    if kind == "cli":
+        cmd = [str(DUCKDB_CLI), "-readonly", "-csv", str(db)]
+    else:
+        cmd = [sys.executable, "-c", _PY_READER, str(db)]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        if kind == "cli":
+            proc.stdin.write("select 'ready' as r;\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline() == "r\n"
+        assert proc.stdout.readline() == "ready\n"
+        yield proc
+    finally:
+        proc.stdin.close()
+        proc.wait(10)
+
+
+def _rows(db: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+@pytest.mark.parametrize("kind", ["cli", "python"])
+def test_writes_go_on_while_a_read_only_session_is_open_and_new_views_are_deferred(tmp_path, kind):
+    messages: list[str] = []
+    store = ParquetStore(tmp_path, view_wait_s=1.0, log=messages.append)
+    store.write("scores", pd.DataFrame({"x": [1]}), "gtex")
+    with read_only_session(store.duckdb_path, kind):
+        started = time.monotonic()
+        store.write("scores", pd.DataFrame({"x": [2, 3]}), "gtex")  # view exists: no write lock needed
+        store.write("scores", pd.DataFrame({"x": [4]}), "tcga")
+        assert time.monotonic() - started < 2 and messages == []
+        store.write("fresh", pd.DataFrame({"y": [7]}))  # a new table needs the lock: deferred, not failed
+        assert time.monotonic() - started < 5
+        assert store.read("fresh")["y"].tolist() == [7]
+        assert store.pending_views() == {"fresh"}
+        assert len(messages) == 2 and "waiting up to 1s" in messages[0]
+        assert "deferred" in messages[1] and "giant-sql --refresh-views" in messages[1]
+        assert re.search(r"pid \d+", messages[1])  # names the process holding the file
+        assert _rows(store.duckdb_path, "select sum(x) from scores") == [(9,)]
+    store.write("scores", pd.DataFrame({"x": [5]}), "tcga")  # the next write creates the deferred view
+    assert store.pending_views() == set()
+    assert _rows(store.duckdb_path, "select y from fresh") == [(7,)]
+
+
+def test_refresh_views_command_creates_deferred_views(tmp_path, capsys):
+    store = ParquetStore(tmp_path, view_wait_s=0.2, log=lambda line: None)
+    store.write("a", pd.DataFrame({"x": [1]}))
+    with read_only_session(store.duckdb_path, "python"):
+        store.write("b", pd.DataFrame({"x": [2]}), "p1")
+        with pytest.raises(duckdb.CatalogException, match="giant-sql --refresh-views"):
+            store.query("select * from b")
+        assert sql_main(["--db", str(store.duckdb_path), "select count(*) as n from a"]) == 0
+    assert sql_main(["--db", str(store.duckdb_path), "--refresh-views"]) == 0
+    assert "views of 2 table(s)" in capsys.readouterr().out
+    assert store.pending_views() == set()
+    assert _rows(store.duckdb_path, "select x from b") == [(2,)]
+
+
+def test_a_dagster_materialization_succeeds_while_a_duckdb_shell_is_open(tmp_path):
+    @asset
+    def tiny() -> pd.DataFrame:
+        return pd.DataFrame({"v": [1, 2]})
+
+    @asset
+    def tiny_new(tiny: pd.DataFrame) -> pd.DataFrame:
+        return tiny.assign(w=tiny["v"] * 10)
+
+    storage = StorageResource(data_dir=str(tmp_path))
+    resources = {"io_manager": ParquetDuckDBIOManager(storage=storage)}
+    assert materialize([tiny], resources=resources).success
+    os.environ[VIEW_WAIT_ENV] = "0.5"
+    try:
+        with read_only_session(tmp_path / "giant.duckdb", "cli"):
+            started = time.monotonic()
+            result = materialize([tiny, tiny_new], resources=resources)
+            assert result.success and time.monotonic() - started < 20
+    finally:
+        del os.environ[VIEW_WAIT_ENV]
+    assert ParquetStore(tmp_path).pending_views() == {"tiny_new"}
+    assert sql_main(["--db", str(tmp_path / "giant.duckdb"), "--refresh-views"]) == 0
+    assert _rows(tmp_path / "giant.duckdb", "select sum(w) from tiny_new") == [(30,)]
+
+
+# --- paths and permissions ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("folder", ["data[1]", "d*x{a,b}", "it's [a-z]"])
+def test_views_work_under_a_data_folder_with_glob_characters(tmp_path, folder):
+    root = tmp_path / folder
+    decoy = tmp_path / "data1"  # what "data[1]" would match as a glob
+    ParquetStore(decoy).write("scores", pd.DataFrame({"x": [100]}), "gtex")
+    store = ParquetStore(root)
+    store.write("scores", pd.DataFrame({"x": [1, 2]}), "gtex")
+    store.write("scores", pd.DataFrame({"x": [3]}), "run/tcga")
+    assert store.query("select count(*) as n, sum(x) as s from scores").values.tolist() == [[3, 6]]
+
+
+@pytest.mark.parametrize(("folder", "what"), [("a\\b", "backslash"), ("a?b", "'[?]'")])
+def test_a_data_folder_duckdb_cannot_use_is_refused_clearly(tmp_path, folder, what):
+    with pytest.raises(ValueError, match=what):
+        ParquetStore(tmp_path / folder)
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_files_get_the_users_umask(tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        store = ParquetStore(tmp_path)
+        path = store.write("t", pd.DataFrame({"x": [1]}), "p")
+        atomic_write_bytes(tmp_path / "report.json", b"{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == mode
+    assert stat.S_IMODE((tmp_path / "report.json").stat().st_mode) == mode
+    assert stat.S_IMODE(store.duckdb_path.stat().st_mode) == mode
