@@ -1,0 +1,190 @@
+"""The leaderboard: every experiment beside the paper's rows, per benchmark in the paper's ``mean ± std``.
+
+Two shapes of one table, both built from ``benchmark_metrics`` rows (one per experiment and benchmark)
+and the paper's results (:func:`giant_assets.eval.paper.paper_results`):
+
+- long (:func:`leaderboard_long`): ``experiment, source, benchmark, mean, std``, one row per known cell
+  (ours: the bootstrap mean and std in percent; the paper: its Table 1 / baseline numbers). It feeds the
+  DuckDB view and the chart.
+- wide (:func:`leaderboard_table`): one row per experiment (ours first, by name; then the paper's rows in
+  the paper's order), one column per benchmark holding ``"mean ± std"`` (empty where unknown), item
+  coverage (items scored of items in the benchmarks run, items answered) and total cost.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from giant_assets.eval.paper import paper_models, paper_results
+from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
+
+OURS, PAPER = "ours", "paper"
+REQUIRED_COLUMNS = (
+    "experiment",
+    "benchmark_name",
+    "n_items",
+    "n_scored",
+    "boot_mean_pct",
+    "boot_std_pct",
+    "cost_usd",
+)
+LONG_COLUMNS = ("experiment", "source", "benchmark", "mean", "std")
+COUNT_COLUMNS = ("n_benchmarks", "n_items", "n_scored", "n_answered")
+WIDE_COLUMNS = (
+    "experiment",
+    "source",
+    "agent",
+    "model",
+    *BENCHMARK_NAMES,
+    *COUNT_COLUMNS,
+    "coverage",
+    "cost_usd",
+)
+
+
+def _checked(benchmark_metrics: pd.DataFrame) -> pd.DataFrame:
+    """The metrics rows, validated: required columns, known benchmark names, one row per cell.
+
+    A frame with no rows at all (no experiment has run yet) needs no columns.
+    """
+    if benchmark_metrics.empty and not len(benchmark_metrics.columns):
+        benchmark_metrics = pd.DataFrame(columns=list(REQUIRED_COLUMNS))
+    missing = [c for c in REQUIRED_COLUMNS if c not in benchmark_metrics.columns]
+    if missing:
+        raise ValueError(
+            f"benchmark_metrics: missing column(s) {missing}; it has {list(benchmark_metrics.columns)}"
+        )
+    metrics = benchmark_metrics.assign(experiment=benchmark_metrics["experiment"].astype(str))
+    unknown = sorted(set(metrics["benchmark_name"]) - set(BENCHMARK_NAMES))
+    if unknown:
+        raise ValueError(
+            f"benchmark_metrics: unknown benchmark name(s) {unknown}; expected {list(BENCHMARK_NAMES)}"
+        )
+    repeated = metrics.duplicated(["experiment", "benchmark_name"], keep=False)
+    if repeated.any():
+        cells = metrics.loc[repeated, ["experiment", "benchmark_name"]].drop_duplicates()
+        raise ValueError(
+            f"benchmark_metrics: more than one row for (experiment, benchmark) "
+            f"{list(cells.itertuples(index=False, name=None))[:5]}"
+        )
+    return metrics
+
+
+def _benchmark_order(frame: pd.DataFrame, column: str) -> pd.Series:
+    return frame[column].map({name: i for i, name in enumerate(BENCHMARK_NAMES)})
+
+
+def _paper(paper: pd.DataFrame | None) -> pd.DataFrame:
+    return paper_results() if paper is None else paper
+
+
+def leaderboard_long(benchmark_metrics: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (experiment, benchmark) cell: ours (bootstrap mean/std, %) then the paper's."""
+    metrics = _checked(benchmark_metrics)
+    paper = _paper(paper)
+    ours = pd.DataFrame(
+        {
+            "experiment": metrics["experiment"],
+            "source": OURS,
+            "benchmark": metrics["benchmark_name"],
+            "mean": metrics["boot_mean_pct"].astype(float),
+            "std": metrics["boot_std_pct"].astype(float),
+        }
+    )
+    ours = ours.assign(order=_benchmark_order(ours, "benchmark")).sort_values(["experiment", "order"])
+    theirs = pd.DataFrame(
+        {
+            "experiment": paper["model"],
+            "source": PAPER,
+            "benchmark": paper["benchmark"],
+            "mean": paper["mean"].astype(float),
+            "std": paper["std"].astype(float),
+        }
+    )
+    model_rank = {name: i for i, name in enumerate(paper_models(paper))}
+    theirs = theirs.assign(
+        rank=theirs["experiment"].map(model_rank), order=_benchmark_order(theirs, "benchmark")
+    )
+    theirs = theirs.sort_values(["rank", "order"])
+    return pd.concat([ours, theirs], ignore_index=True)[list(LONG_COLUMNS)]
+
+
+def _cell(mean: float, std: float) -> str:
+    """``"53.7 ± 3.4"``; empty when the mean is unknown (never a zero)."""
+    if pd.isna(mean):
+        return ""
+    return f"{mean:.1f} ± {std:.1f}" if pd.notna(std) else f"{mean:.1f}"
+
+
+def _joined(values: pd.Series) -> str:
+    return ", ".join(dict.fromkeys(str(v) for v in values.dropna() if str(v)))
+
+
+def _our_facts(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per experiment: agent, model, benchmarks run, items, items scored / answered, coverage, cost."""
+    answered = metrics["n_answered"] if "n_answered" in metrics else pd.Series(pd.NA, index=metrics.index)
+    frame = metrics.assign(n_answered=answered)
+    for column in ("agent", "model"):
+        frame[column] = frame[column] if column in metrics else ""
+    grouped = frame.groupby("experiment", sort=True)
+    facts = pd.DataFrame(
+        {
+            "agent": grouped["agent"].agg(_joined),
+            "model": grouped["model"].agg(_joined),
+            "n_benchmarks": grouped.size(),
+            "n_items": grouped["n_items"].sum(),
+            "n_scored": grouped["n_scored"].sum(),
+            "n_answered": grouped["n_answered"].sum(min_count=1),
+            "cost_usd": grouped["cost_usd"].sum(min_count=1),
+        }
+    )
+    facts["coverage"] = [
+        f"scored {row.n_scored}/{row.n_items}"
+        + ("" if pd.isna(row.n_answered) else f", answered {int(row.n_answered)}/{row.n_items}")
+        for row in facts.itertuples()
+    ]
+    return facts.assign(source=OURS).set_index("source", append=True)
+
+
+def _paper_facts(models: list[str]) -> pd.DataFrame:
+    """The paper's rows: the model name as the model; no counts, coverage or cost."""
+    index = pd.MultiIndex.from_tuples([(m, PAPER) for m in models], names=["experiment", "source"])
+    return pd.DataFrame({"agent": "", "model": models, "coverage": "", "cost_usd": float("nan")}, index=index)
+
+
+def leaderboard_table(benchmark_metrics: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per experiment (``source`` "ours") plus the paper's rows (``source`` "paper").
+
+    Benchmark columns hold ``"mean ± std"`` (percent, one decimal; empty where unknown). ``n_items`` sums
+    the items of the benchmarks the experiment ran, ``n_scored`` those with a readable slide,
+    ``n_answered`` those with an answer (NA when the metrics rows lack ``n_answered``); ``coverage``
+    says the same in words. The paper's rows have no counts and no cost.
+    """
+    metrics = _checked(benchmark_metrics)
+    paper = _paper(paper)
+    long = leaderboard_long(metrics, paper)
+    long["cell"] = [_cell(m, s) for m, s in zip(long["mean"], long["std"], strict=True)]
+    cells = long.pivot(index=["experiment", "source"], columns="benchmark", values="cell")
+    facts = pd.concat([_our_facts(metrics), _paper_facts(paper_models(paper))])
+    wide = facts.join(cells.reindex(columns=list(BENCHMARK_NAMES)), how="left").reset_index()
+    for column in BENCHMARK_NAMES:
+        wide[column] = wide[column].fillna("")
+    for column in COUNT_COLUMNS:
+        wide[column] = wide[column].astype("Int64")
+    wide["cost_usd"] = wide["cost_usd"].astype(float)
+    return wide[list(WIDE_COLUMNS)]
+
+
+def leaderboard_markdown(table: pd.DataFrame) -> str:
+    """The wide table as a Markdown pipe table (for asset metadata): benchmarks, coverage, cost."""
+    shown = pd.DataFrame({"experiment": table["experiment"], "source": table["source"]})
+    for name in BENCHMARK_NAMES:
+        shown[name] = table[name]
+    shown["coverage"] = table["coverage"].fillna("")
+    shown["cost"] = [f"${cost:,.2f}" if pd.notna(cost) else "" for cost in table["cost_usd"]]
+    header = "| " + " | ".join(shown.columns) + " |"
+    rule = "|" + "|".join("---" for _ in shown.columns) + "|"
+    lines = [header, rule]
+    for row in shown.itertuples(index=False):
+        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |")
+    return "\n".join(lines)

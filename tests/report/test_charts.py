@@ -1,0 +1,122 @@
+"""Charts: the leaderboard's bars and error bars are the table's numbers; PNGs decode at the stated size."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.container import BarContainer
+from PIL import Image
+
+from giant_assets.eval.leaderboard import leaderboard_long
+from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
+from giant_assets.report.charts import (
+    LEADERBOARD_DPI,
+    LEADERBOARD_SIZE_IN,
+    PAPER_HATCH,
+    bar_chart_png,
+    leaderboard_chart_png,
+    leaderboard_figure,
+)
+
+
+def long_table() -> pd.DataFrame:
+    rng = np.random.default_rng(8)
+    rows = [
+        {
+            "experiment": name,
+            "benchmark_name": benchmark,
+            "n_items": 10,
+            "n_scored": 10,
+            "boot_mean_pct": float(rng.uniform(5, 90)),
+            "boot_std_pct": float(rng.uniform(0.5, 5)),
+            "cost_usd": 0.0,
+        }
+        for name in ("random", "gpt5-giant")
+        for benchmark in BENCHMARK_NAMES
+        if not (name == "random" and benchmark == "panda")  # a benchmark this experiment has not run
+    ]
+    return leaderboard_long(pd.DataFrame(rows))
+
+
+def bars_by_label(fig) -> dict[str, BarContainer]:
+    (ax,) = fig.axes
+    return {c.get_label(): c for c in ax.containers if isinstance(c, BarContainer)}
+
+
+def test_every_bar_and_error_bar_is_a_cell_of_the_long_table():
+    table = long_table()
+    fig = leaderboard_figure(table)
+    try:
+        bars = bars_by_label(fig)
+        ax = fig.axes[0]
+        labels = [t.get_text() for t in ax.get_xticklabels()]
+        assert labels == list(BENCHMARK_NAMES)
+        n_series = table[["experiment", "source"]].drop_duplicates().shape[0]
+        assert len(bars) == n_series == 2 + 6
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        keys = dict.fromkeys(zip(table["experiment"], table["source"], strict=True))
+        assert legend == [n if src == "ours" else f"{n} (paper)" for n, src in keys]
+        assert legend[:3] == ["gpt5-giant", "random", "GPT-5 + GIANT (paper)"]
+        for (name, source), cells in table.groupby(["experiment", "source"], sort=False):
+            container = bars[name if source == "ours" else f"{name} (paper)"]
+            assert len(container.patches) == len(cells)  # unknown cells have no bar
+            centres = np.array([p.get_x() + p.get_width() / 2 for p in container.patches])
+            slots = cells["benchmark"].map({b: i for i, b in enumerate(BENCHMARK_NAMES)}).to_numpy()
+            assert np.all(np.abs(centres - slots) < 0.5)  # each bar sits in its benchmark's group
+            np.testing.assert_allclose([p.get_height() for p in container.patches], cells["mean"], atol=1e-12)
+            segments = container.errorbar.lines[2][0].get_segments()
+            lows = [seg[0][1] for seg in segments]
+            highs = [seg[1][1] for seg in segments]
+            np.testing.assert_allclose(lows, cells["mean"] - cells["std"], atol=1e-12)
+            np.testing.assert_allclose(highs, cells["mean"] + cells["std"], atol=1e-12)
+            np.testing.assert_allclose([seg[0][0] for seg in segments], centres, atol=1e-12)
+            hatches = {p.get_hatch() for p in container.patches}
+            assert hatches == ({None} if source == "ours" else {PAPER_HATCH})
+        assert len(bars["random"].patches) == 4 and len(bars["GPT-5 thumbnail (paper)"].patches) == 3
+        ours_colours = {bars[n].patches[0].get_facecolor() for n in ("random", "gpt5-giant")}
+        assert len(ours_colours) == 2
+    finally:
+        plt.close(fig)
+
+
+def test_leaderboard_png_decodes_at_the_stated_size(tmp_path: Path):
+    path = leaderboard_chart_png(long_table(), tmp_path / "charts" / "leaderboard.png")
+    with Image.open(path) as image:
+        image.load()
+        assert image.format == "PNG"
+        assert image.size == (
+            round(LEADERBOARD_SIZE_IN[0] * LEADERBOARD_DPI),
+            round(LEADERBOARD_SIZE_IN[1] * LEADERBOARD_DPI),
+        )
+        pixels = np.asarray(image.convert("RGB"))
+    assert pixels.std() > 10  # something is drawn, not a blank canvas
+    assert plt.get_fignums() == []  # the figure was closed
+
+
+def test_a_series_with_no_known_cell_gets_no_bars():
+    table = long_table()
+    table.loc[table["experiment"] == "random", "mean"] = np.nan
+    fig = leaderboard_figure(table)
+    try:
+        assert "random" not in bars_by_label(fig)
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("paper_giant", ["53.7 ± 3.4", None])
+def test_bar_chart_png_still_draws_one_run(tmp_path: Path, paper_giant):
+    table = pd.DataFrame(
+        {
+            "benchmark_name": ["gtex", "panda"],
+            "boot_mean_pct": [40.0, np.nan],
+            "boot_std_pct": [3.0, np.nan],
+            "paper_giant": [paper_giant, "23.2 ± 2.3"],
+        }
+    )
+    path = bar_chart_png(table, tmp_path / "summary.png")
+    with Image.open(path) as image:
+        assert image.size == (800, 400)
