@@ -12,6 +12,7 @@ from giant_assets.platform.assets.evaluation import (
 )
 from giant_assets.platform.assets.grading import GRADING_ASSETS, GRADING_SENSORS
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
+from giant_assets.platform.assets.inventory import slide_inventory
 from giant_assets.platform.assets.roi import roi_evaluation
 from giant_assets.platform.checks import ITEM_CHECKS
 from giant_assets.platform.io_manager import ParquetDuckDBIOManager
@@ -22,6 +23,7 @@ storage = StorageResource(data_dir=os.environ.get("GIANT_DATA_DIR", ""))
 ALL_ASSETS = [
     multipathqa_csv,
     benchmark_items,
+    slide_inventory,
     predictions,
     item_predictions,
     benchmark_metrics,
