@@ -23,17 +23,27 @@ class AgentItem:
 class Step:
     """One step of a trajectory: what the agent asked to see and what came back."""
 
-    index: int
-    action: str  # "thumbnail" | "crop" | "answer" | "error"
-    box: list[int] | None = None  # requested level-0 region [x, y, w, h]
+    index: int  # position in the whole trajectory (all attempts)
+    action: str  # "thumbnail" | "crop" | "answer" | "error" | "no_answer" (tool call at the last step)
+    box: list[int] | None = None  # level-0 region shown [x, y, w, h] (after clipping)
     level: int | None = None  # pyramid level read
     image_size: list[int] | None = None  # [w, h] of the image sent to the model
     text: str = ""  # model text for this step
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int = 0  # all input tokens, cached ones included
+    output_tokens: int = 0  # reasoning included
     cost_usd: float = 0.0
     latency_s: float = 0.0
     error: str | None = None
+    attempt: int = 1  # 1-based attempt (a run that hits max_steps without answering starts again)
+    requested_box: list[int] | None = None  # the box as the model asked for it (random_patch: ignored)
+    cached_input_tokens: int = 0  # input tokens read from the provider's prompt cache
+    cache_write_tokens: int = 0  # input tokens written to it (Anthropic)
+    reasoning_tokens: int = 0
+    reasoning: str = ""  # reasoning summary / thinking text, when the provider shows it
+    report: str = ""  # the final answer's <report> text
+    response_tagged: bool | None = None  # answer steps: the reply had <response> tags
+    tool_call_id: str | None = None
+    http_attempts: int = 0  # HTTP attempts behind this model call (retries included)
 
 
 @dataclass
@@ -43,6 +53,9 @@ class AgentAnswer:
     text: str
     steps: list[Step] = field(default_factory=list)
     error: str | None = None
+    error_kind: str | None = None  # e.g. "max_retries_exceeded", "slide_unavailable"; None: agent_error
+    attempts: int = 1
+    response_tagged: bool | None = None  # the final reply carried <response> tags (None: not applicable)
 
     @property
     def input_tokens(self) -> int:
@@ -51,6 +64,10 @@ class AgentAnswer:
     @property
     def output_tokens(self) -> int:
         return sum(s.output_tokens for s in self.steps)
+
+    @property
+    def cached_input_tokens(self) -> int:
+        return sum(s.cached_input_tokens for s in self.steps)
 
     @property
     def cost_usd(self) -> float:

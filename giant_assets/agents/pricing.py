@@ -1,13 +1,18 @@
-"""USD prices per model (per million input/output tokens) and the cost of a model call.
+"""USD prices per model (per million input, cached-input, cache-write and output tokens), the cost of a
+model call, and the providers' published image-token rules.
 
-The defaults are list prices copied by hand for a few well-known models; they change, so check them
-against the provider's price page and override them (a dict or a JSON/YAML file) for real accounting.
+The defaults are list prices copied by hand (2025-12) for a few well-known models; they change, so
+check them against the provider's price page and override them (a dict or a JSON/YAML file, env
+``GIANT_PRICES``) for real accounting. Cached input is billed at ``cached_input_per_mtok`` (OpenAI:
+a tenth to a half of input; Anthropic cache reads: a tenth), Anthropic cache writes at
+``cache_write_per_mtok`` (1.25x input for the 5-minute cache); either defaults to the input price.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +28,22 @@ class ModelPrice:
     input_per_mtok: float  # USD per 1M input tokens
     output_per_mtok: float  # USD per 1M output tokens
     is_default: bool = False  # True for the built-in table: check it before trusting totals
+    cached_input_per_mtok: float | None = None  # cache reads; None: the input price
+    cache_write_per_mtok: float | None = None  # cache writes (Anthropic); None: the input price
+
+    def usd(self, input_tokens: int, output_tokens: int, cached: int = 0, written: int = 0) -> float:
+        """``input_tokens`` counts all input tokens; ``cached`` and ``written`` of them are billed apart."""
+        cached_rate = (
+            self.input_per_mtok if self.cached_input_per_mtok is None else self.cached_input_per_mtok
+        )
+        write_rate = self.input_per_mtok if self.cache_write_per_mtok is None else self.cache_write_per_mtok
+        plain = max(0, input_tokens - cached - written)
+        return (
+            plain * self.input_per_mtok
+            + cached * cached_rate
+            + written * write_rate
+            + output_tokens * self.output_per_mtok
+        ) / 1e6
 
 
 @dataclass(frozen=True)
@@ -32,25 +53,47 @@ class Cost:
     price_key: str | None = None  # the table entry used
 
 
-# Built-in defaults (USD per 1M tokens, standard tier, no caching/batch discounts). CHECK BEFORE USE.
+# Built-in defaults, USD per 1M tokens, standard tier (list prices as copied 2025-12). CHECK BEFORE USE.
+# (input, cached input, cache write, output); cache write None: not billed apart (OpenAI).
 DEFAULT_PRICES: dict[str, ModelPrice] = {
-    name: ModelPrice(inp, out, is_default=True)
-    for name, (inp, out) in {
-        "gpt-5": (1.25, 10.0),
-        "gpt-5-mini": (0.25, 2.0),
-        "gpt-5-nano": (0.05, 0.40),
-        "gpt-4.1": (2.0, 8.0),
-        "gpt-4.1-mini": (0.40, 1.60),
-        "gpt-4o": (2.50, 10.0),
-        "gpt-4o-mini": (0.15, 0.60),
-        "claude-opus-4-1": (15.0, 75.0),
-        "claude-opus-4": (15.0, 75.0),
-        "claude-sonnet-4-5": (3.0, 15.0),
-        "claude-sonnet-4": (3.0, 15.0),
-        "claude-haiku-4-5": (1.0, 5.0),
-        "claude-3-5-haiku": (0.80, 4.0),
+    name: ModelPrice(inp, out, True, cached, write)
+    for name, (inp, cached, write, out) in {
+        "gpt-5.2": (1.75, 0.175, None, 14.0),
+        "gpt-5.1": (1.25, 0.125, None, 10.0),
+        "gpt-5": (1.25, 0.125, None, 10.0),
+        "gpt-5-mini": (0.25, 0.025, None, 2.0),
+        "gpt-5-nano": (0.05, 0.005, None, 0.40),
+        "gpt-4.1": (2.0, 0.50, None, 8.0),
+        "gpt-4.1-mini": (0.40, 0.10, None, 1.60),
+        "gpt-4o": (2.50, 1.25, None, 10.0),
+        "gpt-4o-mini": (0.15, 0.075, None, 0.60),
+        "claude-opus-4-5": (5.0, 0.50, 6.25, 25.0),
+        "claude-opus-4-1": (15.0, 1.50, 18.75, 75.0),
+        "claude-opus-4": (15.0, 1.50, 18.75, 75.0),
+        "claude-sonnet-4-5": (3.0, 0.30, 3.75, 15.0),
+        "claude-sonnet-4": (3.0, 0.30, 3.75, 15.0),
+        "claude-haiku-4-5": (1.0, 0.10, 1.25, 5.0),
+        "claude-3-5-haiku": (0.80, 0.08, 1.0, 4.0),
     }.items()
 }
+
+
+def image_tokens(provider: str, width: int, height: int, model: str = "") -> int:
+    """Input tokens of one image by the provider's published rule (OpenAI: ``detail: high``).
+
+    OpenAI (GPT-5 family 70 + 140 per tile; GPT-4o/4.1 85 + 170): fit in 2048x2048, shrink so the
+    short side is at most 768, count 512 px tiles. Anthropic: long side capped at 1568, then
+    width x height / 750.
+    """
+    if provider == "anthropic":
+        s = min(1.0, 1568 / max(width, height))
+        return math.ceil(round(width * s) * round(height * s) / 750)
+    base, per_tile = (70, 140) if model.startswith("gpt-5") or not model else (85, 170)
+    s = min(1.0, 2048 / max(width, height))
+    w, h = width * s, height * s
+    s = min(1.0, 768 / min(w, h))
+    w, h = w * s, h * s
+    return base + per_tile * math.ceil(w / 512) * math.ceil(h / 512)
 
 
 class PriceTable:
@@ -70,8 +113,16 @@ class PriceTable:
         key = max(keys, key=len)
         return key, self.prices[key]
 
-    def cost(self, model: str, input_tokens: int, output_tokens: int) -> Cost:
-        """USD for one call; an unknown model costs 0 with ``priced=False`` (warned once per model)."""
+    def cost(
+        self,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        cached_input_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> Cost:
+        """USD for one call (``input_tokens`` includes the cached and cache-written ones); an unknown
+        model costs 0 with ``priced=False`` (warned once per model)."""
         found = self.lookup(model)
         if found is None:
             if model not in self._warned:
@@ -81,13 +132,14 @@ class PriceTable:
                 )
             return Cost(0.0, priced=False)
         key, price = found
-        usd = (input_tokens * price.input_per_mtok + output_tokens * price.output_per_mtok) / 1e6
+        usd = price.usd(input_tokens, output_tokens, cached_input_tokens, cache_write_tokens)
         return Cost(usd, priced=True, price_key=key)
 
 
 def load_price_table(overrides: Mapping[str, Any] | str | Path | None = None) -> PriceTable:
     """The default table updated with ``overrides``: a mapping or a JSON/YAML file of
-    ``{model: {"input_per_mtok": float, "output_per_mtok": float}}``."""
+    ``{model: {"input_per_mtok": float, "output_per_mtok": float}}``, optionally with
+    ``cached_input_per_mtok`` and ``cache_write_per_mtok``."""
     prices = dict(DEFAULT_PRICES)
     if overrides is None:
         return PriceTable(prices)
@@ -118,15 +170,22 @@ def _parse_entry(entry: Any, where: str) -> ModelPrice:
         return entry
     if not isinstance(entry, Mapping):
         raise ValueError(f"{where}: expected {{input_per_mtok, output_per_mtok}}, got {entry!r}")
-    values = []
-    for field in ("input_per_mtok", "output_per_mtok"):
-        try:
-            value = float(entry[field])
-        except KeyError:
-            raise ValueError(f"{where}: missing field {field!r}") from None
-        except (TypeError, ValueError):
-            raise ValueError(f"{where}: field {field!r} must be a number, got {entry[field]!r}") from None
-        if not value >= 0:
-            raise ValueError(f"{where}: field {field!r} must be >= 0, got {value}")
-        values.append(value)
-    return ModelPrice(values[0], values[1], is_default=False)
+    values = [_price_field(entry, field, where) for field in ("input_per_mtok", "output_per_mtok")]
+    extra = {
+        f: _price_field(entry, f, where)
+        for f in ("cached_input_per_mtok", "cache_write_per_mtok")
+        if f in entry
+    }
+    return ModelPrice(values[0], values[1], is_default=False, **extra)
+
+
+def _price_field(entry: Mapping[str, Any], field: str, where: str) -> float:
+    try:
+        value = float(entry[field])
+    except KeyError:
+        raise ValueError(f"{where}: missing field {field!r}") from None
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: field {field!r} must be a number, got {entry[field]!r}") from None
+    if not value >= 0:
+        raise ValueError(f"{where}: field {field!r} must be >= 0, got {value}")
+    return value

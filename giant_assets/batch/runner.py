@@ -170,7 +170,7 @@ async def run_batch(
                 answer = await asyncio.wait_for(
                     agent.answer(agent_item(item), base["run_index"]), timeout=settings.item_timeout_s
                 )
-                kind = AGENT_ERROR if answer.error else None
+                kind = (answer.error_kind or AGENT_ERROR) if answer.error else None
                 row = result_row(row_base, item, answer, kind, answer.error)
             except TimeoutError:
                 row = result_row(

@@ -1,0 +1,57 @@
+"""Model providers over the official SDKs: one module per wire format, one retry policy, keys.
+
+- ``messages``: provider-neutral messages, tools, tool calls, replies (``ChatModel`` protocol)
+- ``openai_responses`` / ``openai_chat`` / ``anthropic``: the three wire formats
+- ``retry``: the only retry loop (SDK retries off), ``keys``: key by env var name and redaction
+- ``factory.make_chat_model(experiment, limiter)``: chooses by ``experiment.resolved_api``
+"""
+
+from giant_assets.agents.providers.anthropic import AnthropicChatModel
+from giant_assets.agents.providers.errors import (
+    MalformedResponse,
+    MissingAPIKey,
+    ProviderError,
+    ProviderHTTPError,
+    RetriesExhausted,
+)
+from giant_assets.agents.providers.factory import make_chat_model
+from giant_assets.agents.providers.keys import REDACTED, Secret, api_key_from_env, is_loopback_url
+from giant_assets.agents.providers.messages import (
+    ChatModel,
+    ImagePart,
+    Message,
+    ModelReply,
+    TextPart,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from giant_assets.agents.providers.openai_chat import OpenAIChatModel
+from giant_assets.agents.providers.openai_responses import OpenAIResponsesModel
+from giant_assets.agents.providers.retry import RetryPolicy, parse_retry_after
+
+__all__ = [
+    "REDACTED",
+    "AnthropicChatModel",
+    "ChatModel",
+    "ImagePart",
+    "MalformedResponse",
+    "Message",
+    "MissingAPIKey",
+    "ModelReply",
+    "OpenAIChatModel",
+    "OpenAIResponsesModel",
+    "ProviderError",
+    "ProviderHTTPError",
+    "RetriesExhausted",
+    "RetryPolicy",
+    "Secret",
+    "TextPart",
+    "ToolCall",
+    "ToolSpec",
+    "Usage",
+    "api_key_from_env",
+    "is_loopback_url",
+    "make_chat_model",
+    "parse_retry_after",
+]

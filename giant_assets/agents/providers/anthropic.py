@@ -1,0 +1,134 @@
+"""Anthropic Messages with tool use (``POST {base_url}/v1/messages``) through ``anthropic.AsyncAnthropic``.
+
+Extended thinking is on when ``thinking_budget`` is set (>0): thinking blocks go back unchanged in
+the assistant turn, as the API requires with tool use. Prompt caching: ``cache_control`` marks the
+system prompt (tools + system) and the last block of the conversation, so every step reads the
+previous steps' prefix from the cache and writes only what is new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import anthropic
+
+from giant_assets.agents.providers.base import SDKChatModel, dump
+from giant_assets.agents.providers.messages import (
+    ImagePart,
+    Message,
+    ModelReply,
+    Part,
+    TextPart,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+
+EPHEMERAL = {"type": "ephemeral"}
+DEFAULT_MAX_TOKENS = 4096  # Anthropic requires max_tokens; the thinking budget comes on top
+
+
+class AnthropicChatModel(SDKChatModel):
+    provider = "anthropic"
+    api = "messages"
+    endpoint = "/v1/messages"
+    default_base_url = "https://api.anthropic.com"
+    default_key_env = "ANTHROPIC_API_KEY"
+    sdk = anthropic
+
+    def __init__(
+        self, model: str, *, thinking_budget: int | None = None, cache: bool = True, **kwargs: Any
+    ) -> None:
+        self.thinking_budget = thinking_budget or None
+        self.cache = cache
+        super().__init__(model, **kwargs)
+
+    def _make_client(self, key: str) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s
+        )
+
+    async def _send(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None, headers: dict
+    ) -> Any:
+        max_tokens = (self.max_tokens or DEFAULT_MAX_TOKENS) + (self.thinking_budget or 0)
+        kwargs: dict[str, Any] = {
+            "model": self.name,
+            "max_tokens": max_tokens,
+            "messages": to_messages(messages, cache=self.cache),
+            "extra_headers": headers,
+        }
+        system = "\n\n".join(m.text for m in messages if m.role == "system")
+        if system:
+            block: dict[str, Any] = {"type": "text", "text": system}
+            kwargs["system"] = [block | {"cache_control": EPHEMERAL}] if self.cache else [block]
+        if tools:
+            kwargs["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
+            ]
+        if self.thinking_budget:
+            kwargs["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
+        return await self._client.messages.create(**kwargs)
+
+    def _reply(self, response: Any) -> ModelReply:
+        blocks = response.content
+        if not isinstance(blocks, list):
+            raise TypeError(f"content is {type(blocks).__name__}, not a list of blocks")
+        text = "".join(b.text for b in blocks if b.type == "text")
+        calls = tuple(
+            ToolCall(b.id, b.name, b.input if isinstance(b.input, dict) else None, str(b.input))
+            for b in blocks
+            if b.type == "tool_use"
+        )
+        thinking = "\n".join(b.thinking for b in blocks if b.type == "thinking")
+        u = response.usage
+        read = u.cache_read_input_tokens or 0
+        written = u.cache_creation_input_tokens or 0
+        usage = Usage(
+            input_tokens=u.input_tokens + read + written,
+            output_tokens=u.output_tokens,
+            cached_input_tokens=read,
+            cache_write_tokens=written,
+        )
+        return ModelReply(text, calls, usage, reasoning=thinking, replay=tuple(dump(b) for b in blocks))
+
+
+def to_messages(messages: Sequence[Message], cache: bool = True) -> list[dict[str, Any]]:
+    """Neutral messages as Anthropic turns: tool results (with their images) open the next user turn,
+    consecutive user content merges into one turn; with ``cache`` the last block is a cache breakpoint."""
+    wire: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        if m.role == "assistant":
+            content = list(m.replay) or [
+                *([{"type": "text", "text": m.text}] if m.text else []),
+                *({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments or {}}
+                  for c in m.tool_calls),
+            ]  # fmt: skip
+            wire.append({"role": "assistant", "content": content})
+            continue
+        if m.role == "tool":
+            blocks = [{"type": "tool_result", "tool_use_id": m.call_id, "content": _content(m.parts)}]
+        else:
+            blocks = _content(m.parts)
+        if wire and wire[-1]["role"] == "user":
+            wire[-1]["content"].extend(blocks)
+        else:
+            wire.append({"role": "user", "content": blocks})
+    if cache and wire and wire[-1]["content"]:
+        last = wire[-1]["content"][-1]
+        wire[-1]["content"][-1] = {**last, "cache_control": EPHEMERAL}
+    return wire
+
+
+def _content(parts: Sequence[Part]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for p in parts:
+        if isinstance(p, TextPart):
+            out.append({"type": "text", "text": p.text})
+        elif isinstance(p, ImagePart):
+            source = {"type": "base64", "media_type": p.media_type, "data": p.data_b64}
+            out.append({"type": "image", "source": source})
+    return out

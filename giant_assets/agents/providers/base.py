@@ -1,0 +1,160 @@
+"""What the three wire formats share: key handling, the retry loop, SDK error classification."""
+
+from __future__ import annotations
+
+import abc
+import json
+import random
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+import pydantic
+
+from giant_assets.agents.providers.errors import MalformedResponse, ProviderError
+from giant_assets.agents.providers.keys import Secret, api_key_from_env, is_loopback_url
+from giant_assets.agents.providers.messages import Message, ModelReply, ToolSpec
+from giant_assets.agents.providers.retry import Failure, RetryPolicy, parse_retry_after, with_retries
+from giant_assets.batch.ratelimit import RateLimiter
+
+NO_KEY = "no-key-configured"  # placeholder the SDK insists on; its auth header is omitted on every call
+
+
+class SDKChatModel(abc.ABC):
+    """One model behind an official SDK client (``max_retries=0``: ``retry.py`` is the only loop)."""
+
+    provider = ""
+    api = ""
+    endpoint = ""  # for messages: the path under base_url
+    default_base_url = ""
+    default_key_env = ""
+    sdk: ModuleType  # the ``openai`` or ``anthropic`` package: its exception classes
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str = "",
+        api_key_env: str = "",
+        limiter: RateLimiter | None = None,
+        retry: RetryPolicy | None = None,
+        timeout_s: float = 300.0,
+        max_tokens: int | None = None,
+        require_key: bool | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if not model:
+            raise ValueError(f"provider {self.provider!r} needs a model name")
+        self.name = model
+        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        self.api_key_env = api_key_env or self.default_key_env
+        required = not is_loopback_url(self.base_url) if require_key is None else require_key
+        self._key: Secret | None = api_key_from_env(self.api_key_env, required)
+        self.limiter = limiter
+        self.retry = retry or RetryPolicy()
+        self.timeout_s = timeout_s
+        self.max_tokens = max_tokens
+        self._rng = random.Random(seed)
+        self._client = self._make_client(self._key.reveal() if self._key else NO_KEY)
+
+    def __repr__(self) -> str:
+        name = type(self).__name__
+        return f"{name}(model={self.name!r}, base_url={self.base_url!r}, key_env={self.api_key_env!r})"
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}{self.endpoint}"
+
+    @abc.abstractmethod
+    def _make_client(self, key: str) -> Any:
+        """The SDK's async client, with ``max_retries=0``."""
+
+    @abc.abstractmethod
+    async def _send(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None, headers: dict
+    ) -> Any:
+        """One SDK call (one HTTP attempt); returns the SDK's parsed response object."""
+
+    @abc.abstractmethod
+    def _reply(self, response: Any) -> ModelReply:
+        """The neutral reply from the SDK response (latency/attempts filled in by ``complete``)."""
+
+    def _auth_override(self) -> dict[str, Any]:
+        """Per-request headers: without a key, the SDK's placeholder auth header is omitted."""
+        return {} if self._key else {"Authorization": self.sdk.Omit(), "X-Api-Key": self.sdk.Omit()}
+
+    def redact(self, text: str) -> str:
+        return self._key.redact(text) if self._key else text
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec] = (), cache_key: str | None = None
+    ) -> ModelReply:
+        """One model call with retries; raises a ProviderError subclass with a redacted message."""
+        headers = self._auth_override()
+        response, attempts, waited, latency = await with_retries(
+            lambda: self._send(messages, tools, cache_key, headers),
+            self._classify,
+            where=f"{self.provider} {self.url}",
+            policy=self.retry,
+            limiter=self.limiter,
+            rng=self._rng,
+        )
+        try:
+            reply = self._reply(response)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            raise MalformedResponse(
+                f"{self.provider} {self.url}: the reply lacks what was expected "
+                f"({type(exc).__name__}: {self.redact(str(exc))})",
+                200,
+                attempts,
+            ) from None
+        if self.limiter is not None:
+            await self.limiter.record_tokens(reply.usage.total)
+        return ModelReply(
+            text=self.redact(reply.text),
+            tool_calls=reply.tool_calls,
+            usage=reply.usage,
+            latency_s=latency,
+            attempts=attempts,
+            waited_s=waited,
+            reasoning=self.redact(reply.reasoning),
+            replay=reply.replay,
+        )
+
+    def _classify(self, exc: BaseException) -> Failure | ProviderError | None:
+        sdk = self.sdk
+        where = f"{self.provider} {self.url}"
+        if isinstance(exc, sdk.APIStatusError):
+            hint = parse_retry_after(dict(exc.response.headers))
+            return Failure(self.redact(_error_detail(exc)), exc.status_code, hint)
+        if isinstance(exc, sdk.APITimeoutError):
+            return Failure(f"timed out ({type(exc).__name__})")
+        if isinstance(exc, sdk.APIConnectionError):
+            cause = exc.__cause__ or exc
+            return Failure(f"connection failed ({type(cause).__name__}: {self.redact(str(cause))})")
+        if isinstance(exc, sdk.APIResponseValidationError | json.JSONDecodeError | pydantic.ValidationError):
+            return MalformedResponse(
+                f"{where}: the body is not valid JSON of the expected shape "
+                f"({type(exc).__name__}: {self.redact(str(exc))[:300]})",
+                200,
+            )
+        return None
+
+
+def _error_detail(exc: Any) -> str:
+    """The server's ``error.message`` when the body is JSON, else the SDK's message; shortened."""
+    body = exc.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:300]
+        if isinstance(err, str):
+            return err[:300]
+    return (str(body) if body else str(exc.message) or "(empty body)")[:300]
+
+
+def dump(item: Any) -> dict[str, Any]:
+    """An SDK model object as the plain JSON dict to send back on the next call."""
+    return item.model_dump(mode="json", exclude_none=True)

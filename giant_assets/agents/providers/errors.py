@@ -1,0 +1,28 @@
+"""Errors of a model call; every message is redacted of the API key before it is raised."""
+
+from __future__ import annotations
+
+
+class ProviderError(RuntimeError):
+    """A model call failed; ``status`` is the last HTTP status (None for transport failures)."""
+
+    def __init__(self, message: str, status: int | None = None, attempts: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+
+
+class MissingAPIKey(ProviderError):
+    """The configured environment variable holds no API key."""
+
+
+class ProviderHTTPError(ProviderError):
+    """A non-retryable HTTP error (4xx other than 408/409/425/429)."""
+
+
+class MalformedResponse(ProviderError):
+    """The server answered 2xx with a body that is not the expected reply."""
+
+
+class RetriesExhausted(ProviderError):
+    """Retryable failures kept happening until the attempt or wait budget ran out."""

@@ -1,0 +1,125 @@
+"""OpenAI Chat Completions with tools (``api: chat``) through ``openai.AsyncOpenAI``: OpenAI itself and
+OpenAI-compatible servers (vLLM, Ollama, llama.cpp). A tool result carries text only on this wire, so
+a crop image follows it in a user turn. Local servers cache prefixes on their own: no cache key sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import openai
+
+from giant_assets.agents.providers.base import SDKChatModel
+from giant_assets.agents.providers.messages import (
+    ImagePart,
+    Message,
+    ModelReply,
+    TextPart,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from giant_assets.agents.providers.openai_responses import _arguments
+
+
+class OpenAIChatModel(SDKChatModel):
+    provider = "openai"
+    api = "chat"
+    endpoint = "/chat/completions"
+    default_base_url = "https://api.openai.com/v1"
+    default_key_env = "OPENAI_API_KEY"
+    sdk = openai
+
+    def __init__(self, model: str, *, reasoning_effort: str | None = None, **kwargs: Any) -> None:
+        self.reasoning_effort = reasoning_effort
+        super().__init__(model, **kwargs)
+
+    def _make_client(self, key: str) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
+
+    async def _send(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None, headers: dict
+    ) -> Any:
+        kwargs: dict[str, Any] = {
+            "model": self.name,
+            "messages": to_messages(messages),
+            "extra_headers": headers,
+        }
+        if tools:
+            kwargs["tools"] = [
+                {"type": "function",
+                 "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                for t in tools
+            ]  # fmt: skip
+        if self.reasoning_effort:
+            kwargs["reasoning_effort"] = self.reasoning_effort
+        if self.max_tokens is not None:
+            kwargs["max_completion_tokens"] = self.max_tokens
+        return await self._client.chat.completions.create(**kwargs)
+
+    def _reply(self, response: Any) -> ModelReply:
+        message = response.choices[0].message
+        text = message.content
+        if isinstance(text, list):  # some servers return content parts
+            text = "".join(str(p.get("text", "")) for p in text if isinstance(p, dict))
+        text = text if text is not None else (message.refusal or "")
+        if not isinstance(text, str):
+            raise TypeError(f"choices[0].message.content is {type(text).__name__}, not text")
+        calls = tuple(
+            ToolCall(c.id, c.function.name, _arguments(c.function.arguments), c.function.arguments or "")
+            for c in message.tool_calls or []
+            if c.type == "function"
+        )
+        u = response.usage
+        usage = Usage(
+            input_tokens=u.prompt_tokens,
+            output_tokens=u.completion_tokens,
+            cached_input_tokens=getattr(u.prompt_tokens_details, "cached_tokens", 0) or 0,
+            reasoning_tokens=getattr(u.completion_tokens_details, "reasoning_tokens", 0) or 0,
+        ) if u else Usage()  # fmt: skip
+        reasoning = getattr(message, "reasoning_content", None) or ""  # vLLM's reasoning parsers
+        return ModelReply(text, calls, usage, reasoning=str(reasoning))
+
+
+def to_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Neutral messages as chat messages; the images of a run of tool results follow it in one user turn."""
+    wire: list[dict[str, Any]] = []
+    pending: list[ImagePart] = []
+    for m in messages:
+        if m.role != "tool" and pending:
+            wire.append({"role": "user", "content": _content(Message.user(*pending))})
+            pending = []
+        if m.role == "system":
+            wire.append({"role": "system", "content": m.text})
+        elif m.role == "user":
+            wire.append({"role": "user", "content": _content(m)})
+        elif m.role == "assistant":
+            turn: dict[str, Any] = {"role": "assistant", "content": m.text or None}
+            if m.tool_calls:
+                turn["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.raw_arguments},
+                    }
+                    for c in m.tool_calls
+                ]
+            wire.append(turn)
+        elif m.role == "tool":
+            wire.append({"role": "tool", "tool_call_id": m.call_id, "content": m.text})
+            pending += m.images
+    if pending:
+        wire.append({"role": "user", "content": _content(Message.user(*pending))})
+    return wire
+
+
+def _content(m: Message) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for p in m.parts:
+        if isinstance(p, TextPart):
+            out.append({"type": "text", "text": p.text})
+        elif isinstance(p, ImagePart):
+            url = f"data:{p.media_type};base64,{p.data_b64}"
+            out.append({"type": "image_url", "image_url": {"url": url, "detail": "high"}})
+    return out

@@ -1,0 +1,130 @@
+"""OpenAI Responses API (``POST {base_url}/responses``) through ``openai.AsyncOpenAI``.
+
+Tools are function tools; the model's output items (reasoning, function calls, messages) go back
+verbatim on the next call. Nothing is stored server-side (``store=False``), so with reasoning on the
+encrypted reasoning content is requested and passed back. Images are sent at ``detail: high``;
+``prompt_cache_key`` routes an item's calls to the same prompt cache.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import openai
+
+from giant_assets.agents.providers.base import SDKChatModel, dump
+from giant_assets.agents.providers.messages import (
+    ImagePart,
+    Message,
+    ModelReply,
+    Part,
+    TextPart,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+
+
+class OpenAIResponsesModel(SDKChatModel):
+    provider = "openai"
+    api = "responses"
+    endpoint = "/responses"
+    default_base_url = "https://api.openai.com/v1"
+    default_key_env = "OPENAI_API_KEY"
+    sdk = openai
+
+    def __init__(self, model: str, *, reasoning_effort: str | None = None, **kwargs: Any) -> None:
+        self.reasoning_effort = reasoning_effort
+        super().__init__(model, **kwargs)
+
+    def _make_client(self, key: str) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
+
+    async def _send(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None, headers: dict
+    ) -> Any:
+        kwargs: dict[str, Any] = {
+            "model": self.name,
+            "input": to_input(messages),
+            "store": False,
+            "extra_headers": headers,
+        }
+        system = "\n\n".join(m.text for m in messages if m.role == "system")
+        if system:
+            kwargs["instructions"] = system
+        if tools:
+            kwargs["tools"] = [
+                {"type": "function", "name": t.name, "description": t.description,
+                 "parameters": t.parameters, "strict": False}
+                for t in tools
+            ]  # fmt: skip
+        if self.reasoning_effort:
+            kwargs["reasoning"] = {"effort": self.reasoning_effort, "summary": "auto"}
+            kwargs["include"] = ["reasoning.encrypted_content"]
+        if cache_key:
+            kwargs["prompt_cache_key"] = cache_key
+        if self.max_tokens is not None:
+            kwargs["max_output_tokens"] = self.max_tokens
+        return await self._client.responses.create(**kwargs)
+
+    def _reply(self, response: Any) -> ModelReply:
+        texts, calls, reasoning = [], [], []
+        for item in response.output:
+            if item.type == "message":
+                texts += [c.text for c in item.content if c.type == "output_text"]
+                texts += [c.refusal for c in item.content if c.type == "refusal"]
+            elif item.type == "function_call":
+                calls.append(ToolCall(item.call_id, item.name, _arguments(item.arguments), item.arguments))
+            elif item.type == "reasoning":
+                reasoning += [s.text for s in item.summary or []]
+        u = response.usage
+        usage = Usage(
+            input_tokens=u.input_tokens,
+            output_tokens=u.output_tokens,
+            cached_input_tokens=getattr(u.input_tokens_details, "cached_tokens", 0) or 0,
+            reasoning_tokens=getattr(u.output_tokens_details, "reasoning_tokens", 0) or 0,
+        ) if u else Usage()  # fmt: skip
+        replay = tuple(dump(item) for item in response.output)
+        return ModelReply("".join(texts), tuple(calls), usage, reasoning="\n".join(reasoning), replay=replay)
+
+
+def to_input(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Neutral messages as Responses ``input`` items (system text goes to ``instructions``)."""
+    items: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "user":
+            items.append({"role": "user", "content": _content(m.parts)})
+        elif m.role == "assistant":
+            if m.replay:
+                items.extend(m.replay)
+                continue
+            if m.text:
+                items.append({"role": "assistant", "content": m.text})
+            items += [
+                {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.raw_arguments}
+                for c in m.tool_calls
+            ]
+        elif m.role == "tool":
+            items.append({"type": "function_call_output", "call_id": m.call_id, "output": _content(m.parts)})
+    return items
+
+
+def _content(parts: Sequence[Part]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for p in parts:
+        if isinstance(p, TextPart):
+            out.append({"type": "input_text", "text": p.text})
+        elif isinstance(p, ImagePart):
+            url = f"data:{p.media_type};base64,{p.data_b64}"
+            out.append({"type": "input_image", "image_url": url, "detail": "high"})
+    return out
+
+
+def _arguments(raw: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
