@@ -32,23 +32,30 @@ def make_agent(experiment: Experiment, truth: pd.DataFrame, limiter: RateLimiter
         return offline.MajorityAgent.from_truth(truth)
     if experiment.agent == "replay":
         return offline.ReplayAgent(experiment.replay_path)
-    if experiment.agent == "giant":
+    if experiment.agent in ("giant", "random_patch"):
         return make_giant_agent(experiment, limiter)
     raise NotImplementedError(f"agent {experiment.agent!r} is declared but not built yet")
 
 
 def make_giant_agent(experiment: Experiment, limiter: RateLimiter) -> Agent:
-    """The GIANT navigator over the configured provider; prices may be overridden via ``GIANT_PRICES``."""
-    from giant_assets.agents.giant import GiantAgent
+    """The GIANT navigator over the experiment's provider and wire format (``random_patch``: the same loop
+    with random crop locations); prices may be overridden via ``GIANT_PRICES``."""
+    from giant_assets.agents.giant import GiantAgent, load_prompt_template
     from giant_assets.agents.pricing import load_price_table
-    from giant_assets.agents.providers import AnthropicChatModel, OpenAIChatModel
+    from giant_assets.agents.providers import make_chat_model
 
-    providers = {"openai": OpenAIChatModel, "anthropic": AnthropicChatModel}
-    chat = providers[experiment.provider](
-        model=experiment.model,
-        base_url=experiment.base_url,
-        api_key_env=experiment.api_key_env,
-        limiter=limiter,
-    )
+    template = load_prompt_template(experiment.prompt_path) if experiment.prompt_path else None
     prices = load_price_table(os.environ.get(PRICES_ENV) or None)
-    return GiantAgent(chat, max_steps=experiment.max_steps, prices=prices)
+    return GiantAgent(
+        make_chat_model(experiment, limiter),
+        max_steps=experiment.max_steps,
+        max_attempts=experiment.max_attempts,
+        image_size=experiment.resolved_image_size,
+        protocol=experiment.protocol,
+        max_images_in_context=experiment.max_images_in_context,
+        system_template=template,
+        prices=prices,
+        random_crops=experiment.agent == "random_patch",
+        seed=experiment.seed,
+        name=experiment.agent,
+    )
