@@ -6,12 +6,11 @@ import os
 
 import pandas as pd
 
+from giant_assets.batch.records import RUN_KEY
 from giant_assets.geometry.roi import evaluate_viewed_regions, regions_from_frame
 from giant_assets.multipathqa.sample import sample_regions_path
 
 REGIONS_ENV = "GIANT_REGIONS_PATH"
-
-RUN_KEY = ["config_hash", "benchmark_name", "benchmark_id", "run_index"]
 ROI_COLUMNS = [
     *RUN_KEY,
     "n_viewed",

@@ -1,46 +1,45 @@
-"""The one Definitions object of the code location: assets, checks, sensors and resources."""
+"""The one Definitions object of the code location: assets, checks, sensors and resources.
 
-import os
+Nothing here reads the environment: resources resolve their ``GIANT_*`` variables when used (see
+``giant_assets.core.settings`` for the list).
+"""
 
 from dagster import Definitions
 
-from giant_assets.platform.assets.evaluation import (
-    benchmark_metrics,
-    item_predictions,
-    metrics_summary,
-    predictions,
-)
 from giant_assets.platform.assets.grading import GRADING_ASSETS, GRADING_SENSORS
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.assets.inventory import slide_inventory
+from giant_assets.platform.assets.leaderboard import experiment_comparisons, leaderboard
+from giant_assets.platform.assets.predictions import predictions, trajectory_steps
 from giant_assets.platform.assets.roi import roi_evaluation
+from giant_assets.platform.assets.scores import benchmark_metrics, item_predictions
 from giant_assets.platform.checks import ITEM_CHECKS
 from giant_assets.platform.io_manager import ParquetDuckDBIOManager
-from giant_assets.platform.resources import MultiPathQAResource, StorageResource
+from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource, StorageResource
+from giant_assets.platform.sensors import SENSORS
 
-storage = StorageResource(data_dir=os.environ.get("GIANT_DATA_DIR", ""))
+storage = StorageResource()
 
 ALL_ASSETS = [
     multipathqa_csv,
     benchmark_items,
     slide_inventory,
     predictions,
+    trajectory_steps,
     item_predictions,
     benchmark_metrics,
-    metrics_summary,
     roi_evaluation,
+    leaderboard,
+    experiment_comparisons,
     *GRADING_ASSETS,
 ]
 ALL_CHECKS = [*ITEM_CHECKS]
-ALL_SENSORS = [*GRADING_SENSORS]
+ALL_SENSORS = [*SENSORS, *GRADING_SENSORS]
 RESOURCES = {
     "io_manager": ParquetDuckDBIOManager(storage=storage),
     "storage": storage,
-    "dataset": MultiPathQAResource(
-        source=os.environ.get("GIANT_CSV_SOURCE", "sample"),
-        csv_path=os.environ.get("GIANT_CSV_PATH", ""),
-        wsi_root=os.environ.get("GIANT_WSI_ROOT", ""),
-    ),
+    "dataset": MultiPathQAResource(),
+    "experiments": ExperimentsResource(),
 }
 
 defs = Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, sensors=ALL_SENSORS, resources=RESOURCES)

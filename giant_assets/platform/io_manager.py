@@ -5,11 +5,15 @@ from __future__ import annotations
 import pandas as pd
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
+from giant_assets.platform.partitions import storage_key
 from giant_assets.platform.resources import StorageResource
 
 
 class ParquetDuckDBIOManager(ConfigurableIOManager):
-    """Stores each asset as table ``<asset name>``: ``<data_dir>/<name>/<partition>.parquet``."""
+    """Stores each asset as table ``<asset name>``: ``<data_dir>/<name>/<partition>.parquet``.
+
+    A benchmark x experiment partition is the file ``<data_dir>/<name>/<experiment>/<benchmark>.parquet``.
+    """
 
     storage: StorageResource
 
@@ -22,7 +26,7 @@ class ParquetDuckDBIOManager(ConfigurableIOManager):
             return
         if not isinstance(obj, pd.DataFrame):
             raise TypeError(f"{context.asset_key.to_user_string()} must return a pandas DataFrame")
-        partition = context.partition_key if context.has_partition_key else None
+        partition = storage_key(context.partition_key) if context.has_partition_key else None
         path = self.storage.store().write(self._table(context), obj, partition)
         context.add_output_metadata({"parquet_path": str(path), "duckdb_view": self._table(context)})
 
@@ -32,7 +36,7 @@ class ParquetDuckDBIOManager(ConfigurableIOManager):
         store = self.storage.store()
         if not context.has_asset_partitions:
             return store.read(table)
-        wanted = list(context.asset_partition_keys)
+        wanted = [storage_key(key) for key in context.asset_partition_keys]
         present = [key for key in wanted if store.exists(table, key)]
         missing = sorted(set(wanted) - set(present))
         if not present:

@@ -1,7 +1,49 @@
-"""Partition sets, defined once: the five MultiPathQA benchmarks."""
+"""Partition sets, defined once: the five MultiPathQA benchmarks x the declared experiments.
 
-from dagster import StaticPartitionsDefinition
+The UI's partition grid of any per-result asset is then the results matrix. Multi-partition keys read
+``<benchmark>|<experiment>`` (Dagster orders dimensions by name); storage keys read
+``<experiment>/<benchmark>`` (one Parquet file per experiment and benchmark).
+"""
+
+from __future__ import annotations
+
+from dagster import (
+    AssetExecutionContext,
+    DynamicPartitionsDefinition,
+    MultiPartitionKey,
+    MultiPartitionsDefinition,
+    StaticPartitionsDefinition,
+)
 
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
+BENCHMARK = "benchmark"
+EXPERIMENT = "experiment"
+
 benchmark_partitions = StaticPartitionsDefinition(list(BENCHMARK_NAMES))
+experiment_partitions = DynamicPartitionsDefinition(name=EXPERIMENT)
+results_partitions = MultiPartitionsDefinition(
+    {BENCHMARK: benchmark_partitions, EXPERIMENT: experiment_partitions}
+)
+
+
+def result_key(experiment: str, benchmark: str) -> MultiPartitionKey:
+    """The Dagster partition key of one (experiment, benchmark) cell."""
+    return MultiPartitionKey({BENCHMARK: benchmark, EXPERIMENT: experiment})
+
+
+def cell(context: AssetExecutionContext) -> tuple[str, str]:
+    """(experiment, benchmark) of the partition being materialized."""
+    keys = context.partition_key.keys_by_dimension
+    return keys[EXPERIMENT], keys[BENCHMARK]
+
+
+def storage_key(partition_key: str) -> str:
+    """Where a partition lives in the store: ``<experiment>/<benchmark>`` for a results cell."""
+    if isinstance(partition_key, MultiPartitionKey):
+        keys = partition_key.keys_by_dimension
+        return f"{keys[EXPERIMENT]}/{keys[BENCHMARK]}"
+    if "|" in partition_key:
+        benchmark, experiment = partition_key.split("|", 1)
+        return f"{experiment}/{benchmark}"
+    return partition_key

@@ -6,10 +6,15 @@ import os
 from pathlib import Path
 from typing import Literal
 
+import pandas as pd
 from dagster import ConfigurableResource
 
-from giant_assets.core.settings import WSI_ROOT_ENV, data_dir
+from giant_assets.core.settings import CSV_PATH_ENV, CSV_SOURCE_ENV, WSI_ROOT_ENV, data_dir
 from giant_assets.core.storage import ParquetStore
+from giant_assets.eval.roi import reference_regions_path
+from giant_assets.experiments.declared import experiments_path, get_experiment, load_experiments
+from giant_assets.experiments.spec import Experiment
+from giant_assets.geometry.roi import load_reference_regions
 from giant_assets.multipathqa.download import MULTIPATHQA_REPO, download_multipathqa
 from giant_assets.multipathqa.sample import ensure_sample_slides, sample_csv_path
 
@@ -33,26 +38,42 @@ class MultiPathQAResource(ConfigurableResource):
     """Where the MultiPathQA CSV and its slides come from.
 
     ``source``: ``sample`` (bundled, no network), ``local`` (``csv_path``) or ``huggingface``
-    (``hf_repo_id``, cached under ``<data_dir>/hf_cache``; ``HF_TOKEN``/``HF_ENDPOINT`` honoured).
+    (``hf_repo_id``, cached under ``<data_dir>/hf_cache``; ``HF_TOKEN``/``HF_ENDPOINT`` honoured);
+    empty means ``GIANT_CSV_SOURCE``, else ``sample``. Empty ``csv_path`` means ``GIANT_CSV_PATH``.
+    Environment variables are read when the resource is used, never at import.
     ``wsi_root``: the folder holding the slides; empty means ``GIANT_WSI_ROOT``, or for the sample
     the generated sample slides under ``<data_dir>/sample_wsi``.
+    ``regions_path``: reference regions (level-0 boxes/polygons per item) for ROI scores and pictures;
+    empty means ``GIANT_REGIONS_PATH``, or for the sample its bundled regions.
     """
 
-    source: Literal["sample", "local", "huggingface"] = "sample"
+    source: Literal["", "sample", "local", "huggingface"] = ""
     csv_path: str = ""
+    regions_path: str = ""
     hf_repo_id: str = MULTIPATHQA_REPO
     hf_revision: str = ""
     hf_endpoint: str = ""
     wsi_root: str = ""
 
+    @property
+    def kind(self) -> str:
+        """The CSV source in use: the configured one, else ``GIANT_CSV_SOURCE``, else ``sample``."""
+        kind = self.source or os.environ.get(CSV_SOURCE_ENV) or "sample"
+        if kind not in ("sample", "local", "huggingface"):
+            raise ValueError(f"{CSV_SOURCE_ENV}={kind!r}: expected sample, local or huggingface")
+        return kind
+
     def fetch_csv(self, data_dir: Path) -> tuple[Path, str]:
         """Return the CSV's local path and a human-readable description of its source."""
-        if self.source == "sample":
+        if self.kind == "sample":
             return sample_csv_path(), "bundled sample"
-        if self.source == "local":
-            if not self.csv_path:
-                raise ValueError("source 'local' needs csv_path (the MultiPathQA CSV file to load)")
-            path = Path(self.csv_path).expanduser().resolve()
+        if self.kind == "local":
+            csv_path = self.csv_path or os.environ.get(CSV_PATH_ENV, "")
+            if not csv_path:
+                raise ValueError(
+                    f"source 'local' needs csv_path (or {CSV_PATH_ENV}): the MultiPathQA CSV file to load"
+                )
+            path = Path(csv_path).expanduser().resolve()
             return path, f"local file {path}"
         path = download_multipathqa(
             data_dir / "hf_cache",
@@ -72,6 +93,27 @@ class MultiPathQAResource(ConfigurableResource):
                     f"WSI root {root} is not a directory (set wsi_root or {WSI_ROOT_ENV})"
                 )
             return root
-        if self.source == "sample":
+        if self.kind == "sample":
             return ensure_sample_slides(data_dir / "sample_wsi").resolve()
         raise ValueError(f"no WSI root: set the dataset resource's wsi_root or the {WSI_ROOT_ENV} env var")
+
+    def reference_regions(self) -> tuple[str, pd.DataFrame | None]:
+        """(path, regions) of the reference regions in use; ("", None) when there are none."""
+        path = reference_regions_path(self.regions_path, self.kind)
+        return (path, load_reference_regions(path)) if path else ("", None)
+
+
+class ExperimentsResource(ConfigurableResource):
+    """The declared experiments: ``path`` (empty means ``GIANT_EXPERIMENTS``, else ./experiments.yaml)."""
+
+    path: str = ""
+
+    @property
+    def file(self) -> Path:
+        return experiments_path(self.path)
+
+    def all(self) -> dict[str, Experiment]:
+        return load_experiments(self.file)
+
+    def get(self, name: str) -> Experiment:
+        return get_experiment(self.file, name)

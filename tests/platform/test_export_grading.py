@@ -2,7 +2,7 @@
 
 Real materializations in a temp data dir: ingest the sample, run an agent over two benchmarks, one of
 each metric (votes over 3 runs; panda's corrupt slide gives an empty prediction), then drop each
-``exports/<config_hash>/<benchmark>.csv`` into ``submissions/`` as ``<task>__<anything>.csv`` and
+``exports/<experiment>/<benchmark>.csv`` into ``submissions/`` as ``<task>__<anything>.csv`` and
 materialize its ``graded_submissions`` partition.
 """
 
@@ -21,10 +21,12 @@ from sklearn.metrics import accuracy_score, balanced_accuracy_score
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.export import SUBMISSION_COLUMNS, submission_frame
 from giant_assets.grading.submissions import partition_key_for
-from giant_assets.platform.assets.evaluation import benchmark_metrics, item_predictions, predictions
 from giant_assets.platform.assets.grading import SUBMISSIONS_DIR, graded_submissions, submission_partitions
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
-from tests.support.dagster_env import resources_for
+from giant_assets.platform.assets.predictions import predictions
+from giant_assets.platform.assets.scores import benchmark_metrics, item_predictions
+from giant_assets.platform.partitions import result_key
+from tests.support.dagster_env import add_experiments, resources_for, write_experiments
 
 ASSETS = [
     multipathqa_csv,
@@ -34,7 +36,8 @@ ASSETS = [
     benchmark_metrics,
     graded_submissions,
 ]
-CONFIG = {"agent": "random", "seed": 7, "runs_per_item": 3}
+EXPERIMENT = "random-seed7"
+SETTINGS = {"agent": "random", "seed": 7, "runs_per_item": 3}
 # balanced accuracy with an unreadable slide, plain accuracy; the demo test grades tcga (a missing slide)
 BENCHMARKS = ["panda", "tcga_slidebench"]
 
@@ -43,7 +46,9 @@ BENCHMARKS = ["panda", "tcga_slidebench"]
 def graded(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
     data = tmp_path_factory.mktemp("export") / "data"
     instance = DagsterInstance.ephemeral()
-    resources = resources_for(data, wsi_root=str(sample_wsi_root))
+    declared = write_experiments(data.parent / "experiments.yaml", {EXPERIMENT: SETTINGS})
+    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+    add_experiments(instance, EXPERIMENT)
 
     def run(selection, **kwargs):
         result = materialize(ASSETS, selection=selection, resources=resources, instance=instance, **kwargs)
@@ -53,9 +58,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
     run([multipathqa_csv, benchmark_items])
     exports, keys = {}, {}
     per_benchmark = AssetSelection.assets(predictions, item_predictions, benchmark_metrics)
-    config = {"ops": {"predictions": {"config": CONFIG}}}
     for benchmark in BENCHMARKS:
-        result = run(per_benchmark, partition_key=benchmark, run_config=config)
+        result = run(per_benchmark, partition_key=result_key(EXPERIMENT, benchmark))
         meta = result.asset_materializations_for_node("item_predictions")[0].metadata
         exports[benchmark] = Path(meta["submission_export"].value)
         submission = data / SUBMISSIONS_DIR / f"{benchmark}__random-seed7.csv"
@@ -74,8 +78,8 @@ def test_graded_export_equals_benchmark_metrics(graded, benchmark: str) -> None:
     report = store.read("graded_submissions", [partition_key_for(f"{benchmark}__random-seed7.csv")])
     assert len(report) == 1 and report.at[0, "task_id"] == benchmark
     assert bool(report.at[0, "valid_submission"]), report.at[0, "error"]
-    metrics = store.read("benchmark_metrics", [benchmark]).iloc[0]
-    assert 100 * report.at[0, "score"] == pytest.approx(metrics["value_all_items_pct"], abs=1e-9)
+    metrics = store.read("benchmark_metrics", [f"{EXPERIMENT}/{benchmark}"]).iloc[0]
+    assert 100 * report.at[0, "score"] == pytest.approx(metrics["value_pct"], abs=1e-9)
 
     # a third path: sklearn over the export file itself (an empty prediction is an abstention: wrong)
     export = pd.read_csv(exports[benchmark], dtype=str, keep_default_na=False)

@@ -57,6 +57,13 @@ def benchmark_items(
         )
     for err in errors:
         context.log.warning(f"skipped: {err}")
+    if errors and not len(items):  # on_invalid_rows: skip, and every row was malformed
+        listing = "\n".join(str(e) for e in errors[:20])
+        raise Failure(
+            description=f"every row of {source} is malformed ({len(errors)} error(s)); nothing to evaluate:\n"
+            f"{listing}",
+            metadata={"errors": len(errors)},
+        )
     n_invalid = int((~items["is_valid"]).sum()) if len(items) else 0
     items = items[items["is_valid"]].reset_index(drop=True) if len(items) else items
     wsi_root = dataset.wsi_root_path(storage.root)

@@ -1,0 +1,115 @@
+"""Experiments declared in YAML (``experiments.yaml``, or the file ``GIANT_EXPERIMENTS`` names).
+
+    defaults:            # optional: applied to every experiment, each may override
+      concurrency: 8
+    experiments:
+      random: {agent: random}
+      gpt5-giant: {agent: giant, provider: openai, model: gpt-5}
+
+Every problem is reported naming the file, the experiment and the field.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from giant_assets.experiments.spec import Experiment
+
+EXPERIMENTS_ENV = "GIANT_EXPERIMENTS"
+DEFAULT_FILE = "experiments.yaml"
+
+
+class ExperimentsFileError(ValueError):
+    """The experiments file cannot be used; the message names file, experiment and field."""
+
+
+def experiments_path(configured: str = "") -> Path:
+    """The experiments file: ``configured``, else ``$GIANT_EXPERIMENTS``, else ./experiments.yaml."""
+    return Path(configured or os.environ.get(EXPERIMENTS_ENV) or DEFAULT_FILE).expanduser().resolve()
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that refuses a key given twice in one mapping (YAML would keep the last)."""
+
+
+def _mapping_without_duplicates(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise ExperimentsFileError(
+                f"{loader.name}: line {key_node.start_mark.line + 1}: {key!r} is given twice "
+                f"(first on line {seen[key] + 1})"
+            )
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+
+
+def load_experiments(path: Path | str) -> dict[str, Experiment]:
+    """All experiments of the file, by name, validated."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ExperimentsFileError(
+            f"{path}: experiments file not found (set {EXPERIMENTS_ENV} or create {DEFAULT_FILE})"
+        ) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ExperimentsFileError(f"{path}: cannot be read: {exc}") from exc
+    try:
+        loader = _UniqueKeyLoader(text)
+        loader.name = str(path)
+        try:
+            doc = loader.get_single_data()
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        raise ExperimentsFileError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("experiments"), dict):
+        raise ExperimentsFileError(
+            f"{path}: expected a mapping with an 'experiments' mapping (name: settings)"
+        )
+    unknown = sorted(set(doc) - {"defaults", "experiments"})
+    if unknown:
+        raise ExperimentsFileError(
+            f"{path}: unknown top-level key(s) {unknown}; use 'defaults', 'experiments'"
+        )
+    defaults = doc.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise ExperimentsFileError(f"{path}: 'defaults' must be a mapping of settings")
+    return {
+        str(name): _experiment(path, str(name), defaults, body) for name, body in doc["experiments"].items()
+    }
+
+
+def _experiment(path: Path, name: str, defaults: dict, body: Any) -> Experiment:
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise ExperimentsFileError(f"{path}: experiment {name!r}: expected a mapping of settings")
+    if "name" in body and body["name"] != name:
+        raise ExperimentsFileError(f"{path}: experiment {name!r}, field 'name': differs from its key")
+    try:
+        return Experiment(**(defaults | body | {"name": name}))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"field {'.'.join(str(p) for p in err['loc']) or '(experiment)'!r}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ExperimentsFileError(f"{path}: experiment {name!r}: {problems}") from exc
+
+
+def get_experiment(path: Path | str, name: str) -> Experiment:
+    """One experiment by name; a clear error listing the declared names otherwise."""
+    experiments = load_experiments(path)
+    if name not in experiments:
+        raise ExperimentsFileError(f"{path}: no experiment {name!r}; declared: {sorted(experiments)}")
+    return experiments[name]

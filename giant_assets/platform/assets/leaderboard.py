@@ -1,0 +1,67 @@
+"""Assets across experiments: the leaderboard with the paper's rows, and paired comparisons."""
+
+import pandas as pd
+from dagster import AssetExecutionContext, MetadataValue, asset
+
+from giant_assets.eval.comparisons import experiment_comparisons as compare_experiments
+from giant_assets.eval.leaderboard import leaderboard_long, leaderboard_markdown, leaderboard_table
+from giant_assets.eval.scoring import write_results_json
+from giant_assets.platform.resources import StorageResource
+from giant_assets.report.charts import leaderboard_chart_png
+
+COMPARISON_COLUMNS_SHOWN = [
+    "benchmark_name",
+    "experiment_a",
+    "experiment_b",
+    "n_shared",
+    "diff_pct",
+    "p_le_0",
+]
+
+
+@asset(group_name="compare", kinds={"pandas", "matplotlib"})
+def leaderboard(
+    context: AssetExecutionContext,
+    benchmark_metrics: pd.DataFrame,
+    multipathqa_csv: pd.DataFrame,
+    storage: StorageResource,
+) -> pd.DataFrame:
+    """One row per experiment plus the paper's rows, one column per benchmark in ``mean ± std``.
+
+    Also writes the chart (``results/leaderboard.png``) and one ``results/<experiment>/results.json``
+    per experiment with its settings and provenance; the long form is the ``leaderboard_long`` view.
+    """
+    long = leaderboard_long(benchmark_metrics)
+    table = leaderboard_table(benchmark_metrics)
+    out_dir = storage.root / "results"
+    chart = leaderboard_chart_png(long, out_dir / "leaderboard.png")
+    storage.store().write("leaderboard_long", long)
+    results = write_results_json(benchmark_metrics, multipathqa_csv, out_dir, storage.root / "experiments")
+    context.add_output_metadata(
+        {
+            "leaderboard": MetadataValue.md(leaderboard_markdown(table)),
+            "experiments": int((table["source"] == "ours").sum()),
+            "chart": MetadataValue.path(str(chart)),
+            "chart_md": MetadataValue.md(f"![leaderboard]({chart})"),
+            "results_json": MetadataValue.json([str(p) for p in results]),
+        }
+    )
+    return table
+
+
+@asset(group_name="compare", kinds={"numpy"})
+def experiment_comparisons(context: AssetExecutionContext, item_predictions: pd.DataFrame) -> pd.DataFrame:
+    """For each benchmark and pair of experiments sharing items: the metric difference with a paired
+    bootstrap (same resampled items for both; 1000 replicates, seed 42): mean, std, 95% interval and
+    the share of replicates in which the difference is <= 0."""
+    table = compare_experiments(item_predictions)
+    shown = [c for c in COMPARISON_COLUMNS_SHOWN if c in table.columns]
+    context.add_output_metadata(
+        {
+            "pairs": len(table),
+            "comparisons": MetadataValue.md(
+                table[shown].head(40).to_markdown(index=False) if len(table) else "none"
+            ),
+        }
+    )
+    return table

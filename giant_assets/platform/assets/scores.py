@@ -1,0 +1,89 @@
+"""Assets: labels re-extracted from stored answers and voted per item, then the benchmark's metric."""
+
+import pandas as pd
+from dagster import AssetExecutionContext, MetadataValue, asset
+
+from giant_assets.eval.export import write_submission
+from giant_assets.eval.scoring import EXTRACTOR_VERSION, benchmark_metrics_row, rescore, vote_items
+from giant_assets.platform.partitions import cell, results_partitions
+from giant_assets.platform.resources import ExperimentsResource, StorageResource
+
+
+def _scored_runs(
+    context: AssetExecutionContext,
+    predictions: pd.DataFrame,
+    benchmark_items: pd.DataFrame,
+    experiments: ExperimentsResource,
+) -> tuple[str, str, pd.DataFrame, pd.DataFrame]:
+    name, benchmark = cell(context)
+    items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
+    runs = rescore(predictions, items, experiments.get(name).panda_null_grade)
+    return name, benchmark, items, runs
+
+
+@asset(
+    partitions_def=results_partitions, group_name="evaluate", kinds={"pandas"}, code_version=EXTRACTOR_VERSION
+)
+def item_predictions(
+    context: AssetExecutionContext,
+    predictions: pd.DataFrame,
+    benchmark_items: pd.DataFrame,
+    storage: StorageResource,
+    experiments: ExperimentsResource,
+) -> pd.DataFrame:
+    """One row per item of the benchmark: labels re-extracted from the stored answers, majority-voted.
+
+    Re-materializing re-scores from what is stored, with no model call. Also exported as a grading
+    submission, ``<data_dir>/exports/<experiment>/<benchmark>.csv``.
+    """
+    name, benchmark, items, runs = _scored_runs(context, predictions, benchmark_items, experiments)
+    voted = vote_items(runs, items)
+    voted.insert(0, "experiment", name)
+    export = write_submission(voted, storage.root / "exports" / name / f"{benchmark}.csv")
+    changed = int(
+        (runs["predicted_label"].astype("Int64") != predictions["predicted_label"]).fillna(True).sum()
+    )
+    context.add_output_metadata(
+        {
+            "submission_export": MetadataValue.path(str(export)),
+            "items": len(voted),
+            "slide_readable": int(voted["slide_available"].sum()),
+            "answered": int(voted["predicted_label"].notna().sum()),
+            "correct": int(voted["correct"].sum()),
+            "extractor_version": EXTRACTOR_VERSION,
+            "run_labels_changed_by_rescoring": changed,
+        }
+    )
+    return voted
+
+
+@asset(
+    partitions_def=results_partitions, group_name="evaluate", kinds={"numpy"}, code_version=EXTRACTOR_VERSION
+)
+def benchmark_metrics(
+    context: AssetExecutionContext,
+    item_predictions: pd.DataFrame,
+    predictions: pd.DataFrame,
+    benchmark_items: pd.DataFrame,
+    experiments: ExperimentsResource,
+) -> pd.DataFrame:
+    """The benchmark's metric over ALL its items (missing slides and failed runs count wrong), with
+    1000-replicate bootstrap mean ± std and 95% interval, coverage beside it."""
+    name, benchmark, _, runs = _scored_runs(context, predictions, benchmark_items, experiments)
+    row = {"experiment": name} | benchmark_metrics_row(benchmark, item_predictions, runs)
+    context.add_output_metadata(
+        {
+            "metric": row["metric_type"],
+            "value_pct": MetadataValue.float(row["value_pct"]) if row["n_items"] else "n/a",
+            "paper_format": row["paper_format"],
+            "items": row["n_items"],
+            "slide_readable": row["n_slide_readable"],
+            "answered": row["n_answered"],
+            "value_readable_pct": MetadataValue.float(row["value_readable_pct"])
+            if row["n_slide_readable"]
+            else "n/a",
+            "null_grades": row["n_null_grades"],
+            "cost_usd": row["cost_usd"],
+        }
+    )
+    return pd.DataFrame([row])

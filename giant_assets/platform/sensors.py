@@ -1,0 +1,40 @@
+"""Sensors: keep the experiment partitions in step with the declared experiments."""
+
+from dagster import (
+    DagsterInstance,
+    DefaultSensorStatus,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
+)
+
+from giant_assets.platform.partitions import EXPERIMENT, experiment_partitions
+from giant_assets.platform.resources import ExperimentsResource
+
+
+def new_experiments(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+    """Declared experiments that are not yet partitions (the file is validated on the way)."""
+    declared = experiments.all()
+    return sorted(set(declared) - set(instance.get_dynamic_partitions(EXPERIMENT)))
+
+
+def sync_experiments(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+    """Add every declared experiment as a partition; returns the names added. Never removes one."""
+    added = new_experiments(instance, experiments)
+    if added:
+        instance.add_dynamic_partitions(EXPERIMENT, added)
+    return added
+
+
+@sensor(minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING)
+def experiments_sensor(context: SensorEvaluationContext, experiments: ExperimentsResource):
+    """Adds a partition for every experiment declared in the experiments file (a bad file fails here,
+    naming the file, experiment and field)."""
+    added = new_experiments(context.instance, experiments)
+    if not added:
+        return SkipReason(f"every experiment of {experiments.file} is a partition already")
+    return SensorResult(dynamic_partitions_requests=[experiment_partitions.build_add_request(added)])
+
+
+SENSORS = [experiments_sensor]

@@ -1,0 +1,133 @@
+"""Experiments files: validation errors name the file, experiment and field; the config hash and the
+name binding keep answer-deciding settings apart from speed and scoring settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from giant_assets.experiments.binding import ExperimentConflict, bind
+from giant_assets.experiments.declared import ExperimentsFileError, get_experiment, load_experiments
+from giant_assets.experiments.spec import ANSWER_FIELDS, SCORING_FIELDS, SPEED_FIELDS, Experiment
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "experiments.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_the_repository_file_declares_the_paper_and_demo_experiments() -> None:
+    declared = load_experiments(REPO / "experiments.yaml")
+    assert {"random", "gpt5-giant", "gpt5-giant-x5", "gpt5-thumbnail", "gpt5-patch", "demo-giant"} <= set(
+        declared
+    )
+    x1, x5 = declared["gpt5-giant"], declared["gpt5-giant-x5"]
+    assert (x1.runs_per_item, x5.runs_per_item) == (1, 5)
+    # GIANT x5 reuses the runs GIANT x1 paid for: same journal, different binding
+    assert x1.config_hash() == x5.config_hash() and x1.answer_settings() != x5.answer_settings()
+    assert declared["claude-giant"].resolved_image_size == 500 and x1.resolved_image_size == 1000
+
+
+def test_defaults_apply_and_each_experiment_overrides(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "defaults: {concurrency: 8, seed: 3}\nexperiments:\n  a: {agent: random}\n  b: {agent: random, seed: 4}\n",
+    )
+    declared = load_experiments(path)
+    assert (declared["a"].concurrency, declared["a"].seed, declared["b"].seed) == (8, 3, 4)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "experiments:\n  gpt: {agent: giant}\n",
+            "experiment 'gpt': field '(experiment)': Value error, agent 'giant' needs a model",
+        ),
+        ("experiments:\n  a: {agent: random, max_steps: 0}\n", "experiment 'a': field 'max_steps'"),
+        ("experiments:\n  a: {agent: random, colour: red}\n", "experiment 'a': field 'colour': Extra inputs"),
+        ("experiments:\n  Bad Name: {agent: random}\n", "experiment 'Bad Name': field 'name'"),
+        ("experiments:\n  a: {agent: oracle}\n", "experiment 'a': field 'agent'"),
+        (
+            "experiments:\n  a: {agent: random}\n  a: {agent: majority}\n",
+            "line 3: 'a' is given twice (first on line 2)",
+        ),
+        ("experiments:\n  a: {name: b}\n", "experiment 'a', field 'name': differs from its key"),
+        ("experiment:\n  a: {}\n", "expected a mapping with an 'experiments' mapping"),
+        ("experiments: {a: {}}\nextra: 1\n", "unknown top-level key(s) ['extra']"),
+        ("experiments:\n  a: [1, 2]\n", "experiment 'a': expected a mapping of settings"),
+        ("experiments: {a: {agent: random}\n", "not valid YAML"),
+        (
+            "experiments:\n  c: {agent: giant, provider: anthropic, api: chat, model: m}\n",
+            "provider 'anthropic' speaks api 'messages'",
+        ),
+    ],
+)
+def test_a_bad_file_names_file_experiment_and_field(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ExperimentsFileError) as err:
+        load_experiments(path)
+    assert str(path) in str(err.value) and message in str(err.value)
+
+
+def test_missing_file_and_unknown_name_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(ExperimentsFileError, match="experiments file not found .*GIANT_EXPERIMENTS"):
+        load_experiments(tmp_path / "nope.yaml")
+    path = write(tmp_path, "experiments:\n  a: {agent: random}\n")
+    with pytest.raises(ExperimentsFileError, match=r"no experiment 'b'; declared: \['a'\]"):
+        get_experiment(path, "b")
+
+
+def test_fields_are_grouped_once_and_only_answer_fields_move_the_hash() -> None:
+    every = set(Experiment.model_fields) - {"name", "description"}
+    assert set(ANSWER_FIELDS) | set(SCORING_FIELDS) | set(SPEED_FIELDS) == every
+    assert not set(ANSWER_FIELDS) & set(SPEED_FIELDS) and not set(SCORING_FIELDS) & set(SPEED_FIELDS)
+    base = Experiment(name="g", agent="giant", model="m")
+    for field, value in [
+        ("concurrency", 99),
+        ("budget_usd", 5.0),
+        ("api_key_env", "X"),
+        ("panda_null_grade", "no_answer"),
+    ]:
+        assert base.model_copy(update={field: value}).config_hash() == base.config_hash(), field
+    for field, value in [
+        ("model", "m2"),
+        ("max_steps", 5),
+        ("image_size", 640),
+        ("protocol", "json"),
+        ("seed", 1),
+    ]:
+        assert base.model_copy(update={field: value}).config_hash() != base.config_hash(), field
+    # offline agents: provider settings change nothing they answer
+    assert Experiment(name="r", model="x").config_hash() == Experiment(name="s").config_hash()
+
+
+def test_prompt_file_is_hashed_by_content(tmp_path: Path) -> None:
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("You see a {width} x {height} slide.")
+    exp = Experiment(name="p", agent="giant", model="m", prompt_path=str(prompt))
+    before = exp.config_hash()
+    prompt.write_text("You see a {width} by {height} slide.")
+    assert exp.config_hash() != before
+    prompt.unlink()
+    with pytest.raises(ValueError, match="prompt_path .*prompt.txt: cannot be read"):
+        exp.config_hash()
+
+
+def test_a_name_is_bound_to_its_answer_settings(tmp_path: Path) -> None:
+    first = Experiment(name="gpt", agent="giant", model="gpt-5", max_steps=20)
+    bind(first, tmp_path)
+    bind(first.model_copy(update={"concurrency": 64, "budget_usd": 3.0}), tmp_path)  # speed: fine
+    bind(first.model_copy(update={"panda_null_grade": "no_answer"}), tmp_path)  # scoring: fine
+    with pytest.raises(ExperimentConflict) as err:
+        bind(first.model_copy(update={"max_steps": 10, "model": "gpt-5.2"}), tmp_path)
+    text = str(err.value)
+    assert "experiment 'gpt' already ran with other answer-deciding settings" in text
+    assert "max_steps: 20 -> 10" in text and "model: 'gpt-5' -> 'gpt-5.2'" in text
+    assert "seed" not in text  # only the fields that differ
+    with pytest.raises(ExperimentConflict, match="runs_per_item: 1 -> 5"):
+        bind(first.model_copy(update={"runs_per_item": 5}), tmp_path)
