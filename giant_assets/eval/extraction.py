@@ -19,6 +19,15 @@ panda uses the ISUP grade 0..5. Rules, in order; the first that yields a label d
    else the first bare integer in range.
 
 A negated candidate ("not 2", "not option 2", "not liver", "not grade group 2") is never a label.
+A JSON value, an explicit statement or (rule 3) the whole text that names every option ("1, 2, 3 or 4",
+"A, B, C or D", all option texts, all six grades) is no answer: reason "lists every option".
+Only ASCII digits are numbers: Arabic-Indic, full-width or superscript digits are never labels.
+
+PANDA null grade (``panda_null_grade``): models often write ``{"isup_grade": null}`` (or ``None``,
+``"null"``, ``"none"``) for benign tissue, where no Gleason pattern and so no grade exists. ``benign``
+(default) reads it as ISUP 0; ``no_answer`` gives no label. Either way the reason starts with
+``panda_null_grade`` so null grades can be counted. The choice matters: an independent
+implementation's PANDA balanced accuracy moved from 9.7 % to 20.3 % on this mapping alone.
 
 Candidates: an integer is "bare" only when standalone (not in 4+3, 3-4, 95%, 3/5, 2.5, TCGA-05-4244,
 40x, 3 mm) and not inside an option's text ("Grade 2" is the option, not the number 2); on panda,
@@ -45,6 +54,9 @@ LETTERS = "ABCD"
 _OPTION_KEYS = ("answer", "final_answer", "choice", "option")
 _GRADE_KEYS = ("isup_grade", "answer", "final_answer")
 _MAX_JSON_CHARS = 20_000
+PANDA_NULL_REASON = "panda_null_grade"  # every extraction of a null ISUP grade starts with this
+PANDA_NULL_POLICIES = ("benign", "no_answer")
+_NULL_TEXTS = frozenset({"null", "none"})
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,7 @@ class _Task:
     """What counts as a label: grades 0..5, or options 1..n (letters A-D when n == 4)."""
 
     options: tuple[str, ...] | None  # None: panda grades
+    panda_null_grade: str = "benign"
 
     @property
     def is_grade(self) -> bool:
@@ -80,16 +93,28 @@ class _Task:
     def describe(self, k: int) -> str:
         return f"grade {k}" if self.is_grade else f"option {k}"
 
+    def covers_all(self, candidates: list[_Candidate]) -> bool:
+        """True when the candidates name every label of the task (a list of the choices, not a choice)."""
+        lo, hi = PANDA_GRADE_RANGE if self.options is None else (1, len(self.options))
+        return hi > lo and {c.label for c in candidates if c.label is not None} >= set(range(lo, hi + 1))
+
     @property
     def valid(self) -> str:
         lo, hi = PANDA_GRADE_RANGE if self.options is None else (1, len(self.options))
         return f"{'grade' if self.is_grade else 'option'} {lo}..{hi}"
 
 
-def extract_label(text: str, *, benchmark_name: str, options: list[str] | None) -> ExtractedAnswer:
-    """Canonical integer label of a model answer (see the module docstring for the rules)."""
+def extract_label(
+    text: str, *, benchmark_name: str, options: list[str] | None, panda_null_grade: str = "benign"
+) -> ExtractedAnswer:
+    """Canonical integer label of a model answer (see the module docstring for the rules).
+
+    ``panda_null_grade``: ``benign`` (default) reads a null ISUP grade as 0, ``no_answer`` as no label.
+    """
+    if panda_null_grade not in PANDA_NULL_POLICIES:
+        raise ValueError(f"panda_null_grade must be one of {PANDA_NULL_POLICIES}, got {panda_null_grade!r}")
     if benchmark_name == PANDA:
-        task = _Task(None)
+        task = _Task(None, panda_null_grade)
     elif options:
         task = _Task(tuple(str(o) for o in options))
     else:
@@ -181,22 +206,41 @@ def _from_json(text: str, task: _Task) -> tuple[int | None, str] | None:
         hit = _find_key(obj, keys)
         if hit is not None:
             key, value = hit
+            if _is_null_grade(key, value, task):
+                return _null_grade(task, f"JSON {key!r} is null ({value!r})")
             label, what = _value_label(value, task)
             if label is None:
-                return None, f"JSON {key!r} value {value!r} is not a valid {task.valid}"
+                return None, f"JSON {key!r} value {value!r} {what or f'is not a valid {task.valid}'}"
             return label, f"JSON {key!r}: {what}"
     for match in reversed(list(_KEY_VALUE.finditer(text))):  # truncated or malformed JSON
         key = match.group(1).lower()
         if key not in keys:
             continue
-        label, what = _value_label(match.group(2).strip(), task)
+        value = match.group(2).strip()
+        if _is_null_grade(key, value, task):
+            return _null_grade(task, f"JSON-like {key!r} (object not parseable) is {value!r}")
+        label, what = _value_label(value, task)
         if label is not None:
             return label, f"JSON-like {key!r} (object not parseable): {what}"
     return None
 
 
+def _is_null_grade(key: str, value: Any, task: _Task) -> bool:
+    return (
+        task.is_grade
+        and key == "isup_grade"
+        and (value is None or (isinstance(value, str) and value.strip().lower() in _NULL_TEXTS))
+    )
+
+
+def _null_grade(task: _Task, what: str) -> tuple[int | None, str]:
+    if task.panda_null_grade == "benign":
+        return 0, f"{PANDA_NULL_REASON}: {what} -> grade 0 (benign)"
+    return None, f"{PANDA_NULL_REASON}: {what} -> no answer (policy no_answer)"
+
+
 def _value_label(value: Any, task: _Task) -> tuple[int | None, str]:
-    """Label of a JSON value: int/float, numeric string, letter or option text."""
+    """Label of a JSON value: int/float, numeric string, letter or option text; else (None, why or "")."""
     if isinstance(value, bool):
         return None, ""
     if isinstance(value, int | float):
@@ -210,7 +254,10 @@ def _value_label(value: Any, task: _Task) -> tuple[int | None, str]:
         exact = [i for i, opt in enumerate(task.options, start=1) if _squash(opt) == norm]
         if exact:
             return exact[0], f'option text "{value.strip()}" -> option {exact[0]}'
-    return _first_valid(_candidates(_normalise(value), task, strict=False), task) or (None, "")
+    candidates = _candidates(_normalise(value), task, strict=False)
+    if task.covers_all(candidates):
+        return None, "lists every option (no answer)"
+    return _first_valid(candidates, task) or (None, "")
 
 
 # --- rule 2: explicit answer statements ------------------------------------------------------------
@@ -243,6 +290,8 @@ def _from_explicit(text: str, task: _Task) -> tuple[int | None, str] | None:
             continue
         phrase = " ".join(match.group(0).split()).strip(" :*-")
         candidates = _candidates(segment, task, strict=False)
+        if task.covers_all(candidates):
+            return None, f'explicit "{phrase}" lists every option (no answer)'
         best = _first_valid(candidates, task)
         if best is not None:
             return best[0], f'explicit "{phrase}": {best[1]}'
@@ -256,6 +305,8 @@ def _from_explicit(text: str, task: _Task) -> tuple[int | None, str] | None:
 
 def _from_text(text: str, task: _Task) -> tuple[int | None, str] | None:
     candidates = _candidates(_normalise(text), task, strict=True)
+    if task.covers_all(candidates):
+        return None, "the text lists every option and states no answer"
     marked = [c for c in candidates if not c.what.startswith("number")]
     for tier, name in ((marked, "first marked candidate"), (candidates, "first number in range")):
         best = _first_valid(tier, task)
@@ -272,7 +323,8 @@ def _from_text(text: str, task: _Task) -> tuple[int | None, str] | None:
 
 _MARKDOWN = re.compile(r"[*`]+|^\s{0,3}#{1,6}\s+", re.M)
 _INT = re.compile(
-    r"(?<![\w.,+/×^-])(\d+)(?![\w×]|[.,]\d|\s*[%+/×]|\s*-\s*\d|-\w|\s+(?:mm|cm|µm|um|mg|ml|hpf)\b)", re.I
+    r"(?<![\w.,+/×^-])([0-9]+)(?![\w×]|[.,][0-9]|\s*[%+/×]|\s*-\s*[0-9]|-\w|\s+(?:mm|cm|µm|um|mg|ml|hpf)\b)",
+    re.I,
 )
 _INT_MARKED = re.compile(r"(?:\b(?:option|choice|number)\s*#?\s*|#\s*|[(\[{]\s*)$", re.I)
 _LETTER = re.compile(r"(?<![\w'’-])([A-Da-d])(?![\w'’]|-\w)")
@@ -299,12 +351,12 @@ _ARTICLE_FOLLOWERS = frozenset(
 _WORD_AFTER = re.compile(r"\s+([A-Za-z]+)")
 _NEGATION = re.compile(r"\bnot\s+(?:(?:option|choice|letter|number)\s+#?\s*|[(\[]\s*)?$", re.I)
 _ISUP = re.compile(
-    r"\b(?:isup(?:[\s_-]*grade)?(?:[\s_-]*group)?|grade[\s_-]*group|gg)\s*(?:is\s+|of\s+|[:=-]\s*)?(\d+)\b",
+    r"\b(?:isup(?:[\s_-]*grade)?(?:[\s_-]*group)?|grade[\s_-]*group|gg)\s*(?:is\s+|of\s+|[:=-]\s*)?([0-9]+)\b",
     re.I,
 )
 _GLEASON = re.compile(
     r"\b(?:gleason(?:\s+(?:score|pattern|grade|sum)s?)?|patterns?)\s*(?:of\s+|is\s+|are\s+|[:=]\s*)?"
-    r"\d+(?:\s*(?:\+|and|&)\s*\d+)?(?:\s*=\s*\d+)?",
+    r"[0-9]+(?:\s*(?:\+|and|&)\s*[0-9]+)?(?:\s*=\s*[0-9]+)?",
     re.I,
 )
 

@@ -41,7 +41,7 @@ PANDA_CASES = [
     ("negated-grade-group", "Not grade group 2 but grade group 4.", 4),
     ("json-out-of-range", '{"isup_grade": 7}', None),
     ("json-half-grade", '{"isup_grade": 2.5}', None),
-    ("json-null", '{"isup_grade": null}', None),
+    ("json-null", '{"isup_grade": null}', 0),  # benign by default (see test_panda_null_grade_policy)
     ("isup-out-of-range", "ISUP grade 6", None),
     ("explicit-out-of-range", "Final answer: 9", None),
     ("bare-out-of-range", "7", None),
@@ -306,3 +306,89 @@ LONG_PROSE = (
 def test_long_outputs_take_linear_time(text: str, four: int | None, panda: int | None) -> None:
     assert extract_label(text, benchmark_name="tcga", options=FOUR).label == four
     assert extract_label(text, benchmark_name="panda", options=None).label == panda
+
+
+# --- hostile answers: non-ASCII digits, lists of every option, PANDA null grades -----------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["٣", "The answer is ٣", '{"answer": "٣"}', "Answer: ३", "Final answer: ３", "option ³", "(٢)"],
+)
+def test_non_ascii_digits_are_never_answers(text: str) -> None:
+    assert extract_label(text, benchmark_name="tcga", options=FOUR).label is None
+    assert extract_label(text, benchmark_name="panda", options=None).label is None
+
+
+@pytest.mark.parametrize(
+    ("options", "text"),
+    [
+        (FOUR, "1, 2, 3 or 4"),
+        (FOUR, "The answer is 1, 2, 3 or 4."),
+        (FOUR, '{"answer": "1, 2, 3, or 4"}'),
+        (FOUR, "Answer: A, B, C or D"),
+        (FOUR, "Adenocarcinoma, squamous cell carcinoma, small cell carcinoma or carcinoid tumor"),
+        (
+            FOUR,
+            '{"answer": "Adenocarcinoma / Squamous cell carcinoma / Small cell carcinoma / Carcinoid tumor"}',
+        ),
+        (["Low", "Medium", "High", "Cannot determine"], "1) Low\n2) Medium\n3) High\n4) Cannot determine"),
+        (["Yes", "No"], "Yes or no."),
+        (None, "ISUP grade 0, 1, 2, 3, 4 or 5"),
+        (None, '{"isup_grade": "0-5"}'),
+    ],
+)
+def test_an_answer_listing_every_option_is_no_answer(options: list[str] | None, text: str) -> None:
+    result = extract_label(text, benchmark_name="tcga" if options else "panda", options=options)
+    assert result.label is None, result
+    if "0-5" not in text:
+        assert "lists every option" in result.reason
+
+
+@pytest.mark.parametrize(
+    ("options", "text", "expected"),
+    [
+        (FOUR, "Between 1, 2 and 3, the answer is 3.", 3),  # not every option
+        (FOUR, "Options 1, 2, 3 or 4 were considered. Final answer: 2", 2),  # the last statement decides
+        (FOUR, '{"considered": "1, 2, 3, 4", "answer": 4}', 4),
+        (None, "Grades 0 to 5 are possible; ISUP grade 2.", 2),
+    ],
+)
+def test_a_choice_after_listing_the_options_still_counts(
+    options: list[str] | None, text: str, expected: int
+) -> None:
+    assert (
+        extract_label(text, benchmark_name="tcga" if options else "panda", options=options).label == expected
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"isup_grade": null}',
+        '```json\n{"isup_grade": null, "reasoning": "benign glands only"}\n```',
+        "{'isup_grade': None}",
+        '{"isup_grade": "null"}',
+        '{"isup_grade": "None"}',
+        '{"final": {"isup_grade": null}}',
+        '{"isup_grade": null, "reasoning": "no carcinoma seen in any',  # truncated
+    ],
+)
+def test_panda_null_grade_policy(text: str) -> None:
+    benign = extract_label(text, benchmark_name="panda", options=None)
+    assert benign.label == 0 and benign.reason.startswith("panda_null_grade")
+    assert benign == extract_label(text, benchmark_name="panda", options=None, panda_null_grade="benign")
+    strict = extract_label(text, benchmark_name="panda", options=None, panda_null_grade="no_answer")
+    assert strict.label is None and strict.reason.startswith("panda_null_grade")
+
+
+def test_null_outside_the_isup_grade_is_not_a_grade() -> None:
+    for text in ('{"answer": null}', '{"isup_grade": 3, "gleason": null}', "The grade is null."):
+        result = extract_label(text, benchmark_name="panda", options=None)
+        assert not result.reason.startswith("panda_null_grade"), result
+    assert (
+        extract_label('{"isup_grade": 3, "gleason": null}', benchmark_name="panda", options=None).label == 3
+    )
+    assert extract_label('{"answer": null}', benchmark_name="tcga", options=FOUR).label is None
+    with pytest.raises(ValueError, match="panda_null_grade must be one of"):
+        extract_label("1", benchmark_name="panda", options=None, panda_null_grade="zero")
