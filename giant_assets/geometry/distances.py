@@ -8,20 +8,17 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from giant_assets.geometry.numbers import numeric_array
+
 FloatArray = NDArray[np.float64]
 
 
 def _as_points(points: ArrayLike, name: str) -> FloatArray:
-    try:
-        arr = np.asarray(points, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}: expected numbers in an (N, D) array, got {points!r:.120}") from exc
+    arr = numeric_array(points, name, max_depth=2)
     if arr.ndim == 1:
         arr = arr.reshape(1, -1)
     if arr.ndim != 2 or arr.shape[1] == 0:
         raise ValueError(f"{name}: expected a point (D,) or points (N, D) with D >= 1, got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name}: coordinates must be finite, got NaN or infinity")
     return arr
 
 

@@ -1,22 +1,37 @@
-"""One-to-one matching of predicted to reference boxes at an IoU threshold (greedy or optimal)."""
+"""One-to-one matching of detected boxes to ground-truth boxes at an IoU threshold.
+
+Three named methods (all return a ``MatchResult``):
+
+* ``greedy_match`` (spec 002, the default): ground truths in input order, each takes its best
+  still-unmatched detection (highest IoU, first on ties) if that IoU is >= the threshold;
+* ``coco_match`` (COCO-style): detections by descending confidence score (input order without
+  scores), each takes its best still-unmatched ground truth if that IoU is >= the threshold;
+* ``hungarian_match``: the matching that maximises the total IoU over pairs >= the threshold.
+
+Precision, recall and F1 follow spec 002: a ratio with a zero denominator is 0, so no boxes on either
+side scores 0. Work is planned first: more than ``MAX_PAIRS`` IoU cells (``MAX_HUNGARIAN_PAIRS`` for the
+O(n^3) Hungarian method) is refused with a message before anything is allocated.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from giant_assets.geometry.boxes import as_boxes, box_iou
+from giant_assets.geometry.boxes import box_iou, check_pairs, xyxy_boxes
+from giant_assets.geometry.numbers import numeric_array
+
+MAX_HUNGARIAN_PAIRS = 4_000_000  # 2000 x 2000: a few seconds of linear_sum_assignment
 
 
 @dataclass(frozen=True)
 class MatchResult:
-    """Outcome of matching predictions to references.
+    """Outcome of matching detections to ground truths.
 
-    `pairs` holds (pred_idx, ref_idx, iou) for every accepted match. Precision/recall use the usual
-    counts; with no predictions AND no references everything is vacuously right (1.0); with exactly one
-    side empty they are 0.0. `mean_iou` is the mean IoU of the matches, 0.0 without matches.
+    `pairs` holds (detection_idx, ground_truth_idx, iou) for every accepted match, sorted by detection.
     """
 
     pairs: tuple[tuple[int, int, float], ...]
@@ -39,15 +54,11 @@ class MatchResult:
 
     @property
     def precision(self) -> float:
-        if self.n_preds == 0:
-            return 1.0 if self.n_refs == 0 else 0.0
-        return self.tp / self.n_preds
+        return self.tp / self.n_preds if self.n_preds else 0.0
 
     @property
     def recall(self) -> float:
-        if self.n_refs == 0:
-            return 1.0 if self.n_preds == 0 else 0.0
-        return self.tp / self.n_refs
+        return self.tp / self.n_refs if self.n_refs else 0.0
 
     @property
     def f1(self) -> float:
@@ -69,6 +80,13 @@ def _check_threshold(threshold: float) -> float:
     return float(threshold)
 
 
+def _prepare(pred_xyxy: ArrayLike, ref_xyxy: ArrayLike, threshold: float, limit: int | None):
+    threshold = _check_threshold(threshold)
+    pred, ref = xyxy_boxes(pred_xyxy, "pred"), xyxy_boxes(ref_xyxy, "ref")
+    check_pairs(len(pred), len(ref), "boxes", limit)
+    return pred, ref, threshold
+
+
 def _result(pairs: list[tuple[int, int, float]], n_preds: int, n_refs: int) -> MatchResult:
     pairs.sort()
     used_p = {p for p, _, _ in pairs}
@@ -82,25 +100,33 @@ def _result(pairs: list[tuple[int, int, float]], n_preds: int, n_refs: int) -> M
     )
 
 
-def greedy_match(
+def greedy_match(pred_xyxy: ArrayLike, ref_xyxy: ArrayLike, threshold: float = 0.5) -> MatchResult:
+    """Spec 002's greedy matching: each ground truth, in order, takes its best unmatched detection."""
+    pred, ref, threshold = _prepare(pred_xyxy, ref_xyxy, threshold, None)
+    ious = box_iou(ref, pred)  # (ground truths, detections)
+    free = np.ones(len(pred), dtype=bool)
+    pairs: list[tuple[int, int, float]] = []
+    for j in range(len(ref)):
+        if not free.any():
+            break
+        cand = np.where(free, ious[j], -1.0)
+        i = int(np.argmax(cand))  # first index on ties, like the spec's strict '>'
+        if cand[i] > 0 and cand[i] >= threshold:
+            free[i] = False
+            pairs.append((i, j, float(ious[j, i])))
+    return _result(pairs, len(pred), len(ref))
+
+
+def coco_match(
     pred_xyxy: ArrayLike, ref_xyxy: ArrayLike, threshold: float = 0.5, scores: ArrayLike | None = None
 ) -> MatchResult:
-    """COCO-style greedy matching of XYXY boxes.
-
-    Predictions are visited by descending score (stable, so ties keep input order), or in input order
-    when `scores` is None; each takes the still-unmatched reference with the highest IoU if that IoU is
-    >= threshold (ties: lowest reference index).
-    """
-    threshold = _check_threshold(threshold)
-    pred = as_boxes(pred_xyxy, "pred")
-    ref = as_boxes(ref_xyxy, "ref")
+    """COCO-style: detections by descending score (stable; input order without scores) each take the
+    still-unmatched ground truth with the highest IoU >= threshold (ties: lowest ground-truth index)."""
+    pred, ref, threshold = _prepare(pred_xyxy, ref_xyxy, threshold, None)
     if scores is None:
         order = np.arange(len(pred))
     else:
-        try:
-            s = np.asarray(scores, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"scores: expected one number per prediction, got {scores!r:.80}") from exc
+        s = numeric_array(scores, "scores", max_depth=1).reshape(-1)
         if s.shape[0] != len(pred):
             raise ValueError(f"scores: expected {len(pred)} values (one per prediction), got {s.shape[0]}")
         order = np.argsort(-s, kind="stable")
@@ -118,15 +144,20 @@ def greedy_match(
     return _result(pairs, len(pred), len(ref))
 
 
-def optimal_match(pred_xyxy: ArrayLike, ref_xyxy: ArrayLike, threshold: float = 0.5) -> MatchResult:
+def hungarian_match(pred_xyxy: ArrayLike, ref_xyxy: ArrayLike, threshold: float = 0.5) -> MatchResult:
     """Matching that maximises the total IoU over pairs with IoU >= threshold (Hungarian algorithm)."""
-    from scipy.optimize import linear_sum_assignment  # imported here: ~0.7 s, only optimal matching needs it
+    from scipy.optimize import linear_sum_assignment  # imported here: ~0.7 s, only this method needs it
 
-    threshold = _check_threshold(threshold)
-    pred = as_boxes(pred_xyxy, "pred")
-    ref = as_boxes(ref_xyxy, "ref")
+    pred, ref, threshold = _prepare(pred_xyxy, ref_xyxy, threshold, MAX_HUNGARIAN_PAIRS)
     ious = box_iou(pred, ref)
     weights = np.where(ious >= threshold, ious, 0.0)
     rows, cols = linear_sum_assignment(weights, maximize=True)
     pairs = [(int(i), int(j), float(ious[i, j])) for i, j in zip(rows, cols, strict=True) if weights[i, j]]
     return _result(pairs, len(pred), len(ref))
+
+
+MATCHERS: dict[str, Callable[..., MatchResult]] = {
+    "greedy": greedy_match,
+    "coco": coco_match,
+    "hungarian": hungarian_match,
+}

@@ -9,6 +9,8 @@ import shapely
 from numpy.typing import ArrayLike
 from shapely.geometry.base import BaseGeometry
 
+from giant_assets.geometry.numbers import numeric_array
+
 
 @dataclass(frozen=True)
 class PolygonIoU:
@@ -30,14 +32,9 @@ def to_polygon(coords: ArrayLike, name: str = "polygon") -> tuple[BaseGeometry, 
     polygonal parts are kept (a bow-tie becomes two triangles). Raises ValueError for fewer than 3
     distinct points, a wrong shape or non-finite coordinates.
     """
-    try:
-        pts = np.asarray(coords, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}: expected [[x, y], ...] numbers, got {coords!r:.120}") from exc
+    pts = numeric_array(coords, name, max_depth=2)
     if pts.ndim != 2 or pts.shape[1] != 2:
         raise ValueError(f"{name}: expected a list of [x, y] points, got shape {pts.shape}")
-    if not np.isfinite(pts).all():
-        raise ValueError(f"{name}: coordinates must be finite, got NaN or infinity")
     if len(pts) > 1 and np.array_equal(pts[0], pts[-1]):
         pts = pts[:-1]
     n_distinct = len(np.unique(pts, axis=0))

@@ -41,12 +41,38 @@ def test_iou_matches_shapely_and_spec_loop():
 
 
 def test_degenerate_boxes_give_zero_not_nan():
-    boxes = [[0, 0, 0, 0], [5, 5, 5, 10], [10, 10, 0, 0], [0, 0, 10, 10]]
+    boxes = [[0, 0, 0, 0], [5, 5, 5, 10], [3, 3, 9, 3], [0, 0, 10, 10]]
     got = box_iou(boxes, boxes)
     assert np.isfinite(got).all()
     np.testing.assert_array_equal(got[:3, :], 0.0)
     assert got[3, 3] == 1.0
     np.testing.assert_array_equal(box_area(boxes), [0, 0, 0, 100])
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ([[10, 10, 0, 0]], r"invalid box #0 \[10\.0, 10\.0, 0\.0, 0\.0\]: x2 < x1 or y2 < y1"),
+        ([[0, 0, 1, 1], [0, 5, 1, 4]], r"invalid box #1 .*y2 < y1"),
+        ([["0", 0, 1, 1]], r"expected numbers, got str '0'"),
+        ([[True, 0, 1, 1]], r"expected numbers, got bool True"),
+        ([[None, 0, 1, 1]], r"expected numbers, got NoneType None"),
+        (np.array([[True, False, True, True]]), "expected numbers, got an array of bool"),
+        ([[int("9" * 400), 0, 1, 1]], "too large for a float"),
+        ([[1e200, 0, 1e201, 1]], r"beyond \+-1e\+150"),
+    ],
+)
+def test_invalid_boxes_are_refused_not_coerced(value, message):
+    """Fault 8: inverted boxes and string/boolean coordinates used to be coerced silently."""
+    with pytest.raises(ValueError, match=message):
+        box_iou(value, [[0, 0, 1, 1]])
+    with pytest.raises(ValueError, match=message):
+        box_area(value)
+
+
+def test_xywh_with_negative_size_is_invalid():
+    with pytest.raises(ValueError, match=r"invalid box #0 .*negative width or height"):
+        xywh_to_xyxy([[0, 0, -1, 2]])
 
 
 def test_empty_inputs_give_empty_matrix():

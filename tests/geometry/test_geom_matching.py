@@ -1,9 +1,23 @@
+"""Matching: spec 002 greedy (against the spec's own code), COCO-style, Hungarian (against brute force),
+spec metrics (no boxes on either side scores 0) and the planned refusal of huge matrices."""
+
 import itertools
+import time
+import types
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from giant_assets.geometry import box_iou, greedy_match, optimal_match
+from giant_assets.geometry import MATCHERS, box_iou, coco_match, greedy_match, hungarian_match
+
+SPEC_BATCH = Path(__file__).parents[1] / "compat" / "spec_examples" / "002_batch_iou_evaluator.py.txt"
+
+
+def spec_module() -> types.ModuleType:
+    module = types.ModuleType("spec_batch_iou")
+    exec(compile(SPEC_BATCH.read_text(), str(SPEC_BATCH), "exec"), module.__dict__)
+    return module
 
 
 def brute_force_best_total(ious, threshold):
@@ -24,19 +38,31 @@ def clustered_boxes(rng, n):
 
 
 @pytest.mark.parametrize("seed", range(25))
-def test_optimal_equals_brute_force(seed):
+def test_hungarian_equals_brute_force_and_bounds_the_greedy_methods(seed):
     rng = np.random.default_rng(seed)
     pred, ref = clustered_boxes(rng, int(rng.integers(1, 6))), clustered_boxes(rng, int(rng.integers(1, 6)))
     threshold = float(rng.choice([0.1, 0.3, 0.5]))
     ious = box_iou(pred, ref)
-    res = optimal_match(pred, ref, threshold)
+    res = hungarian_match(pred, ref, threshold)
     assert res.total_iou == pytest.approx(brute_force_best_total(ious, threshold), abs=1e-12)
-    greedy = greedy_match(pred, ref, threshold)
-    assert greedy.total_iou <= res.total_iou + 1e-12
-    for r in (res, greedy):
+    for r in (res, greedy_match(pred, ref, threshold), coco_match(pred, ref, threshold)):
+        assert r.total_iou <= res.total_iou + 1e-12
         assert len({p for p, _, _ in r.pairs}) == r.tp == len({q for _, q, _ in r.pairs})
         assert all(iou >= threshold and iou == ious[p, q] for p, q, iou in r.pairs)
         assert r.tp + r.fp == len(pred) and r.tp + r.fn == len(ref)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_greedy_equals_the_spec_code(seed):
+    spec = spec_module()
+    rng = np.random.default_rng(100 + seed)
+    pred = clustered_boxes(rng, int(rng.integers(0, 8))).round(1).tolist()
+    ref = clustered_boxes(rng, int(rng.integers(0, 8))).round(1).tolist()
+    threshold = float(rng.choice([0.2, 0.5]))
+    tp, fp, fn, mean_iou = spec.greedy_match(pred, ref, threshold)
+    ours = greedy_match(pred, ref, threshold)
+    assert (ours.tp, ours.fp, ours.fn) == (tp, fp, fn)
+    assert ours.mean_iou == pytest.approx(mean_iou, abs=1e-12)
 
 
 # pred A (higher score) overlaps ref 0 by 9/11 and ref 1 by 7/13;
@@ -45,26 +71,26 @@ REFS = [[0, 0, 10, 10], [4, 0, 14, 10]]
 PREDS = [[1, 0, 11, 10], [-3, 0, 7, 10]]
 
 
-def test_greedy_is_suboptimal_where_hungarian_is_not():
-    greedy = greedy_match(PREDS, REFS, 0.5, scores=[0.9, 0.8])
-    assert greedy.pairs == ((0, 0, pytest.approx(9 / 11)),)
-    assert (greedy.tp, greedy.fp, greedy.fn) == (1, 1, 1)
-    assert greedy.unmatched_preds == (1,) and greedy.unmatched_refs == (1,)
-    best = optimal_match(PREDS, REFS, 0.5)
+def test_three_methods_differ_where_they_should():
+    spec_greedy = greedy_match(PREDS, REFS, 0.5)  # ref 0 first: takes pred A (9/11); ref 1 then gets nothing
+    assert spec_greedy.pairs == ((0, 0, pytest.approx(9 / 11)),)
+    coco = coco_match(PREDS, REFS, 0.5, scores=[0.8, 0.9])  # pred B first: takes ref 0 (7/13)
+    assert coco.pairs == ((0, 1, pytest.approx(7 / 13)), (1, 0, pytest.approx(7 / 13)))
+    best = hungarian_match(PREDS, REFS, 0.5)
     assert [(p, r) for p, r, _ in best.pairs] == [(0, 1), (1, 0)]
     assert best.total_iou == pytest.approx(14 / 13)
     assert (best.tp, best.fp, best.fn, best.f1) == (2, 0, 0, 1.0)
-    assert greedy.f1 == pytest.approx(0.5)
-    assert best.mean_iou == pytest.approx(7 / 13)
+    assert spec_greedy.f1 == pytest.approx(0.5)
+    assert set(MATCHERS) == {"greedy", "coco", "hungarian"}
 
 
-def test_greedy_visits_by_descending_score_then_input_order():
-    # Both preds overlap ref 0 only; the one visited first gets it.
+def test_coco_visits_by_descending_score_then_input_order():
     preds = [[0, 0, 10, 9], [0, 0, 10, 10]]
     refs = [[0, 0, 10, 10]]
-    assert greedy_match(preds, refs).pairs[0][0] == 0  # input order
-    assert greedy_match(preds, refs, scores=[0.2, 0.7]).pairs[0][0] == 1
-    assert greedy_match(preds, refs, scores=[0.5, 0.5]).pairs[0][0] == 0  # stable on ties
+    assert coco_match(preds, refs).pairs[0][0] == 0  # input order
+    assert coco_match(preds, refs, scores=[0.2, 0.7]).pairs[0][0] == 1
+    assert coco_match(preds, refs, scores=[0.5, 0.5]).pairs[0][0] == 0  # stable on ties
+    assert greedy_match(preds, refs).pairs[0][0] == 1  # the ground truth takes its best detection
 
 
 def test_metrics_on_hand_case():
@@ -77,10 +103,11 @@ def test_metrics_on_hand_case():
     assert res.mean_iou == pytest.approx((1 + 90 / 110) / 2)
 
 
-@pytest.mark.parametrize("match", [greedy_match, optimal_match])
-def test_empty_sides(match):
+@pytest.mark.parametrize("match", [greedy_match, coco_match, hungarian_match])
+def test_empty_sides_score_zero_as_the_spec(match):
     both = match(np.zeros((0, 4)), np.zeros((0, 4)))
-    assert (both.precision, both.recall, both.f1, both.mean_iou) == (1.0, 1.0, 1.0, 0.0)
+    assert (both.precision, both.recall, both.f1, both.mean_iou) == (0.0, 0.0, 0.0, 0.0)
+    assert spec_module().greedy_match([], [], 0.5) == (0, 0, 0, 0.0)
     no_pred = match(np.zeros((0, 4)), [[0, 0, 1, 1]])
     assert (no_pred.tp, no_pred.fn, no_pred.precision, no_pred.recall, no_pred.f1) == (0, 1, 0.0, 0.0, 0.0)
     no_ref = match([[0, 0, 1, 1]], np.zeros((0, 4)))
@@ -89,8 +116,19 @@ def test_empty_sides(match):
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="threshold must be in"):
-        optimal_match(PREDS, REFS, 0.0)
+        hungarian_match(PREDS, REFS, 0.0)
     with pytest.raises(ValueError, match="scores: expected 2 values"):
-        greedy_match(PREDS, REFS, scores=[1.0])
+        coco_match(PREDS, REFS, scores=[1.0])
     with pytest.raises(ValueError, match=r"^ref: "):
         greedy_match(PREDS, [[0, 0, 1]])
+    with pytest.raises(ValueError, match=r"invalid box #1 \[5\.0, 0\.0, 1\.0, 1\.0\]"):
+        greedy_match(PREDS, [[0, 0, 1, 1], [5, 0, 1, 1]])
+
+
+@pytest.mark.parametrize("match", [greedy_match, coco_match, hungarian_match])
+def test_a_million_by_a_million_is_refused_before_allocating(match):
+    boxes = np.tile([0.0, 0.0, 1.0, 1.0], (1_000_000, 1))
+    start = time.monotonic()
+    with pytest.raises(ValueError, match=r"refusing to compare 1000000 x 1000000 boxes: .* exceed the limit"):
+        match(boxes, boxes)
+    assert time.monotonic() - start < 2
