@@ -34,6 +34,10 @@ def make_agent(experiment: Experiment, truth: pd.DataFrame, limiter: RateLimiter
         return offline.ReplayAgent(experiment.replay_path)
     if experiment.agent in ("giant", "random_patch"):
         return make_giant_agent(experiment, limiter)
+    if experiment.agent in ("thumbnail", "patch"):
+        from giant_assets.agents.baselines import make_baseline_agent
+
+        return make_baseline_agent(experiment, limiter)
     raise NotImplementedError(f"agent {experiment.agent!r} is declared but not built yet")
 
 

@@ -1,8 +1,10 @@
 """Where the tissue is: Otsu's threshold on a low-resolution overview, and random patches inside it.
 
-Tissue is darker than the bright glass background, so a grey-level pixel belongs to the tissue when it is
-at or below Otsu's threshold (the grey level that maximises the between-class variance of the two sides,
-as ``skimage.filters.threshold_otsu`` defines it). Patches are drawn so that their whole level-0 footprint
+Stained tissue is coloured and the glass around it is grey-white, so the mask is Otsu's threshold on the
+HSV saturation of the overview: a pixel is tissue when its saturation is above the threshold (the level
+that maximises the between-class variance of the two sides, as ``skimage.filters.threshold_otsu`` defines
+it). Saturation, not grey level: on grey level a dark lesion can be split from the rest of the tissue,
+leaving only the lesion as "tissue". Patches are drawn so that their whole level-0 footprint
 lies on tissue pixels of the mask (the mask is eroded by the patch's size first).
 """
 
@@ -50,7 +52,7 @@ class TissueMask:
     """A boolean tissue mask over the whole slide and how it maps to level-0 pixels."""
 
     mask: np.ndarray  # (rows, cols) bool, True = tissue
-    threshold: int  # Otsu's grey level
+    threshold: int  # Otsu's saturation level (tissue is above it)
     slide_size: tuple[int, int]  # level-0 (width, height)
 
     @property
@@ -65,12 +67,12 @@ class TissueMask:
 
 
 def tissue_mask(slide: openslide.OpenSlide, long_side: int = MASK_LONG_SIDE) -> TissueMask:
-    """Otsu's tissue mask of the slide's overview at ``long_side`` (no guides drawn)."""
+    """Otsu's tissue mask on the saturation of the slide's overview at ``long_side`` (no guides drawn)."""
     view = overview(slide, long_side, guides=False)
-    gray = np.asarray(view.image.convert("L"))
-    threshold = otsu_threshold(gray)
+    saturation = np.asarray(view.image.convert("HSV"))[..., 1]
+    threshold = otsu_threshold(saturation)
     width, height = slide.dimensions
-    return TissueMask(gray <= threshold, threshold, (int(width), int(height)))
+    return TissueMask(saturation > threshold, threshold, (int(width), int(height)))
 
 
 def sample_patches(

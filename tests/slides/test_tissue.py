@@ -70,6 +70,22 @@ def test_tissue_mask_matches_the_design(slide_path: Path) -> None:
     assert tissue.fraction == pytest.approx(area, abs=0.01)
 
 
+def test_a_large_dark_lesion_stays_part_of_the_tissue(tmp_path: Path) -> None:
+    """Grey-level Otsu keeps only the lesion here (bg 242, tissue 184, lesion 65); saturation keeps all."""
+    big = SlideDesign(
+        4096,
+        3072,
+        tissue=(Blob(2048, 1536, 1600, 1200, TISSUE),),
+        lesions=(Blob(1500, 1536, 600, 800, LESION),),
+    )
+    path = write_pyramidal_slide(tmp_path / "big.tiff", big, levels=3)
+    with open_slide(path) as slide:
+        tissue = tissue_mask(slide, long_side=512)
+    gray = np.asarray(Image.fromarray(render_level(big, 8)).convert("L"))
+    assert (gray <= threshold_otsu(gray)).mean() == pytest.approx(np.pi * 600 * 800 / (4096 * 3072), abs=0.01)
+    assert tissue.fraction == pytest.approx(np.pi * 1600 * 1200 / (4096 * 3072), abs=0.01)
+
+
 def test_patches_lie_in_tissue_and_follow_the_rng(slide_path: Path) -> None:
     with open_slide(slide_path) as slide:
         tissue = tissue_mask(slide)
@@ -88,8 +104,8 @@ def test_patches_without_room_or_tissue(tmp_path: Path) -> None:
     glass = write_pyramidal_slide(tmp_path / "glass.tiff", SlideDesign(1024, 768, texture=False), levels=2)
     with open_slide(glass) as slide:
         tissue = tissue_mask(slide, long_side=256)
-    assert tissue.fraction == 1.0  # a constant image: Otsu's threshold is its value, all "tissue"
-    boxes = sample_patches(tissue, 224, 5, np.random.default_rng(0))
+    assert tissue.fraction == 0.0  # grey glass only: no pixel is above the threshold
+    boxes = sample_patches(tissue, 224, 5, np.random.default_rng(0))  # then anywhere on the slide
     assert all(0 <= x <= 1024 - 224 and 0 <= y <= 768 - 224 for x, y, _, _ in boxes)
     with pytest.raises(ValueError, match="does not fit"):
         sample_patches(tissue, 1000, 1, np.random.default_rng(0))
