@@ -107,6 +107,22 @@ class Turn:
     replayed: tuple[str, ...] = ()  # types of provider items sent back (reasoning, thinking)
 
 
+class Headers(dict):
+    """Request headers looked up case-insensitively (SDKs send lower-case names)."""
+
+    def __init__(self, items: Mapping[str, str] | Sequence[tuple[str, str]] = ()) -> None:
+        super().__init__({k.lower(): v for k, v in dict(items).items()})
+
+    def __getitem__(self, key: str) -> str:
+        return super().__getitem__(key.lower())
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and super().__contains__(key.lower())
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return super().get(key.lower(), default)
+
+
 @dataclass
 class RecordedRequest:
     """What the server received, decoded for assertions."""
@@ -406,7 +422,7 @@ def _handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
             path = self.path.split("?")[0]
-            request = RecordedRequest(path, dict(self.headers.items()), body, time.monotonic())
+            request = RecordedRequest(path, Headers(self.headers.items()), body, time.monotonic())
             if path not in WIRES:
                 self._send(404, json.dumps({"error": {"message": f"no route {path}"}}).encode(), {})
                 return
