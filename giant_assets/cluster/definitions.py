@@ -11,11 +11,11 @@
 from dagster import AssetSelection, Definitions, define_asset_job
 
 from giant_assets.cluster.celery_app import executor
-from giant_assets.platform.definitions import defs as platform_defs
+from giant_assets.platform import definitions as platform
 
 PROVIDER_TAG = "giant/provider"
 EVALUATE_ASSETS = ("predictions", "item_predictions", "benchmark_metrics")
 
 evaluate = define_asset_job("evaluate", selection=AssetSelection.assets(*EVALUATE_ASSETS))
 
-defs = Definitions.merge(platform_defs, Definitions(jobs=[evaluate], executor=executor))
+defs = Definitions.merge(platform.defs, Definitions(jobs=[evaluate], executor=executor))

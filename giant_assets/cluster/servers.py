@@ -126,7 +126,7 @@ def start_redis(data_dir: Path, port: int = 0, timeout_s: float = 30.0) -> Local
     args = [str(redis_server_bin()), "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data_dir),
             "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", str(log_path)]  # fmt: skip
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=data_dir)
-    server = LocalServer("redis", f"redis://127.0.0.1:{port}/0", process, log_path)
+    server = LocalServer("redis", f"redis://127.0.0.1:{port}", process, log_path)
     _wait(lambda: redis.Redis(port=port, socket_connect_timeout=1).ping(), server, timeout_s)
     return server
 
