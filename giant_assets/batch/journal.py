@@ -1,8 +1,10 @@
 """An append-only JSONL journal of finished (item, run) results: the resume point of a batch.
 
 Every finished run is appended and fsynced as it finishes, so a crash, kill or Ctrl-C loses at most
-the run in flight. A torn last line (killed mid-write) is ignored on reading. The latest row per key
-wins, so a retried run replaces its earlier failure without duplicating it.
+the run in flight. A torn last line (killed mid-write) is ignored on reading, as is any line that is not
+a JSON object holding the key fields (counted in ``skipped_lines``). The latest row per key wins, so a
+retried run replaces its earlier failure without duplicating it. One process writes a journal at a
+time: ``run_batch`` holds its lock (batch/guard.py).
 """
 
 from __future__ import annotations
@@ -25,19 +27,21 @@ class Journal:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self.skipped_lines = 0
 
     def read(self) -> dict[tuple, dict[str, Any]]:
-        """Latest row per key; unparseable (torn) lines are skipped."""
+        """Latest row per key; torn, non-UTF-8 or non-row lines are skipped (``skipped_lines``)."""
         latest: dict[tuple, dict[str, Any]] = {}
+        self.skipped_lines = 0
         if not self.path.exists():
             return latest
-        with open(self.path, encoding="utf-8") as fh:
+        with open(self.path, encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 try:
                     row = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                latest[row_key(row)] = row
+                    latest[row_key(row)] = row
+                except (ValueError, RecursionError, TypeError, KeyError):
+                    self.skipped_lines += bool(line.strip())
         return latest
 
     def append(self, rows: Iterable[dict[str, Any]]) -> None:

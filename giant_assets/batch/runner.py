@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from giant_assets.agents.base import Agent, AgentAnswer, AgentItem
+from giant_assets.batch.guard import journal_lock, stop_when_orphaned
 from giant_assets.batch.journal import Journal, row_key
 from giant_assets.batch.records import AGENT_ERROR, NO_ANSWER, RETRYABLE, SLIDE_UNAVAILABLE, TIMEOUT
 from giant_assets.eval.extraction import extract_label
@@ -116,7 +117,25 @@ async def run_batch(
     settings: BatchSettings,
     log: Callable[[str], None] = _LOG.info,
 ) -> BatchOutcome:
-    """Run every (item, run) not already finished in ``journal``; return all rows of this result set."""
+    """Run every (item, run) not already finished in ``journal``; return all rows of this result set.
+
+    Guarded (batch/guard.py): one writer per journal at a time, and the batch stops if orphaned.
+    """
+    async with journal_lock(journal.path, log=log), stop_when_orphaned(log=log):
+        return await _run_batch(
+            agent, items, config_hash=config_hash, journal=journal, settings=settings, log=log
+        )
+
+
+async def _run_batch(
+    agent: Agent,
+    items: Sequence[dict[str, Any]],
+    *,
+    config_hash: str,
+    journal: Journal,
+    settings: BatchSettings,
+    log: Callable[[str], None],
+) -> BatchOutcome:
     done = journal.read()
     outcome = BatchOutcome(rows=[])
     unavailable: list[dict[str, Any]] = []

@@ -1,0 +1,190 @@
+"""Guards around a batch, with real processes: one writer per journal, and no orphaned batch."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from giant_assets.batch.guard import JournalBusy, journal_lock, lock_path
+
+# A batch process: run_batch over N items with an agent that records every call in a file (the "model").
+BATCH = r"""
+import asyncio, json, os, sys
+from pathlib import Path
+from giant_assets.agents.base import AgentAnswer, Step
+from giant_assets.batch.journal import Journal
+from giant_assets.batch.runner import BatchSettings, run_batch
+
+journal_path, calls_path = Path(sys.argv[1]), Path(sys.argv[2])
+n_items, delay = int(sys.argv[3]), float(sys.argv[4])
+
+class CountingAgent:
+    name, model = "counting", "m"
+    async def answer(self, item, run_index):
+        with open(calls_path, "a") as fh:
+            fh.write(f"{os.getpid()} {item.benchmark_id}\n")
+        await asyncio.sleep(delay)
+        return AgentAnswer(text="1", steps=[Step(0, "answer", text="1", cost_usd=0.01)])
+    async def aclose(self):
+        pass
+
+items = [
+    {"benchmark_name": "tcga", "benchmark_id": str(i), "prompt": "q", "options": ["a", "b"],
+     "truth_label": 1, "wsi_path": f"/slides/{i}.svs", "wsi_status": "ok"}
+    for i in range(n_items)
+]
+print("started", os.getpid(), flush=True)
+batch = run_batch(CountingAgent(), items, config_hash="h", journal=Journal(journal_path),
+                  settings=BatchSettings(concurrency=2), log=lambda line: print(line, flush=True))
+outcome = asyncio.run(batch)
+print(json.dumps({"executed": outcome.executed, "reused": outcome.reused}), flush=True)
+"""
+
+# Holds a journal's lock until its stdin closes.
+HOLDER = r"""
+import asyncio, sys
+from pathlib import Path
+from giant_assets.batch.guard import journal_lock
+
+async def main():
+    async with journal_lock(Path(sys.argv[1]), wait_s=0):
+        print("locked", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+asyncio.run(main())
+"""
+
+# A parent that starts a batch child, prints the child's pid, then waits to be killed.
+PARENT = r"""
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1], *sys.argv[2:6]],
+                         stdout=open(sys.argv[6], "w"), stderr=subprocess.STDOUT)
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _holder(journal: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(journal)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline() == "locked\n"
+    return proc
+
+
+def test_a_second_writer_fails_naming_the_holder(tmp_path):
+    journal = tmp_path / "journals" / "h" / "tcga.jsonl"
+    holder = _holder(journal)
+    try:
+        started = time.monotonic()
+        with pytest.raises(JournalBusy) as info:
+            asyncio.run(_hold(journal, wait_s=0.6))
+        assert 0.5 < time.monotonic() - started < 3
+        message = str(info.value)
+        assert f"pid {holder.pid} on host {socket.gethostname()} since 20" in message
+        assert str(journal) in message and str(lock_path(journal)) in message
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+
+
+def test_a_second_writer_waits_logging_the_holder_then_proceeds(tmp_path):
+    journal = tmp_path / "tcga.jsonl"
+    holder = _holder(journal)
+    messages: list[str] = []
+    try:
+        loop_started = time.monotonic()
+
+        async def release_soon() -> None:
+            await asyncio.sleep(1.0)
+            holder.stdin.close()
+
+        async def both() -> None:
+            await asyncio.gather(release_soon(), _hold(journal, wait_s=20, log=messages.append))
+
+        asyncio.run(both())
+        assert 0.9 < time.monotonic() - loop_started < 10
+        assert len(messages) == 1 and f"being written by pid {holder.pid} on host" in messages[0]
+    finally:
+        holder.wait(10)
+
+
+def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
+    journal = tmp_path / "tcga.jsonl"
+    holder = _holder(journal)
+    holder.kill()
+    holder.wait(10)
+    asyncio.run(_hold(journal, wait_s=0))  # acquired at once: the OS dropped the dead holder's lock
+    assert json.loads(lock_path(journal).read_text() or "{}") == {}  # label cleared on release
+
+
+async def _hold(journal: Path, wait_s: float, log=lambda line: None) -> None:
+    async with journal_lock(journal, wait_s=wait_s, log=log):
+        await asyncio.sleep(0)
+
+
+def test_two_concurrent_runs_of_one_partition_never_ask_twice(tmp_path):
+    journal, calls = tmp_path / "tcga.jsonl", tmp_path / "calls.txt"
+    args = [str(journal), str(calls), "40", "0.02"]
+    env = {**os.environ, "GIANT_JOURNAL_LOCK_WAIT_S": "60"}
+    runs = [
+        subprocess.Popen([sys.executable, "-c", BATCH, *args], stdout=subprocess.PIPE, text=True, env=env)
+        for _ in range(2)
+    ]
+    outputs = [run.communicate(timeout=120)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    asked = calls.read_text().split("\n")[:-1]
+    assert sorted(int(line.split()[1]) for line in asked) == list(range(40))  # each item asked once
+    summaries = sorted(json.loads(out.strip().splitlines()[-1])["executed"] for out in outputs)
+    assert summaries == [0, 40]  # the later run waited, then reused every row
+    waited = next(out for out in outputs if '"executed": 0' in out)
+    assert "is being written by pid" in waited
+
+
+def _gone(pid: int) -> bool:
+    """True once ``pid`` has exited (a zombie no one reaps counts as exited)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "State:\tZ" in status
+
+
+def test_an_orphaned_batch_stops_within_seconds_of_its_parent_being_killed(tmp_path):
+    journal, calls, out = tmp_path / "tcga.jsonl", tmp_path / "calls.txt", tmp_path / "child.log"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, BATCH, str(journal), str(calls), "10000", "0.05", str(out)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    child = int(parent.stdout.readline())
+    try:
+        deadline = time.monotonic() + 60
+        while not (calls.exists() and len(calls.read_text().splitlines()) >= 6):
+            assert time.monotonic() < deadline, out.read_text()
+            time.sleep(0.1)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        killed = time.monotonic()
+        while not _gone(child):
+            assert time.monotonic() - killed < 5, "the orphaned batch kept running"
+            time.sleep(0.05)
+        stopped_after = time.monotonic() - killed
+        asked = len(calls.read_text().splitlines())
+        time.sleep(0.5)
+        assert len(calls.read_text().splitlines()) == asked < 10000  # no model call after it stopped
+        log = out.read_text()
+        assert f"parent process {parent.pid} is gone" in log and "Orphaned" in log, log
+        assert stopped_after < 3
+    finally:
+        if not _gone(child):
+            os.kill(child, signal.SIGKILL)
