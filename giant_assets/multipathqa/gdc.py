@@ -1,0 +1,267 @@
+"""Download TCGA slides from the GDC data API into the gdc-client layout ``root/<file_id>/<file_name>``.
+
+For each file: ``GET {base}/files/<file_id>`` gives ``file_name``, ``md5sum`` and ``file_size``; the body
+comes from ``GET {base}/data/<file_id>`` into ``<file_name>.partial``, resumed with an HTTP Range request
+after a dropped connection or a killed process, checked against the published size and md5, and only
+then renamed to its final name. 5xx replies and transport errors are retried with exponential backoff;
+a body whose md5 differs is downloaded again; a file still wrong after ``attempts`` tries is reported,
+never left under its final name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+DEFAULT_GDC_API = "https://api.gdc.cancer.gov"
+PARTIAL_SUFFIX = ".partial"
+_MD5_RE = re.compile(r"[0-9a-fA-F]{32}")
+_UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_RETRYABLE = (httpx.TransportError,)  # dropped connections, timeouts, refused connections
+
+
+@dataclass(frozen=True)
+class FetchPolicy:
+    """How hard to try: parallel files, tries per file, backoff (seconds, doubled per retry, capped)."""
+
+    concurrency: int = 4
+    attempts: int = 5
+    backoff_s: float = 2.0
+    max_backoff_s: float = 60.0
+    timeout_s: float = 60.0
+    chunk_bytes: int = 1 << 20
+
+
+@dataclass(frozen=True)
+class GdcFile:
+    """What GDC publishes about a file."""
+
+    file_id: str
+    file_name: str
+    md5sum: str
+    file_size: int
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    file_id: str
+    status: str  # "downloaded", "present" or "failed"
+    path: Path | None = None
+    bytes_fetched: int = 0
+    error: str | None = None
+
+
+class FetchError(Exception):
+    """A file that cannot be fetched (after retries where retrying makes sense)."""
+
+
+class _Retry(Exception):
+    """One attempt failed in a way worth retrying; ``progressed`` when new bytes reached the disk."""
+
+    def __init__(self, message: str, progressed: bool = False, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.progressed = progressed
+        self.retry_after = retry_after
+
+
+def md5_of(path: Path, chunk_bytes: int = 1 << 20) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(chunk_bytes), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def parse_gdc_file(file_id: str, payload: object) -> GdcFile:
+    """Validate a ``/files/<id>`` reply; the file name must be a plain name (it becomes a path)."""
+    data = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(data, dict):
+        raise FetchError(f"{file_id}: GDC metadata has no 'data' object")
+    name, md5, size = data.get("file_name"), data.get("md5sum"), data.get("file_size")
+    if not isinstance(name, str) or not name or name in {".", ".."} or "/" in name or "\\" in name:
+        raise FetchError(f"{file_id}: GDC file_name {name!r} is not a plain file name")
+    if "\x00" in name or name.endswith(PARTIAL_SUFFIX):
+        raise FetchError(f"{file_id}: GDC file_name {name!r} is not usable")
+    if not isinstance(md5, str) or not _MD5_RE.fullmatch(md5):
+        raise FetchError(f"{file_id}: GDC md5sum {md5!r} is not an md5 hex digest")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise FetchError(f"{file_id}: GDC file_size {size!r} is not a byte count")
+    return GdcFile(file_id, name, md5.lower(), size)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after", "")
+    return float(value) if value.isdigit() else None
+
+
+class GdcFetcher:
+    """Fetch files by GDC UUID under ``wsi_root``; ``on_bytes(n)`` and ``on_total(n)`` feed a progress bar."""
+
+    def __init__(
+        self,
+        wsi_root: Path,
+        base_url: str = DEFAULT_GDC_API,
+        policy: FetchPolicy | None = None,
+        on_bytes: Callable[[int], None] = lambda n: None,
+        on_total: Callable[[int], None] = lambda n: None,
+        log: Callable[[str], None] = lambda message: None,
+    ) -> None:
+        self.wsi_root = Path(wsi_root)
+        self.base_url = base_url.rstrip("/")
+        self.policy = policy or FetchPolicy()
+        self.on_bytes, self.on_total, self.log = on_bytes, on_total, log
+
+    def run(self, file_ids: Iterable[str]) -> list[FetchResult]:
+        return asyncio.run(self.fetch_all(file_ids))
+
+    async def fetch_all(self, file_ids: Iterable[str]) -> list[FetchResult]:
+        ids = list(dict.fromkeys(file_ids))
+        bad = [f for f in ids if not _UUID_RE.fullmatch(f)]
+        if bad:
+            raise ValueError(f"not GDC file UUIDs: {bad[:5]}")
+        gate = asyncio.Semaphore(max(1, self.policy.concurrency))
+        limits = httpx.Limits(max_connections=max(1, self.policy.concurrency) * 2)
+        timeout = httpx.Timeout(self.policy.timeout_s)
+        async with httpx.AsyncClient(timeout=timeout, limits=limits, follow_redirects=True) as client:
+
+            async def one(file_id: str) -> FetchResult:
+                async with gate:
+                    try:
+                        return await self._fetch_one(client, file_id)
+                    except FetchError as exc:
+                        self.log(f"failed: {exc}")
+                        return FetchResult(file_id, "failed", error=str(exc))
+
+            return list(await asyncio.gather(*(one(f) for f in ids)))
+
+    async def _with_retries(self, what: str, attempt_once) -> object:
+        """Run ``attempt_once()`` until it returns; back off on _Retry, give up after policy.attempts."""
+        failures = 0
+        while True:
+            try:
+                return await attempt_once()
+            except _Retry as exc:
+                failures = 1 if exc.progressed else failures + 1
+                if failures >= self.policy.attempts:
+                    raise FetchError(f"{what}: gave up after {failures} failed attempts: {exc}") from None
+                delay = min(self.policy.max_backoff_s, self.policy.backoff_s * 2 ** (failures - 1))
+                delay = max(delay, min(exc.retry_after or 0.0, self.policy.max_backoff_s))
+                self.log(f"{what}: {exc}; retrying in {delay:.1f}s")
+                await asyncio.sleep(delay)
+
+    async def metadata(self, client: httpx.AsyncClient, file_id: str) -> GdcFile:
+        url = f"{self.base_url}/files/{file_id}"
+
+        async def attempt() -> GdcFile:
+            try:
+                response = await client.get(url, params={"fields": "file_name,md5sum,file_size"})
+            except _RETRYABLE as exc:
+                raise _Retry(f"{type(exc).__name__}: {exc}") from None
+            if response.status_code >= 500:
+                raise _Retry(f"HTTP {response.status_code}", retry_after=_retry_after(response))
+            if response.status_code != 200:
+                raise FetchError(f"{file_id}: GET {url} answered HTTP {response.status_code}")
+            try:
+                payload = response.json()
+            except ValueError:
+                raise FetchError(f"{file_id}: GET {url} did not answer JSON") from None
+            return parse_gdc_file(file_id, payload)
+
+        return await self._with_retries(f"{file_id} metadata", attempt)
+
+    async def _fetch_one(self, client: httpx.AsyncClient, file_id: str) -> FetchResult:
+        meta = await self.metadata(client, file_id)
+        folder = self.wsi_root / file_id
+        final = folder / meta.file_name
+        partial = folder / (meta.file_name + PARTIAL_SUFFIX)
+        if final.exists():
+            size = final.stat().st_size
+            if size == meta.file_size:
+                self.log(f"present: {final}")
+                return FetchResult(file_id, "present", final)
+            raise FetchError(
+                f"{meta.file_name} ({file_id}): {final} exists with {size} bytes, GDC says {meta.file_size}; "
+                "remove it to download again"
+            )
+        folder.mkdir(parents=True, exist_ok=True)
+        self.on_total(meta.file_size)
+        already = partial.stat().st_size if partial.exists() else 0
+        self.on_bytes(min(already, meta.file_size))
+        fetched = 0
+        md5_failures = 0
+        while True:
+            fetched += await self._with_retries(
+                f"{meta.file_name} ({file_id})", lambda: self._download_attempt(client, meta, partial)
+            )
+            digest = await asyncio.to_thread(md5_of, partial, self.policy.chunk_bytes)
+            if digest == meta.md5sum:
+                break
+            md5_failures += 1
+            partial.unlink(missing_ok=True)
+            self.on_bytes(-meta.file_size)
+            message = f"md5 {digest} differs from GDC's {meta.md5sum}"
+            if md5_failures >= self.policy.attempts:
+                raise FetchError(f"{meta.file_name} ({file_id}): {message} after {md5_failures} downloads")
+            self.log(f"{meta.file_name} ({file_id}): {message}; downloading again")
+        os.replace(partial, final)
+        self.log(f"downloaded: {final}")
+        return FetchResult(file_id, "downloaded", final, fetched)
+
+    async def _download_attempt(self, client: httpx.AsyncClient, meta: GdcFile, partial: Path) -> int:
+        """Bring ``partial`` to the published size (resuming with Range); return bytes received."""
+        offset = partial.stat().st_size if partial.exists() else 0
+        if offset > meta.file_size:
+            self.on_bytes(-offset)
+            partial.unlink()
+            offset = 0
+        if offset == meta.file_size:
+            return 0
+        headers = {"Accept-Encoding": "identity"}
+        if offset:
+            headers["Range"] = f"bytes={offset}-"
+        url = f"{self.base_url}/data/{meta.file_id}"
+        received = 0
+        try:
+            async with client.stream("GET", url, headers=headers) as response:
+                status = response.status_code
+                if status >= 500:
+                    raise _Retry(f"HTTP {status}", retry_after=_retry_after(response))
+                if status == 416:  # our partial is not a prefix GDC recognises: start over
+                    self.on_bytes(-offset)
+                    partial.unlink(missing_ok=True)
+                    raise _Retry("HTTP 416 for the resume range; starting over")
+                if status == 200 and offset:  # Range ignored: the body is the whole file
+                    self.on_bytes(-offset)
+                    offset = 0
+                elif status == 206:
+                    start = response.headers.get("content-range", "").removeprefix("bytes ").split("-")[0]
+                    if start != str(offset):
+                        raise FetchError(f"{meta.file_name} ({meta.file_id}): bad Content-Range for {offset}")
+                elif status != 200:
+                    raise FetchError(f"{meta.file_name} ({meta.file_id}): GET {url} answered HTTP {status}")
+                with open(partial, "r+b" if offset else "wb") as fh:
+                    fh.seek(offset)
+                    fh.truncate()
+                    try:
+                        async for chunk in response.aiter_bytes():  # as received: a drop loses nothing
+                            fh.write(chunk)
+                            received += len(chunk)
+                            self.on_bytes(len(chunk))
+                    finally:
+                        fh.flush()
+                        os.fsync(fh.fileno())
+        except _RETRYABLE as exc:
+            raise _Retry(
+                f"{type(exc).__name__} after {received} bytes: {exc}", progressed=received > 0
+            ) from None
+        size = partial.stat().st_size
+        if size != meta.file_size:
+            raise _Retry(f"got {size} of {meta.file_size} bytes", progressed=received > 0)
+        return received

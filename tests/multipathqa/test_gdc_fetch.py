@@ -1,0 +1,183 @@
+"""giant-fetch-slides against a loopback GDC: faults, resume with Range, a SIGKILL mid-download, md5."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from giant_assets.multipathqa.fetch_cli import main
+from giant_assets.multipathqa.gdc import FetchPolicy, GdcFetcher
+from giant_assets.multipathqa.inventory import check_csv
+from giant_assets.multipathqa.sample import sample_csv_path
+from giant_assets.slides.synthetic import SlideDesign, write_pyramidal_slide
+from tests.support.gdc_server import GdcServer, ServedFile
+
+CLI = Path(sys.executable).with_name("giant-fetch-slides")
+SLIDE_UUID = "aa11bb22-cc33-4d44-8e55-ff6677889900"
+FAST = ["--backoff", "0.01", "--no-progress"]
+
+
+def _sample_rows() -> list[dict]:
+    with open(sample_csv_path(), newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _tcga_files(tmp_path: Path, size: tuple[int, int] = (1024, 768)) -> list[ServedFile]:
+    """One real SVS per distinct TCGA file_id of the sample CSV, named as GDC names slides."""
+    files = {}
+    for row in _sample_rows():
+        if row["benchmark_name"].startswith("tcga") and row["file_id"] not in files:
+            stem = row["image_path"].removesuffix(".svs")
+            path = write_pyramidal_slide(
+                tmp_path / "src" / row["image_path"], SlideDesign(*size), 3, svs=True
+            )
+            files[row["file_id"]] = ServedFile(row["file_id"], f"{stem}.{SLIDE_UUID}.svs", path.read_bytes())
+    return list(files.values())
+
+
+def _landed(root: Path, served: ServedFile) -> bytes:
+    return (root / served.file_id / served.file_name).read_bytes()
+
+
+def test_cli_fills_the_gdc_layout_through_faults(tmp_path, capsys):
+    files = _tcga_files(tmp_path)
+    assert len(files) == 6
+    corrupt, dropped, busy = files[0], files[1], files[2]
+    corrupt.corrupt = 1
+    dropped.drop_at = {0: 20_000}
+    busy.errors_5xx, busy.metadata_5xx = 3, 2
+    root = tmp_path / "wsi"
+    root.mkdir()
+    argv = ["--csv", str(sample_csv_path()), "--wsi-root", str(root), *FAST, "--concurrency", "3"]
+    with GdcServer(files) as gdc:
+        assert main([*argv, "--base-url", gdc.url]) == 0
+        for served in files:
+            assert _landed(root, served) == served.body
+        assert not list(root.rglob("*.partial"))
+        assert [r.range for r in gdc.data_requests(corrupt.file_id)] == [None, None]  # md5 wrong: again
+        first, resumed = gdc.data_requests(dropped.file_id)
+        assert (first.range, first.bytes_sent) == (None, 20_000)
+        assert (resumed.range, resumed.bytes_sent) == ("bytes=20000-", len(dropped.body) - 20_000)
+        assert [r.status for r in gdc.data_requests(busy.file_id)] == [503, 503, 503, 200]
+        out = capsys.readouterr().out
+        assert "downloaded 6, already complete 0, already under the root 0, failed 0" in out
+        assert "md5" in out and "RemoteProtocolError" in out and "HTTP 503" in out
+        requests_before = len(gdc.requests)
+        assert main([*argv, "--base-url", gdc.url]) == 0  # rerun: everything resolves, nothing is asked
+        assert len(gdc.requests) == requests_before
+        assert "0 TCGA slide(s) to fetch" in capsys.readouterr().out
+    inventory, _ = check_csv(sample_csv_path(), root)
+    summary = inventory.summary.set_index("benchmark")
+    assert summary.loc[["tcga", "tcga_slidebench", "tcga_expert_vqa"], "found"].tolist() == [3, 2, 2]
+    assert set(inventory.problems["benchmark"]) == {"gtex", "panda"}
+
+
+def _fetch(root: Path, url: str, files: list[ServedFile], attempts: int = 3):
+    fetcher = GdcFetcher(root, url, FetchPolicy(attempts=attempts, backoff_s=0.001))
+    return {r.file_id: r for r in fetcher.run([f.file_id for f in files])}
+
+
+def test_a_body_that_never_matches_its_md5_fails_naming_the_file(tmp_path):
+    files = _tcga_files(tmp_path)[:2]
+    files[0].corrupt = 99
+    with GdcServer(files) as gdc:
+        results = _fetch(tmp_path / "wsi", gdc.url, files)
+        assert len(gdc.data_requests(files[0].file_id)) == 3
+    bad = results[files[0].file_id]
+    assert bad.status == "failed" and bad.path is None
+    assert files[0].file_name in bad.error and files[0].file_id in bad.error
+    assert f"differs from GDC's {hashlib.md5(files[0].body).hexdigest()} after 3 downloads" in bad.error
+    assert not (tmp_path / "wsi" / files[0].file_id / files[0].file_name).exists()
+    assert not list((tmp_path / "wsi").rglob("*.partial"))
+    assert results[files[1].file_id].status == "downloaded"
+
+
+def test_endless_5xx_and_unknown_files_fail_clearly(tmp_path):
+    files = _tcga_files(tmp_path)[:2]
+    files[0].errors_5xx = 99
+    with GdcServer(files) as gdc:
+        fetcher = GdcFetcher(tmp_path / "wsi", gdc.url, FetchPolicy(attempts=3, backoff_s=0.001))
+        unknown = "00000000-0000-4000-8000-000000000000"
+        results = {r.file_id: r for r in fetcher.run([files[0].file_id, unknown])}
+    assert "gave up after 3 failed attempts: HTTP 503" in results[files[0].file_id].error
+    assert f"{unknown}: GET {gdc.url}/files/{unknown} answered HTTP 404" == results[unknown].error
+
+
+def test_a_file_name_that_would_leave_the_folder_is_refused(tmp_path):
+    files = _tcga_files(tmp_path)[:1]
+    files[0].file_name = "../../escaped.svs"
+    with GdcServer(files) as gdc:
+        result = _fetch(tmp_path / "wsi", gdc.url, files)[files[0].file_id]
+    assert result.status == "failed" and "not a plain file name" in result.error
+    assert not list(tmp_path.rglob("escaped.svs"))
+
+
+def test_resumes_after_the_cli_is_killed_mid_download(tmp_path):
+    rows = [r for r in _sample_rows() if (r["benchmark_name"], r["benchmark_id"]) in
+            {("tcga", "0"), ("tcga", "1"), ("tcga_slidebench", "1")}]  # fmt: skip
+    csv_path = tmp_path / "tcga.csv"
+    with open(csv_path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    small = [f for f in _tcga_files(tmp_path) if f.file_id in {r["file_id"] for r in rows}]
+    big = _tcga_files(tmp_path / "big", size=(4096, 3072))[0]
+    small = [f for f in small if f.file_id != big.file_id]
+    big.bytes_per_s = 120_000
+    root = tmp_path / "wsi"
+    root.mkdir()
+    partial = root / big.file_id / (big.file_name + ".partial")
+    with GdcServer([*small, big]) as gdc:
+        argv = [str(CLI), "--csv", str(csv_path), "--wsi-root", str(root), "--base-url", gdc.url]
+        argv += ["--backoff", "0.01"]  # with the progress bar (on stderr)
+        stderr = open(tmp_path / "first_run.err", "w")  # noqa: SIM115
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while not (
+            all((root / f.file_id / f.file_name).exists() for f in small)
+            and partial.exists()
+            and partial.stat().st_size > 100_000
+        ):
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                tmp_path / "first_run.err"
+            ).read_text()
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        stderr.close()
+        kept = partial.stat().st_size
+        assert 100_000 < kept < len(big.body) and not (root / big.file_id / big.file_name).exists()
+        big.bytes_per_s = None
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "downloaded 1, already complete 0, already under the root 2, failed 0" in done.stdout
+        kib = f"{len(big.body) / 1024:.0f}k"
+        assert f"100%|██████████| {kib}/{kib}" in done.stderr  # the progress bar, resumed to full
+        for served in small:
+            assert len(gdc.data_requests(served.file_id)) == 1  # never downloaded again
+        resumed = gdc.data_requests(big.file_id)[-1]
+        assert resumed.range == f"bytes={kept}-" and resumed.bytes_sent == len(big.body) - kept
+    assert _landed(root, big) == big.body and not partial.exists()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--concurrency", "0"], "must be >= 1"),
+        (["--wsi-root", "/nonexistent/wsi"], "is not a directory"),
+        (["--csv", "/nonexistent/MultiPathQA.csv"], "MultiPathQA CSV not found"),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path, capsys, argv, message):
+    base = {"--csv": str(sample_csv_path()), "--wsi-root": str(tmp_path)}
+    base.update(dict(zip(argv[::2], argv[1::2], strict=True)))
+    assert main([x for kv in base.items() for x in kv]) == 2
+    assert message in capsys.readouterr().err
