@@ -6,8 +6,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME := $(CURDIR)/dagster_home
 export GIANT_DATA_DIR ?= $(CURDIR)/data
+VIEW_PORT ?= 8765
 
-.PHONY: demo test ui lint bench clean
+.PHONY: demo test ui view lint bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +24,12 @@ test: $(STAMP)
 
 ui: $(STAMP)
 	$(BIN)/dagster dev -w workspace.yaml
+
+# the trajectory viewer's static sites (data/viewer/), served on loopback only: VIEW_PORT=9000 make view
+view:
+	@test -d "$(GIANT_DATA_DIR)/viewer" || { echo "no $(GIANT_DATA_DIR)/viewer yet: run make demo (or materialize trajectory_viewer)"; exit 1; }
+	@echo "trajectory viewer: http://127.0.0.1:$(VIEW_PORT)/ (remote machine: ssh -L $(VIEW_PORT):127.0.0.1:$(VIEW_PORT) <host>)"
+	$(PYTHON) -m http.server $(VIEW_PORT) --bind 127.0.0.1 --directory "$(GIANT_DATA_DIR)/viewer"
 
 lint: $(STAMP)
 	$(BIN)/ruff check giant_assets tests benchmarks

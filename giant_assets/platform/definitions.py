@@ -11,6 +11,7 @@ from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.assets.inventory import slide_inventory
 from giant_assets.platform.assets.leaderboard import experiment_comparisons, leaderboard
 from giant_assets.platform.assets.predictions import predictions, trajectory_steps
+from giant_assets.platform.assets.report import trajectory_pictures, trajectory_viewer
 from giant_assets.platform.assets.roi import roi_evaluation
 from giant_assets.platform.assets.scores import benchmark_metrics, item_predictions
 from giant_assets.platform.checks import ITEM_CHECKS
@@ -29,6 +30,8 @@ ALL_ASSETS = [
     item_predictions,
     benchmark_metrics,
     roi_evaluation,
+    trajectory_pictures,
+    trajectory_viewer,
     leaderboard,
     experiment_comparisons,
     *GRADING_ASSETS,

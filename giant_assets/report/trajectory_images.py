@@ -1,120 +1,228 @@
-"""Pictures of where an agent looked: an overview (thumbnail + numbered viewed boxes + reference regions)
-and the crops themselves, re-read from the slide at the recorded boxes, as PNG files beside the results.
+"""Pictures of where an agent looked: per run an overview (thumbnail, numbered viewed boxes in blue,
+reference regions in green) and each crop re-read from the slide at the recorded box, as PNG files.
+
+Layout: ``<root>/<benchmark>/<benchmark_id>/run<k>/overview.png`` and ``step<i>.png`` (``i`` the step
+index; ``attempt<a>-step<i>.png`` when steps name their attempt), every name built by
+``core.paths.confined_path`` so no benchmark id can leave ``root``.
 """
 
 from __future__ import annotations
 
 import base64
 import io
-import json
+import os
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFont
 
+from giant_assets.batch.records import RUN_KEY, parse_trajectory
+from giant_assets.core.paths import confined_path
 from giant_assets.geometry.roi import Region, regions_from_frame
-from giant_assets.slides.access import InvalidRegion, SlideError, crop, open_slide, thumbnail
+from giant_assets.slides.access import InvalidRegion, SlideError, Thumbnail, crop, open_slide, thumbnail
 
 VIEWED = (0, 160, 255)
 REFERENCE = (40, 200, 40)
 OVERVIEW_SIZE = 768
 CROP_SIZE = 384
 PREVIEW_SIZE = 320  # long side of the pictures embedded in asset metadata (a few kB each)
+PNG_COMPRESS_LEVEL = 1  # zlib level: pictures are photographs; level 6 costs ~3x the CPU for ~10% bytes
+PICTURE_COLUMNS = {
+    "config_hash": "object",
+    "benchmark_name": "object",
+    "benchmark_id": "object",
+    "run_index": "int64",
+    "kind": "object",  # "overview" | "crop"
+    "attempt": "Int64",  # the crop step's attempt, when steps name one
+    "step": "Int64",  # the crop's step index; null for the overview
+    "path": "object",  # absolute path of the PNG
+    "width": "int64",
+    "height": "int64",
+}
 
 
-def _viewed_boxes(trajectory_json: str) -> list[tuple[int, list[int]]]:
-    """(step index, [x, y, w, h]) of every crop step that named a valid box."""
-    steps = json.loads(trajectory_json or "[]")
-    return [(s["index"], s["box"]) for s in steps if s.get("action") == "crop" and s.get("box")]
+def viewed_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The crop steps that named a box, in trajectory order."""
+    return [s for s in steps if s.get("action") == "crop" and s.get("box")]
 
 
-def write_run_images(
-    wsi_path: str, trajectory_json: str, out_dir: Path, references: Iterable[Region] = ()
-) -> Path | None:
-    """Write ``overview.png`` and ``step<i>.png`` crops of one run into ``out_dir``; the overview's path.
+def crop_name(step: dict[str, Any]) -> str:
+    """File name of a crop step's picture."""
+    attempt = step.get("attempt")
+    return f"step{step['index']}.png" if attempt is None else f"attempt{attempt}-step{step['index']}.png"
 
-    Returns None when the run viewed nothing. Reads only the thumbnail level and each crop's level.
-    """
-    viewed = _viewed_boxes(trajectory_json)
-    if not viewed:
-        return None
+
+def run_dir(root: Path, benchmark: str, benchmark_id: str, run_index: int) -> Path:
+    """The folder of one run's pictures, confined to ``root`` whatever the id holds."""
+    return confined_path(root, benchmark, str(benchmark_id), f"run{int(run_index)}")
+
+
+def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
+    try:
+        return ImageFont.load_default(size=size)
+    except TypeError:  # Pillow < 10.1 has one bitmap size
+        return ImageFont.load_default()
+
+
+def _draw_region(draw: ImageDraw.ImageDraw, region: Region, to_px) -> None:
+    geom = region.geometry()
+    for poly in getattr(geom, "geoms", [geom]):
+        ring = [to_px(x, y) for x, y in poly.exterior.coords]
+        draw.line(ring, fill=REFERENCE, width=3)
+
+
+def _saw_something(steps: list[dict[str, Any]]) -> bool:
+    return any(s.get("action") in ("thumbnail", "crop") for s in steps)
+
+
+def _draw_on_slide(
+    slide, base: Thumbnail, steps: list[dict[str, Any]], out_dir: Path, references: Iterable[Region]
+) -> list[dict[str, Any]]:
+    """One run's pictures on an open slide whose overview thumbnail ``base`` is already read."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    records: list[dict[str, Any]] = []
+    image = base.image.convert("RGB")  # a fresh copy to draw on
+    draw = ImageDraw.Draw(image)
+    font = _font(16)
+    (ox, oy), (sx, sy) = base.offset, base.scale
+
+    def to_px(x: float, y: float) -> tuple[float, float]:
+        return ox + x * sx, oy + y * sy
+
+    for region in references:
+        _draw_region(draw, region, to_px)
+    for number, step in enumerate(viewed_steps(steps), start=1):
+        x, y, w, h = step["box"]
+        draw.rectangle([*to_px(x, y), *to_px(x + w, y + h)], outline=VIEWED, width=2)
+        label = (to_px(x, y)[0] + 3, to_px(x, y)[1] + 2)
+        draw.rectangle(draw.textbbox(label, str(number), font=font), fill=(255, 255, 255))
+        draw.text(label, str(number), fill=VIEWED, font=font)
+        try:
+            picture = crop(slide, [x, y, w, h], CROP_SIZE).image.convert("RGB")
+        except InvalidRegion:
+            continue  # the model was told the region was invalid; nothing was shown
+        path = out_dir / crop_name(step)
+        picture.save(path, compress_level=PNG_COMPRESS_LEVEL)
+        records.append(
+            {"kind": "crop", "attempt": step.get("attempt"), "step": step["index"], "path": str(path),
+             "size": picture.size}
+        )  # fmt: skip
+    overview = out_dir / "overview.png"
+    image.save(overview, compress_level=PNG_COMPRESS_LEVEL)
+    records.insert(
+        0, {"kind": "overview", "attempt": None, "step": None, "path": str(overview), "size": image.size}
+    )
+    return records
+
+
+def draw_runs(
+    wsi_path: str, runs: list[tuple[list[dict[str, Any]], Path, Iterable[Region]]]
+) -> list[list[dict[str, Any]]]:
+    """Pictures of several runs on one slide (``(steps, out_dir, references)`` each), opening it and
+    reading its overview once; per run, one record per file written (none for a run that saw nothing).
+
+    Each run gets ``overview.png`` and a crop per viewed box; a box the slide refused (the model was
+    told so) gets a numbered outline but no crop.
+    """
+    if not any(_saw_something(steps) for steps, _, _ in runs):
+        return [[] for _ in runs]
     slide = open_slide(wsi_path)
     try:
-        th = thumbnail(slide, OVERVIEW_SIZE, guides=False)
-        image = th.image.convert("RGB")
-        draw = ImageDraw.Draw(image)
-        (ox, oy), (sx, sy) = th.offset, th.scale
-
-        def to_px(x: float, y: float) -> tuple[float, float]:
-            return ox + x * sx, oy + y * sy
-
-        for region in references:
-            minx, miny, maxx, maxy = region.geometry().bounds
-            draw.rectangle([*to_px(minx, miny), *to_px(maxx, maxy)], outline=REFERENCE, width=3)
-        for number, (index, (x, y, w, h)) in enumerate(viewed, start=1):
-            draw.rectangle([*to_px(x, y), *to_px(x + w, y + h)], outline=VIEWED, width=2)
-            px, py = to_px(x, y)
-            draw.text((px + 4, py + 3), str(number), fill=VIEWED)
-            try:
-                crop(slide, [x, y, w, h], CROP_SIZE).image.save(out_dir / f"step{index}.png")
-            except InvalidRegion:
-                continue  # the model was told the region was invalid; nothing was shown
-        overview = out_dir / "overview.png"
-        image.save(overview)
-        return overview
+        base = thumbnail(slide, OVERVIEW_SIZE, guides=False)
+        return [
+            _draw_on_slide(slide, base, steps, out_dir, refs) if _saw_something(steps) else []
+            for steps, out_dir, refs in runs
+        ]
     finally:
         slide.close()
 
 
-def write_trajectory_images(
+def draw_run(
+    wsi_path: str, steps: list[dict[str, Any]], out_dir: Path, references: Iterable[Region] = ()
+) -> list[dict[str, Any]]:
+    """One run's pictures into ``out_dir`` (see ``draw_runs``)."""
+    return draw_runs(wsi_path, [(steps, out_dir, references)])[0]
+
+
+def _regions_by_item(regions: pd.DataFrame | None) -> dict[tuple[str, str], list[Region]]:
+    if regions is None or not len(regions):
+        return {}
+    return {
+        (str(b), str(i)): regions_from_frame(frame)
+        for (b, i), frame in regions.groupby(["benchmark_name", "benchmark_id"])
+    }
+
+
+def write_pictures(
     runs: pd.DataFrame,
     items: pd.DataFrame,
     root: Path,
     regions: pd.DataFrame | None = None,
-    max_runs: int = 50,
-) -> list[Path]:
-    """Images of up to ``max_runs`` runs under ``root/<benchmark>/<benchmark_id>/run<k>/``; overview paths.
+    workers: int | None = None,
+    on_error=None,
+) -> pd.DataFrame:
+    """Pictures of every run in ``runs`` (prediction rows) under ``root``; one row per file written.
 
-    ``runs`` are prediction rows (trajectory_json), ``items`` give each item's resolved ``wsi_path``,
-    ``regions`` (reference regions table) are drawn in green when given. A slide that cannot be read
-    is skipped: pictures never fail an evaluation.
+    ``items`` give each item's resolved ``wsi_path``; ``regions`` (a ``load_reference_regions`` frame)
+    are drawn in green. Each slide is opened and its overview read once for all its runs; slides are
+    drawn in ``workers`` threads (default: the CPU count, at most 4). A slide that cannot be read skips
+    its runs (``on_error(message)`` is told): pictures never fail an evaluation.
     """
-    paths = {(r.benchmark_name, str(r.benchmark_id)): r.wsi_path for r in items.itertuples(index=False)}
-    refs: dict[tuple[str, str], list[Region]] = {}
-    if regions is not None and len(regions):
-        for key, frame in regions.groupby(["benchmark_name", "benchmark_id"]):
-            refs[(key[0], str(key[1]))] = regions_from_frame(frame)
-    written: list[Path] = []
+    paths = {(str(r.benchmark_name), str(r.benchmark_id)): r.wsi_path for r in items.itertuples(index=False)}
+    refs = _regions_by_item(regions)
+    by_slide: dict[str, list[Any]] = {}
     for run in runs.itertuples(index=False):
-        if len(written) >= max_runs:
-            break
-        key = (run.benchmark_name, str(run.benchmark_id))
+        key = (str(run.benchmark_name), str(run.benchmark_id))
         wsi = paths.get(key)
-        if not isinstance(wsi, str) or not wsi:
-            continue
-        out = root / run.benchmark_name / str(run.benchmark_id) / f"run{run.run_index}"
+        if isinstance(wsi, str) and wsi:
+            by_slide.setdefault(wsi, []).append(run)
+
+    def draw_slide(job: tuple[str, list[Any]]) -> list[dict[str, Any]]:
+        wsi, slide_runs = job
+        work = [
+            (
+                parse_trajectory(run.trajectory_json),
+                run_dir(root, run.benchmark_name, run.benchmark_id, run.run_index),
+                refs.get((str(run.benchmark_name), str(run.benchmark_id)), ()),
+            )
+            for run in slide_runs
+        ]
         try:
-            overview = write_run_images(wsi, run.trajectory_json, out, refs.get(key, ()))
-        except (SlideError, OSError):
-            continue
-        if overview is not None:
-            written.append(overview)
-    return written
+            drawn = draw_runs(wsi, work)
+        except (SlideError, OSError) as exc:
+            if on_error is not None:
+                names = ", ".join(
+                    f"{r.benchmark_name}/{r.benchmark_id} run {r.run_index}" for r in slide_runs
+                )
+                on_error(f"no pictures of {names}: {exc}")
+            return []
+        rows = []
+        for run, records in zip(slide_runs, drawn, strict=True):
+            ids = {key: getattr(run, key) for key in RUN_KEY} | {"benchmark_id": str(run.benchmark_id)}
+            rows += [{**ids, **r, "width": r["size"][0], "height": r["size"][1]} for r in records]
+        return rows
+
+    jobs = list(by_slide.items())
+    workers = workers or min(4, os.cpu_count() or 1)
+    if workers > 1 and len(jobs) > 1:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pictures") as pool:
+            drawn = list(pool.map(draw_slide, jobs))
+    else:
+        drawn = [draw_slide(job) for job in jobs]
+    records = [r for run_records in drawn for r in run_records]
+    frame = pd.DataFrame.from_records(records, columns=list(PICTURE_COLUMNS))
+    return frame.astype(PICTURE_COLUMNS)
 
 
-def run_crops(overview: Path) -> list[Path]:
-    """The crop pictures written beside ``overview``, in step order."""
-    return sorted(overview.parent.glob("step*.png"), key=lambda p: int(p.stem.removeprefix("step")))
-
-
-def preview_markdown(overview: Path, crops: Iterable[Path] = (), max_crops: int = 2) -> str:
+def preview_markdown(overview: Path, crops: Iterable[Path] = (), max_crops: int = 2, title: str = "") -> str:
     """Markdown showing the overview and the first crops inline (small JPEG data URIs), for the Dagster UI.
 
     Bounded: at most ``1 + max_crops`` pictures of long side ``PREVIEW_SIZE``, about 10-20 kB in all.
     """
-    parts = [f"**{overview.parent.relative_to(overview.parents[3])}** (blue: viewed, green: reference)\n"]
+    parts = [f"**{title or overview.parent.name}** (blue: viewed, green: reference)\n"]
     for path in [overview, *list(crops)[:max_crops]]:
         with Image.open(path) as img:
             small = img.convert("RGB")

@@ -1,0 +1,140 @@
+"""Assets: pictures of what each run saw, and the static trajectory viewer built from them."""
+
+import html
+import shutil
+import time
+from pathlib import Path
+
+import pandas as pd
+from dagster import AssetExecutionContext, MetadataValue, asset
+
+from giant_assets.core.paths import confined_path
+from giant_assets.platform.partitions import cell, results_partitions
+from giant_assets.platform.resources import MultiPathQAResource, StorageResource
+from giant_assets.report.trajectory_images import preview_markdown, write_pictures
+from giant_assets.report.viewer import item_pages, write_benchmark
+
+PREVIEW_ROWS = 8
+
+
+def _regions(dataset: MultiPathQAResource, benchmark: str) -> pd.DataFrame | None:
+    """The reference regions of ``benchmark``, from the very source ``roi_evaluation`` scores against."""
+    _, regions = dataset.reference_regions()
+    return None if regions is None else regions[regions["benchmark_name"] == benchmark]
+
+
+@asset(partitions_def=results_partitions, group_name="report", kinds={"pillow", "openslide"})
+def trajectory_pictures(
+    context: AssetExecutionContext,
+    predictions: pd.DataFrame,
+    benchmark_items: pd.DataFrame,
+    storage: StorageResource,
+    dataset: MultiPathQAResource,
+) -> pd.DataFrame:
+    """One row per picture file: each run's overview (thumbnail, numbered viewed boxes in blue, reference
+    regions in green) and each crop re-read from the slide at its recorded box.
+
+    Files: ``<data_dir>/trajectories/<experiment>/<benchmark>/<benchmark_id>/run<k>/``; the partition's
+    folder is replaced on every materialization.
+    """
+    experiment, benchmark = cell(context)
+    root = confined_path(storage.root, "trajectories", experiment)
+    folder = confined_path(root, benchmark)
+    if folder.exists():
+        shutil.rmtree(folder)
+    items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
+    started = time.perf_counter()
+    pictures = write_pictures(
+        predictions, items, root, _regions(dataset, benchmark), on_error=context.log.warning
+    )
+    seconds = time.perf_counter() - started
+    pictures.insert(0, "experiment", experiment)
+    overviews = pictures[pictures["kind"] == "overview"]
+    preview = {}
+    if len(overviews):
+        first = overviews.iloc[0]
+        crops = pictures[(pictures["run_index"] == first.run_index) & (pictures["kind"] == "crop")]
+        crops = crops[crops["benchmark_id"] == first.benchmark_id]
+        title = f"{benchmark} / {first.benchmark_id} / run {first.run_index}"
+        preview = {
+            "first_overview": MetadataValue.path(first.path),
+            "preview": MetadataValue.md(
+                preview_markdown(Path(first.path), map(Path, crops["path"]), title=title)
+            ),
+        }
+    context.add_output_metadata(
+        {
+            "experiment": experiment,
+            "folder": MetadataValue.path(str(folder)),
+            "runs_drawn": len(overviews),
+            "pictures": len(pictures),
+            "seconds": round(seconds, 3),
+            "ms_per_run": round(1000 * seconds / len(overviews), 1) if len(overviews) else 0.0,
+            **preview,
+        }
+    )
+    return pictures
+
+
+def _preview_table(rows: list[dict]) -> str:
+    """A small Markdown table of index rows (cells stripped of Markdown/HTML specials)."""
+
+    def cell(value: object) -> str:
+        text = html.escape(" ".join(str(value).split())[:80])
+        for ch in "\\|`*_[]":
+            text = text.replace(ch, "\\" + ch)
+        return text
+
+    lines = ["| id | question | truth | voted | outcome | steps | cost |", "|---|---|---|---|---|---|---|"]
+    for r in rows[:PREVIEW_ROWS]:
+        lines.append(
+            "| "
+            + " | ".join(
+                cell(v)
+                for v in (
+                    r["benchmark_id"],
+                    r["question"],
+                    r["truth_text"],
+                    r["voted_text"],
+                    r["outcome"],
+                    r["n_steps"],
+                    f"${r['cost_usd']:.4f}",
+                )  # fmt: skip
+            )
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+@asset(partitions_def=results_partitions, group_name="report", kinds={"html"})
+def trajectory_viewer(
+    context: AssetExecutionContext,
+    predictions: pd.DataFrame,
+    item_predictions: pd.DataFrame,
+    benchmark_items: pd.DataFrame,
+    trajectory_pictures: pd.DataFrame,
+    storage: StorageResource,
+    dataset: MultiPathQAResource,
+) -> None:
+    """A static site per experiment, ``<data_dir>/viewer/<experiment>/index.html``: every item with its
+    runs as timelines of what the agent saw and said. Opens from file:// (or ``make view``)."""
+    experiment, benchmark = cell(context)
+    items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
+    started = time.perf_counter()
+    pages = item_pages(
+        predictions, item_predictions, items, trajectory_pictures, _regions(dataset, benchmark)
+    )
+    site = write_benchmark(confined_path(storage.root, "viewer", experiment), benchmark, pages)
+    mine = [r for r in site.rows if r["benchmark"] == benchmark]
+    context.add_output_metadata(
+        {
+            "experiment": experiment,
+            "index": MetadataValue.url(site.index.as_uri()),
+            "index_path": MetadataValue.path(str(site.index)),
+            "item_pages": len(site.pages),
+            "pictures": site.pictures,
+            "items_in_index": len(site.rows),
+            "seconds": round(time.perf_counter() - started, 3),
+            "preview": MetadataValue.md(_preview_table(mine)),
+        }
+    )

@@ -1,0 +1,161 @@
+"""Write the static trajectory viewer: ``<viewer>/<experiment>/index.html`` plus one page per item.
+
+Layout of one experiment's site (every name from data goes through ``core.paths.confined_path``)::
+
+    index.html                      all items of every benchmark built so far; filter and sort in JS
+    static/viewer.css, viewer.js    no network, no CDN: opens from file:// and from any static host
+    _rows/<benchmark>.json          the index rows of one benchmark (the index is rebuilt from these)
+    <benchmark>/<benchmark_id>/index.html, run<k>/overview.png, run<k>/step<i>.png
+
+Each benchmark is written on its own (one Dagster partition), then the index is rebuilt under a file
+lock from every benchmark's rows, so partitions built in parallel all end up in it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from giant_assets.core.paths import confined_path, decode_component
+from giant_assets.core.storage import atomic_write_bytes
+from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
+from giant_assets.report.viewer.pages import index_counts, index_row
+
+STATIC_FILES = ("viewer.css", "viewer.js")
+ROWS_DIR = "_rows"
+
+
+@dataclass(frozen=True)
+class SiteResult:
+    """What one benchmark's build wrote."""
+
+    index: Path  # the experiment's index.html
+    pages: list[Path]
+    pictures: int  # picture files placed beside the pages
+    rows: list[dict[str, Any]]  # every index row of the experiment, as shown
+
+
+def _money(value: float) -> str:
+    return f"${value:,.4f}"
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("giant_assets.report.viewer", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["money"] = _money
+    env.filters["box"] = lambda b: "—" if not b else "[" + ", ".join(f"{float(v):g}" for v in b) + "]"
+    return env
+
+
+def _href(*names: str) -> str:
+    """A relative URL to files named ``names`` (already file-safe names, percent-encoded once more)."""
+    return "/".join(quote(n, safe="") for n in names)
+
+
+def _place(src: str, dst: Path) -> bool:
+    """Hard-link (else copy) a picture beside its page; False when the picture is gone."""
+    if not os.path.isfile(src):
+        return False
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.unlink(missing_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+    return True
+
+
+def _place_pictures(page: dict[str, Any], page_dir: Path) -> int:
+    """Put the page's pictures beside it and point the page at them (relative links)."""
+    placed = 0
+    for run in page["runs"]:
+        run_name = f"run{run['run_index']}"
+        for holder in [run, *run["steps"]]:
+            key = "overview" if holder is run else "picture"
+            src = holder.get(key)
+            if not src:
+                continue
+            name = Path(src).name
+            if _place(src, page_dir / run_name / name):
+                holder[key] = _href(run_name, name)
+                placed += 1
+            else:
+                holder[key] = None
+    return placed
+
+
+def write_benchmark(site: Path, benchmark: str, pages: list[dict[str, Any]]) -> SiteResult:
+    """Write ``benchmark``'s item pages (replacing its earlier ones), then rebuild the index."""
+    env = _environment()
+    bench_dir = confined_path(site, benchmark)
+    if bench_dir.exists():
+        shutil.rmtree(bench_dir)
+    item_template = env.get_template("item.html")
+    written, pictures, rows = [], 0, []
+    for page in pages:
+        page_dir = confined_path(bench_dir, page["benchmark_id"])
+        page_dir.mkdir(parents=True, exist_ok=True)
+        pictures += _place_pictures(page, page_dir)
+        path = page_dir / "index.html"
+        path.write_text(item_template.render(page=page, root="../../"), encoding="utf-8")
+        written.append(path)
+        rows.append(index_row(page, _href(bench_dir.name, page_dir.name, "index.html")))
+    fragment = confined_path(site, ROWS_DIR, f"{benchmark}.json")
+    atomic_write_bytes(fragment, json.dumps(rows, ensure_ascii=False).encode("utf-8"))
+    index, all_rows = rebuild_index(site, env)
+    return SiteResult(index=index, pages=written, pictures=pictures, rows=all_rows)
+
+
+def _benchmark_order(path: Path) -> tuple[int, str]:
+    name = decode_component(path.stem)
+    return (BENCHMARK_NAMES.index(name) if name in BENCHMARK_NAMES else len(BENCHMARK_NAMES), name)
+
+
+def rebuild_index(site: Path, env: Environment | None = None) -> tuple[Path, list[dict[str, Any]]]:
+    """Render ``index.html`` from every benchmark's rows, under a lock; also the static files and the
+    list of experiments one folder up. Returns the index path and its rows."""
+    env = env or _environment()
+    site.mkdir(parents=True, exist_ok=True)
+    with open(site / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        rows: list[dict[str, Any]] = []
+        for fragment in sorted((site / ROWS_DIR).glob("*.json"), key=_benchmark_order):
+            rows.extend(json.loads(fragment.read_text(encoding="utf-8")))
+        experiment = decode_component(site.name)
+        html = env.get_template("index.html").render(
+            experiment=experiment,
+            rows=rows,
+            counts=index_counts(rows),
+            benchmarks=sorted({r["benchmark"] for r in rows}, key=lambda b: _benchmark_order(Path(b))),
+            error_kinds=sorted({e for r in rows for e in r["errors"]}),
+            root="",
+        )
+        index = site / "index.html"
+        atomic_write_bytes(index, html.encode("utf-8"))
+        for name in STATIC_FILES:
+            data = resources.files("giant_assets.report.viewer").joinpath("static", name).read_bytes()
+            atomic_write_bytes(site / "static" / name, data)
+    _write_experiment_list(site.parent, env)
+    return index, rows
+
+
+def _write_experiment_list(viewer_root: Path, env: Environment) -> None:
+    """``<viewer>/index.html``: a link to each experiment's site (what ``make view`` opens first)."""
+    sites = sorted(p.parent for p in viewer_root.glob("*/index.html"))
+    entries = [{"name": decode_component(p.name), "href": _href(p.name, "index.html")} for p in sites]
+    html = env.get_template("experiments.html").render(experiments=entries, root="")
+    atomic_write_bytes(viewer_root / "index.html", html.encode("utf-8"))
