@@ -3,6 +3,8 @@
 Every item of the benchmark gets a row, so the file is a complete submission. An item without a
 label (slide unavailable, no extractable answer, failed runs) gets an empty prediction: an abstention,
 which the grader scores as wrong, exactly as ``benchmark_metrics.value_all_items_pct`` does.
+Files live at ``submission_path(data_root, experiment, benchmark)``: names built from data are confined
+to the data folder (core/paths.py); written atomically with the user's umask.
 """
 
 from __future__ import annotations
@@ -11,6 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from giant_assets.core.paths import confined_path
+from giant_assets.core.storage import atomic_write_bytes
+
+EXPORTS_DIR = "exports"
 SUBMISSION_COLUMNS = ["benchmark_id", "prediction"]
 
 
@@ -26,10 +32,13 @@ def submission_frame(item_predictions: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def submission_path(data_root: Path, experiment: str, benchmark: str) -> Path:
+    """``<data_root>/exports/<experiment>/<benchmark>.csv``, each name encoded so it stays inside."""
+    return confined_path(data_root, EXPORTS_DIR, experiment, f"{benchmark}.csv")
+
+
 def write_submission(item_predictions: pd.DataFrame, path: Path) -> Path:
-    """Write the submission CSV atomically (temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    submission_frame(item_predictions).to_csv(tmp, index=False)
-    tmp.replace(path)
+    """Write the submission CSV atomically (temp file + rename), mode 0o666 minus the umask."""
+    text = submission_frame(item_predictions).to_csv(index=False)
+    atomic_write_bytes(path, text.encode("utf-8"))
     return path

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from giant_assets.core.paths import UnsafePathError, confined_path, decode_component, encode_component
+from giant_assets.eval.export import submission_path, write_submission
 
 HOSTILE = [
     "..",
@@ -58,3 +61,16 @@ def test_any_text_round_trips_and_stays_one_component(value: str):
     assert decode_component(name) == value
     assert os.sep not in name and name not in {".", ".."} and not name.startswith(".")
     assert name.isascii() and name.isprintable()
+
+
+def test_submission_exports_stay_inside_the_data_folder_with_the_users_umask(tmp_path: Path):
+    voted = pd.DataFrame({"benchmark_id": ["../x", "b"], "predicted_label": [2, None]})
+    old = os.umask(0o022)
+    try:
+        path = write_submission(voted, submission_path(tmp_path / "data", "../../escape", "/etc/tcga"))
+    finally:
+        os.umask(old)
+    assert path == tmp_path / "data" / "exports" / "%2E.%2F..%2Fescape" / "%2Fetc%2Ftcga.csv"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert sorted(p.name for p in tmp_path.rglob("*.csv")) == [path.name]
+    assert pd.read_csv(path, dtype=str, keep_default_na=False).values.tolist() == [["../x", "2"], ["b", ""]]
