@@ -55,6 +55,7 @@ class LocalRateLimiter:
 
 REDIS_URL_ENV = "GIANT_RATE_LIMIT_REDIS_URL"
 WINDOW_ENV = "GIANT_RATE_LIMIT_WINDOW_S"  # the limits' window in seconds (default 60; tests use a few)
+NAMESPACE = "giant"  # first part of every Redis key of the shared limits
 
 
 class RateLimitStoreDown(RuntimeError):
@@ -80,7 +81,7 @@ class SharedRateLimiter:
         window_s: int = 60,
     ) -> None:
         self.url = redis_url
-        self.key = tuple(part or "-" for part in key)
+        self.key = tuple(part or "-" for part in key)  # e.g. (provider, model, key variable name)
         self.window_s = window_s
         self.requests = _per_window(requests_per_minute, window_s)
         self.tokens = _per_window(tokens_per_minute, window_s) if tokens_per_minute else None
@@ -112,9 +113,9 @@ class SharedRateLimiter:
     async def _take(self, strategy: Any, item: RateLimitItem, cost: int) -> None:
         while True:
             try:
-                if await strategy.hit(item, *self.key, cost=cost):
+                if await strategy.hit(item, NAMESPACE, *self.key, cost=cost):
                     return
-                stats = await strategy.get_window_stats(item, *self.key)
+                stats = await strategy.get_window_stats(item, NAMESPACE, *self.key)
             except (StorageError, redis.RedisError, OSError) as exc:
                 raise self._down(exc) from exc
             # wake when the oldest entry leaves the window; the jitter spreads waiting processes
@@ -164,7 +165,7 @@ def make_rate_limiter(
     except ValueError:
         raise ValueError(f"{WINDOW_ENV}={window!r}: expected a whole number of seconds >= 1") from None
     limiter = SharedRateLimiter(
-        url, ("giant", provider, model, key_env), requests_per_minute, tokens_per_minute, window_s
+        url, (provider, model, key_env), requests_per_minute, tokens_per_minute, window_s
     )
     limiter.check()
     return limiter

@@ -1,0 +1,31 @@
+"""One process of the shared-limit test: ``n`` requests to a loopback URL, each after ``acquire()``.
+
+python -m tests.cluster.rate_client URL N
+"""
+
+import asyncio
+import sys
+
+import httpx
+
+from giant_assets.batch.ratelimit import SharedRateLimiter, make_rate_limiter
+
+
+async def main(url: str, n: int, requests_per_minute: float) -> None:
+    limiter = make_rate_limiter("openai", "scripted-limit", "LIMIT_TEST_KEY", requests_per_minute)
+    assert isinstance(limiter, SharedRateLimiter), type(limiter)
+    async with httpx.AsyncClient(timeout=10) as client:
+
+        async def one() -> None:
+            await limiter.acquire()
+            reply = await client.post(
+                url, json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+            )
+            reply.raise_for_status()
+            await limiter.record_tokens(reply.json()["usage"]["total_tokens"])
+
+        await asyncio.gather(*(one() for _ in range(n)))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3])))

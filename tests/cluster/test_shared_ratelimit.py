@@ -1,0 +1,125 @@
+"""The shared limit holds across processes (counted at a loopback model server), and a configured but
+unreachable store stops calls with a clear message instead of letting them run unthrottled."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from giant_assets.batch.ratelimit import (
+    REDIS_URL_ENV,
+    WINDOW_ENV,
+    LocalRateLimiter,
+    RateLimitStoreDown,
+    SharedRateLimiter,
+    make_rate_limiter,
+)
+from giant_assets.cluster.servers import LocalServer, free_port, start_redis
+from giant_assets.demo.scripted_model import Reply, ScriptedModelServer
+
+REPO = Path(__file__).resolve().parents[2]
+WINDOW_S = 4
+REQUESTS_PER_MINUTE = 150
+PER_WINDOW = REQUESTS_PER_MINUTE * WINDOW_S // 60  # 10: the limit scaled to the window
+PER_PROCESS = 12
+SLACK_S = 0.5  # arrivals trail admissions by a loopback hop (a new connection under load: tenths of a second)
+
+
+def peak_in_window(times: list[float], window_s: float) -> int:
+    """Most requests that arrived within any ``window_s``-long interval."""
+    times = sorted(times)
+    start, peak = 0, 0
+    for end, t in enumerate(times):
+        while t - times[start] >= window_s:
+            start += 1
+        peak = max(peak, end - start + 1)
+    return peak
+
+
+def test_peak_in_window_counts_a_half_open_interval() -> None:
+    assert peak_in_window([0.0, 0.5, 1.0, 1.9, 2.0, 2.1], 2.0) == 5  # 0.5 .. 2.1 (0.0 .. 2.0 is 2 s: 4)
+    assert peak_in_window([0.0, 2.0, 4.0], 2.0) == 1
+    assert peak_in_window([], 2.0) == 0
+
+
+def test_two_processes_share_one_limit(redis_server: LocalServer) -> None:
+    env = os.environ | {REDIS_URL_ENV: f"{redis_server.url}/2", WINDOW_ENV: str(WINDOW_S)}
+    with ScriptedModelServer(rule=lambda _: Reply("ok")) as server:
+        url = f"{server.openai_base_url}/chat/completions"
+        started = time.monotonic()
+        clients = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.cluster.rate_client",
+                    url,
+                    str(PER_PROCESS),
+                    str(REQUESTS_PER_MINUTE),
+                ],
+                cwd=REPO,
+                env=env,
+            )  # fmt: skip
+            for _ in range(2)
+        ]
+        codes = [c.wait(120) for c in clients]
+        elapsed = time.monotonic() - started
+        arrivals = [r.received_at for r in server.requests]
+    assert codes == [0, 0]
+    total = 2 * PER_PROCESS
+    assert len(arrivals) == total
+    # the oracle: two local limiters would each admit PER_WINDOW per window (2x the rate); the shared one
+    # admits PER_WINDOW per window across both. Counted over a window SLACK_S shorter, since arrivals
+    # trail admissions (local limiters would show 2 x PER_WINDOW at once, which no slack hides)
+    assert peak_in_window(arrivals, WINDOW_S - SLACK_S) <= PER_WINDOW
+    first_request = min(arrivals)
+    windows_needed = total // PER_WINDOW - 1  # the first window's burst is free
+    assert max(arrivals) - first_request >= windows_needed * WINDOW_S - SLACK_S
+    assert elapsed < (windows_needed + 4) * WINDOW_S + 20  # throttled, not stuck
+
+
+def test_without_a_store_the_limit_is_local(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+    assert isinstance(make_rate_limiter("openai", "m", "OPENAI_API_KEY", 60), LocalRateLimiter)
+
+
+def test_store_down_at_start_fails_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
+    dead = f"redis://127.0.0.1:{free_port()}/2"
+    monkeypatch.setenv(REDIS_URL_ENV, dead)
+    with pytest.raises(RateLimitStoreDown) as err:
+        make_rate_limiter("openai", "gpt-x", "OPENAI_API_KEY", 60)
+    message = str(err.value)
+    assert dead in message and REDIS_URL_ENV in message and "openai/gpt-x/OPENAI_API_KEY" in message
+    assert "unreachable" in message
+
+
+def test_store_lost_mid_run_stops_calls(cluster_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = start_redis(cluster_root / "redis-lost")
+    monkeypatch.setenv(REDIS_URL_ENV, server.url)
+    monkeypatch.setenv(WINDOW_ENV, "1")
+    limiter = make_rate_limiter("anthropic", "claude-x", "ANTHROPIC_API_KEY", 60, tokens_per_minute=600)
+    assert isinstance(limiter, SharedRateLimiter)
+
+    async def go() -> None:
+        await limiter.acquire()
+        await limiter.record_tokens(25)  # 25 > the 10-per-second cap: charged in slices over windows
+        server.stop()
+        await limiter.acquire()
+
+    started = time.monotonic()
+    with pytest.raises(RateLimitStoreDown, match="refusing to call anthropic/claude-x/ANTHROPIC_API_KEY"):
+        asyncio.run(go())
+    assert time.monotonic() - started >= 1.0  # the token slices did wait for the window
+
+
+def test_bad_window_is_named(redis_server: LocalServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(REDIS_URL_ENV, redis_server.url)
+    monkeypatch.setenv(WINDOW_ENV, "0.5")
+    with pytest.raises(ValueError, match=f"{WINDOW_ENV}='0.5'"):
+        make_rate_limiter("openai", "m", "K", 60)
