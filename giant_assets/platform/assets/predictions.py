@@ -8,7 +8,7 @@ from pydantic import Field
 
 from giant_assets.agents.registry import make_agent, save_settings
 from giant_assets.batch.journal import Journal
-from giant_assets.batch.ratelimit import LocalRateLimiter
+from giant_assets.batch.ratelimit import make_rate_limiter
 from giant_assets.batch.records import records_frame, steps_frame
 from giant_assets.batch.runner import BatchSettings, run_batch
 from giant_assets.experiments.binding import bind
@@ -53,7 +53,10 @@ def predictions(
     bind(experiment, storage.root)
     items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
     config_hash = experiment.config_hash()
-    limiter = LocalRateLimiter(experiment.requests_per_minute, experiment.tokens_per_minute)
+    limiter = make_rate_limiter(  # shared through Redis when GIANT_RATE_LIMIT_REDIS_URL is set
+        experiment.provider, experiment.model, experiment.api_key_env or f"{experiment.provider}-default",
+        experiment.requests_per_minute, experiment.tokens_per_minute,
+    )  # fmt: skip
     agent = make_agent(experiment, benchmark_items[["benchmark_name", "truth_label"]], limiter)
     journal = Journal(storage.root / "journals" / config_hash / f"{benchmark}.jsonl")
     save_settings(experiment, journal.path.parent / "settings.json")
