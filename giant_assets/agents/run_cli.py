@@ -1,0 +1,189 @@
+"""``giant-run``: one question about one slide from the shell, with any agent mode, printed step by step.
+
+    giant-run SLIDE --question TEXT [--options A B ...] [--benchmark NAME] --provider openai|anthropic
+              [--api responses|chat] --model M [--base-url URL] [--api-key-env NAME]
+              [--mode giant|thumbnail|patch|random_patch] [--max-steps T] [--out trajectory.json]
+
+Prints one line per step (box, level, tokens, cost), then ``answer: <text>`` and ``label: <N or none>``
+as its last lines, and writes the trajectory as JSON with ``--out``. Exit status: 0 answered, 1 the run
+failed (the reason is printed, e.g. ``max_retries_exceeded``), 2 usage errors. The question with
+``--options`` is rendered as the platform renders a question-only prompt (``multipathqa.prompts``).
+The API key is read from the environment variable ``--api-key-env`` names (none is needed for a loopback
+base URL) and is written nowhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from giant_assets.agents.base import AgentAnswer, AgentItem, Step
+from giant_assets.eval.extraction import PANDA, extract_label
+from giant_assets.experiments.spec import Experiment
+from giant_assets.multipathqa.prompts import render_prompt
+from giant_assets.slides.access import SlideError, open_slide
+
+MODES = ("giant", "thumbnail", "patch", "random_patch")
+DEFAULT_BENCHMARK = "cli"  # not a MultiPathQA benchmark: options are numbered, labels are option numbers
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="giant-run", description="Ask one question about one whole-slide image and print the trajectory."
+    )
+    p.add_argument("slide", type=Path, help="whole-slide image file (.svs, .tiff, ...)")
+    p.add_argument("--question", required=True, help="the question (a template with {options} is filled in)")
+    p.add_argument("--options", nargs="+", metavar="OPTION", help="answer options, numbered from 1")
+    p.add_argument(
+        "--benchmark", default=None, help="benchmark whose answer rules apply (panda: ISUP grade 0..5)"
+    )
+    p.add_argument("--provider", required=True, choices=("openai", "anthropic"))
+    p.add_argument("--api", choices=("responses", "chat"), help="OpenAI wire format (default responses)")
+    p.add_argument("--model", required=True, help="model id as the provider knows it")
+    p.add_argument("--base-url", default="", help="SDK base URL, e.g. http://127.0.0.1:8000/v1 for OpenAI")
+    p.add_argument("--api-key-env", default="", help="environment variable holding the API key")
+    p.add_argument("--mode", choices=MODES, default="giant", help="agent (default giant)")
+    p.add_argument("--max-steps", type=int, default=20, help="model calls per attempt, answer included")
+    p.add_argument("--image-size", type=int, help="long side of every image (default 1000 / 500)")
+    p.add_argument("--thumbnail-size", type=int, help="thumbnail mode: the slide's long side")
+    p.add_argument("--n-patches", type=int, default=30, help="patch mode: patches per question")
+    p.add_argument("--seed", type=int, default=0, help="seed of random patches and crops")
+    p.add_argument("--out", type=Path, help="write the trajectory JSON here")
+    return p
+
+
+def experiment_from_args(args: argparse.Namespace) -> Experiment:
+    """The run configuration the arguments describe (raises ValidationError for incoherent ones)."""
+    fields: dict[str, Any] = {
+        "name": "giant-run",
+        "agent": args.mode,
+        "provider": args.provider,
+        "api": args.api,
+        "model": args.model,
+        "base_url": args.base_url,
+        "api_key_env": args.api_key_env,
+        "max_steps": args.max_steps,
+        "image_size": args.image_size,
+        "thumbnail_size": args.thumbnail_size,
+        "n_patches": args.n_patches,
+        "seed": args.seed,
+    }
+    return Experiment(**fields)
+
+
+def format_step(step: Step) -> str:
+    """One printed line: index, action, box, level, image size, tokens, cost, and any error."""
+    parts = [f"step {step.index}", step.action]
+    if step.attempt > 1:
+        parts.append(f"attempt {step.attempt}")
+    if step.box is not None:
+        parts.append("box " + ",".join(str(v) for v in step.box))
+    if step.level is not None:
+        parts.append(f"level {step.level}")
+    if step.image_size is not None:
+        parts.append(f"image {step.image_size[0]}x{step.image_size[1]}")
+    parts.append(f"tokens {step.input_tokens} in / {step.output_tokens} out")
+    parts.append(f"${step.cost_usd:.6f}")
+    if step.error:
+        parts.append(f"error: {step.error}")
+    return "  ".join(parts)
+
+
+def label_of(text: str, benchmark: str, options: list[str] | None) -> int | None:
+    """The extracted label, or None (also when there is nothing to extract against)."""
+    if benchmark != PANDA and not options:
+        return None
+    return extract_label(text, benchmark_name=benchmark, options=options).label
+
+
+def trajectory_doc(
+    exp: Experiment, item: AgentItem, answer: AgentAnswer, label: int | None, question: str
+) -> dict[str, Any]:
+    """What ``--out`` holds: the settings (no key), the question, every step, the answer and its label."""
+    return {
+        "slide": item.wsi_path,
+        "slide_size": [item.width, item.height],
+        "benchmark": item.benchmark_name,
+        "question": question,
+        "options": item.options,
+        "prompt": item.prompt,
+        "settings": exp.answer_settings(),
+        "config_hash": exp.config_hash(),
+        "answer": answer.text,
+        "label": label,
+        "error": answer.error,
+        "error_kind": answer.error_kind,
+        "attempts": answer.attempts,
+        "input_tokens": answer.input_tokens,
+        "output_tokens": answer.output_tokens,
+        "cost_usd": answer.cost_usd,
+        "steps": answer.steps_as_dicts(),
+    }
+
+
+async def _run(exp: Experiment, item: AgentItem) -> AgentAnswer:
+    # imported here: the SDKs take seconds to import, and usage errors should not wait for them
+    import pandas as pd
+
+    from giant_assets.agents.registry import make_agent
+    from giant_assets.batch.ratelimit import make_rate_limiter
+
+    limiter = make_rate_limiter(exp.provider, exp.model, exp.api_key_env, exp.requests_per_minute)
+    agent = make_agent(exp, pd.DataFrame(columns=["benchmark_name", "truth_label"]), limiter)
+    try:
+        return await agent.answer(item, 0)
+    finally:
+        await agent.aclose()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    options = list(args.options) if args.options else None
+    benchmark = args.benchmark or DEFAULT_BENCHMARK
+    if args.mode == "patch" and benchmark != PANDA and not options:
+        parser.error("--mode patch votes over labels: give --options, or --benchmark panda")
+    try:
+        exp = experiment_from_args(args)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors()
+        )
+        parser.error(problems)
+    try:
+        with open_slide(args.slide) as slide:
+            width, height = (int(v) for v in slide.dimensions)
+    except SlideError as exc:
+        parser.error(str(exc))
+    prompt = render_prompt(args.question, options)
+    item = AgentItem(benchmark, "giant-run", prompt, options, str(args.slide), width, height)
+    from giant_assets.agents.providers import MissingAPIKey
+
+    try:
+        answer = asyncio.run(_run(exp, item))
+    except MissingAPIKey as exc:
+        parser.error(str(exc))
+    for step in answer.steps:
+        print(format_step(step))
+    label = label_of(answer.text, benchmark, options) if answer.error is None else None
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        doc = trajectory_doc(exp, item, answer, label, args.question)
+        args.out.write_text(json.dumps(doc, indent=2, default=str))
+    if answer.error is not None:
+        print(f"failed: {answer.error_kind or 'agent_error'}: {answer.error}")
+    print(f"total: {len(answer.steps)} steps, ${answer.cost_usd:.6f}")
+    print(f"answer: {' '.join(answer.text.split())}")  # one line, whatever the reply's layout
+    print(f"label: {'none' if label is None else label}")
+    return 0 if answer.error is None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
