@@ -1,9 +1,9 @@
 """Pictures of where an agent looked: per run an overview (thumbnail, numbered viewed boxes in blue,
 reference regions in green) and each crop re-read from the slide at the recorded box, as PNG files.
 
-Layout: ``<root>/<benchmark>/<benchmark_id>/run<k>/overview.png`` and ``step<i>.png`` (``i`` the step
-index; ``attempt<a>-step<i>.png`` when steps name their attempt), every name built by
-``core.paths.confined_path`` so no benchmark id can leave ``root``.
+Layout: ``<root>/<benchmark>/<benchmark_id>/run<k>/overview.png`` and ``step<i>.png`` (``i`` the step's
+index, unique across a run's attempts), every name built by ``core.paths.confined_path`` so no benchmark
+id can leave ``root``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ PICTURE_COLUMNS = {
     "benchmark_id": "object",
     "run_index": "int64",
     "kind": "object",  # "overview" | "crop"
-    "attempt": "Int64",  # the crop step's attempt, when steps name one
     "step": "Int64",  # the crop's step index; null for the overview
     "path": "object",  # absolute path of the PNG
     "width": "int64",
@@ -47,12 +46,6 @@ PICTURE_COLUMNS = {
 def viewed_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The crop steps that named a box, in trajectory order."""
     return [s for s in steps if s.get("action") == "crop" and s.get("box")]
-
-
-def crop_name(step: dict[str, Any]) -> str:
-    """File name of a crop step's picture."""
-    attempt = step.get("attempt")
-    return f"step{step['index']}.png" if attempt is None else f"attempt{attempt}-step{step['index']}.png"
 
 
 def run_dir(root: Path, benchmark: str, benchmark_id: str, run_index: int) -> Path:
@@ -104,17 +97,12 @@ def _draw_on_slide(
             picture = crop(slide, [x, y, w, h], CROP_SIZE).image.convert("RGB")
         except InvalidRegion:
             continue  # the model was told the region was invalid; nothing was shown
-        path = out_dir / crop_name(step)
+        path = out_dir / f"step{step['index']}.png"
         picture.save(path, compress_level=PNG_COMPRESS_LEVEL)
-        records.append(
-            {"kind": "crop", "attempt": step.get("attempt"), "step": step["index"], "path": str(path),
-             "size": picture.size}
-        )  # fmt: skip
+        records.append({"kind": "crop", "step": step["index"], "path": str(path), "size": picture.size})
     overview = out_dir / "overview.png"
     image.save(overview, compress_level=PNG_COMPRESS_LEVEL)
-    records.insert(
-        0, {"kind": "overview", "attempt": None, "step": None, "path": str(overview), "size": image.size}
-    )
+    records.insert(0, {"kind": "overview", "step": None, "path": str(overview), "size": image.size})
     return records
 
 

@@ -162,17 +162,6 @@ def test_threads_write_the_same_pictures_as_one_thread(slide: Path, tmp_path: Pa
     assert serial[key].equals(threaded[key])
 
 
-def test_attempts_get_their_own_crop_names(slide: Path, tmp_path: Path) -> None:
-    steps = [
-        {"index": 1, "attempt": 0, "action": "crop", "box": CORNER},
-        {"index": 1, "attempt": 1, "action": "crop", "box": LESION_INSIDE},
-    ]
-    pictures = write_pictures(runs_frame(["1"], steps), items_frame(["1"], slide), tmp_path)
-    crops = pictures[pictures["kind"] == "crop"]
-    assert [Path(p).name for p in crops["path"]] == ["attempt0-step1.png", "attempt1-step1.png"]
-    assert crops["attempt"].tolist() == [0, 1]
-
-
 def test_an_unreadable_slide_is_reported_and_skipped(slide: Path, tmp_path: Path) -> None:
     broken = tmp_path / "broken.svs"
     broken.write_text("not a slide")

@@ -46,9 +46,11 @@ def steps(run: int) -> list[dict]:
         {"index": 1, "action": "crop", "box": [2580, 920, 440, 360], "level": 1, "image_size": [1000, 818],
          "text": HOSTILE_TEXT, "reasoning": "The dark area <i>may</i> be a lesion.", "input_tokens": 1600,
          "output_tokens": 30, "cost_usd": 0.002, "latency_s": 2.0, "cached_input_tokens": 700,
-         "attempt": 0},
+         "attempt": 1, "requested_box": [2580, 920, 440, 400], "reasoning_tokens": 0, "tool_call_id": None,
+         "future_field": {"nested": [1, 2]}},
         {"index": 2, "action": "answer", "text": f"Answer: {1 + run}", "input_tokens": 2400,
-         "output_tokens": 10, "cost_usd": 0.003, "latency_s": 1.0},
+         "output_tokens": 10, "cost_usd": 0.003, "latency_s": 1.0, "report": "Dense <atypical> glands.",
+         "response_tagged": False},
     ]  # fmt: skip
 
 
@@ -154,7 +156,10 @@ def test_item_page_shows_each_run_as_a_timeline_with_its_pictures(tmp_path: Path
         assert "1600 in / 30 out tokens" in text and "2.00 s" in text and "$0.0020" in text
         assert "truth 1 · Adenocarcinoma" in text and "extracted label: 2 · Squamous <cell> carcinoma" in text
         # fields this viewer has no special place for are still shown
-        assert "cached_input_tokens 700" in text and "attempt 0" in text
+        assert "cached_input_tokens 700" in text and "attempt 1" in text and "response_tagged False" in text
+        assert 'future_field {"nested": [1, 2]}' in text and "(asked for [2580, 920, 440, 400])" in text
+        assert "reasoning_tokens" not in text and "tool_call_id" not in text  # empty values are left out
+        assert "report Dense <atypical> glands." in text
         finals = [a["class"] for t, a in page.tags if t == "div" and "final" in a.get("class", "")]
         assert finals == ["final correct", "final wrong"]
     failing = Tags(site.pages[1].read_text())

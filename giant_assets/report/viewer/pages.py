@@ -16,10 +16,10 @@ import pandas as pd
 
 from giant_assets.batch.records import parse_trajectory
 
-# step fields shown in their own place on the page; any other field is listed generically
+# step fields shown in their own place on the page; any other field with a value is listed generically
 KNOWN_STEP_FIELDS = frozenset(
-    {"index", "attempt", "action", "box", "level", "image_size", "text", "reasoning", "input_tokens",
-     "output_tokens", "cost_usd", "latency_s", "error"}
+    {"index", "attempt", "action", "box", "requested_box", "level", "image_size", "text", "reasoning",
+     "report", "input_tokens", "output_tokens", "cost_usd", "latency_s", "error"}
 )  # fmt: skip
 QUESTION_PREVIEW_CHARS = 180
 
@@ -65,10 +65,11 @@ def _number(value: Any, default: float = 0.0) -> float:
 
 def _step_view(step: dict[str, Any], pictures: dict[int, str]) -> dict[str, Any]:
     extra = {
-        k: (v if isinstance(v, str | int | float | bool) or v is None else json.dumps(v))
+        k: (v if isinstance(v, str | int | float | bool) else json.dumps(v))
         for k, v in step.items()
-        if k not in KNOWN_STEP_FIELDS
+        if k not in KNOWN_STEP_FIELDS and (isinstance(v, bool) or v not in (None, "", 0, [], {}))
     }
+    requested = step.get("requested_box")
     return {
         "index": step.get("index"),
         "action": step.get("action", ""),
@@ -77,13 +78,15 @@ def _step_view(step: dict[str, Any], pictures: dict[int, str]) -> dict[str, Any]
         "image_size": step.get("image_size"),
         "text": step.get("text") or "",
         "reasoning": step.get("reasoning") or "",
+        "report": step.get("report") or "",
+        "requested_box": requested if requested and requested != step.get("box") else None,
         "input_tokens": int(step.get("input_tokens") or 0),
         "output_tokens": int(step.get("output_tokens") or 0),
         "cost_usd": _number(step.get("cost_usd")),
         "latency_s": _number(step.get("latency_s")),
         "error": step.get("error"),
         "attempt": step.get("attempt"),
-        "picture": pictures.get((step.get("attempt"), step.get("index"))),
+        "picture": pictures.get(step.get("index")),
         "extra": extra,
     }
 
@@ -128,8 +131,7 @@ def item_pages(
         runs_of.setdefault((str(run.benchmark_name), str(run.benchmark_id)), []).append(run)
     pics: dict[tuple[str, str, int], dict[Any, str]] = {}
     for pic in pictures.itertuples(index=False):
-        attempt = int(pic.attempt) if _present(pic.attempt) else None
-        step = (attempt, int(pic.step)) if _present(pic.step) else None  # None: the overview
+        step = int(pic.step) if _present(pic.step) else None  # None: the overview
         key = (str(pic.benchmark_name), str(pic.benchmark_id), int(pic.run_index))
         pics.setdefault(key, {})[step] = str(pic.path)
     refs: dict[tuple[str, str], list[dict[str, Any]]] = {}
