@@ -2,7 +2,7 @@
 {image_id, category_id, bbox [x, y, w, h], score}; ground truths may set iscrowd).
 
 config: metric "ap" (AP@[.5:.95], default) | "ap50" | "ap75" is the score; threshold (0.5) splits the
-per-category APs into hits and misses; max_dets (100).
+per-category APs into hits and misses and sets `pass` (score >= it); max_dets (100).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def judge(candidate: Mapping[str, Any], reference: Mapping[str, Any], config: Ma
         misses=[f"category {c}: AP {ap:.3f} < {threshold}" for c, ap in defined.items() if ap < threshold],
         reasoning=f"AP@[.5:.95] = {res.ap:.3f}, AP50 = {res.ap50:.3f}, AP75 = {res.ap75:.3f} "
         f"over {len(defined)} categories; score = {metric}",
+        passed=score >= threshold,
     )
 
 

@@ -1,7 +1,7 @@
 """code_judge: IoU of a candidate polygon vs a reference polygon (field `polygon`: [[x, y], ...]).
 
 Self-intersecting polygons are repaired (shapely.make_valid) and the repair is reported. config:
-threshold (0.5) for the hit/miss line. Score = IoU.
+threshold (0.5) for the hit/miss line and `pass`. Score = IoU; a missing polygon scores 0.
 """
 
 from __future__ import annotations
@@ -10,16 +10,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from giant_assets.geometry.polygons import polygon_iou
-from giant_assets.judges.protocol import Verdict, config_number, pick, serve
+from giant_assets.judges.protocol import Verdict, config_number, first_present, serve
 
 
 def judge(candidate: Mapping[str, Any], reference: Mapping[str, Any], config: Mapping[str, Any]) -> Verdict:
     threshold = config_number(config, "threshold", 0.5, 0.0, 1.0)
-    res = polygon_iou(
-        pick(candidate, ("polygon",), "candidate polygon"),
-        pick(reference, ("polygon",), "reference polygon"),
-        names=("candidate polygon", "reference polygon"),
-    )
+    extracted, expected = first_present(candidate, ("polygon",)), first_present(reference, ("polygon",))
+    if extracted is None or expected is None:
+        return Verdict(
+            0.0, [], ["Missing polygon data"], "Could not find polygon in candidate or reference", False
+        )
+    res = polygon_iou(extracted, expected, names=("candidate polygon", "reference polygon"))
     passed = res.iou >= threshold
     misses = [] if passed else [f"IoU below threshold: {res.iou:.3f} < {threshold}"]
     if res.repaired_a:
@@ -31,6 +32,7 @@ def judge(candidate: Mapping[str, Any], reference: Mapping[str, Any], config: Ma
         misses=misses,
         reasoning=f"Polygon IoU = {res.iou:.3f} (intersection {res.intersection:.1f}, "
         f"union {res.union:.1f}){notes}",
+        passed=passed,
     )
 
 

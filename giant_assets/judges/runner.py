@@ -2,25 +2,25 @@
 
 `run_judge` sends one payload as JSON on stdin and validates the verdict on stdout; every way a judge can
 fail raises a specific JudgeError. `run_judge_on_cases` grades a directory of case *.json files or a
-JSONL file and returns one DataFrame row per case (a failing case is its own row with `error` set).
+JSONL file and returns one DataFrame row per case: a case that cannot be read (not UTF-8, not JSON,
+nested deeper than ``safe_json.MAX_JSON_DEPTH``, larger than ``MAX_CASE_BYTES``) or whose judge fails
+is its own row with `error` set, never the loss of the batch.
+
+Judges are named by a path (a .py file runs with this Python), a bundled judge name (``giant-judge-iou``
+and friends run as ``python -m giant_assets.judges.<module>`` with this Python, so the venv need not be
+on PATH), or a command line resolved on PATH.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
-import contextlib
 import json
 import math
 import os
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
-import threading
-import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +28,22 @@ from typing import Any
 
 import pandas as pd
 
+from giant_assets.judges.process import run_process
+from giant_assets.judges.protocol import MAX_INPUT_BYTES
+from giant_assets.judges.safe_json import JsonLimitError, loads
+
 Command = Sequence[str] | str | Path
 STDERR_TAIL_BYTES = 4096
-_READ_CHUNK = 65536
-RESULT_COLUMNS = ["case_id", "score", "hits", "misses", "reasoning", "error", "duration_s"]
+MAX_CASE_BYTES = MAX_INPUT_BYTES
+RESULT_COLUMNS = ["case_id", "score", "pass", "hits", "misses", "reasoning", "error", "duration_s"]
+BUNDLED_JUDGES = {
+    "giant-judge-iou": "giant_assets.judges.bbox_iou",
+    "giant-judge-match": "giant_assets.judges.bbox_match",
+    "giant-judge-distance": "giant_assets.judges.distance",
+    "giant-judge-polygon": "giant_assets.judges.polygon_iou",
+    "giant-judge-map": "giant_assets.judges.coco_map",
+    "giant-judge-rotated-iou": "giant_assets.judges.rotated_iou",
+}
 
 
 class JudgeError(RuntimeError):
@@ -61,11 +73,13 @@ class JudgeResult:
     misses: list[str]
     reasoning: str
     duration_s: float
+    passed: bool | None = None  # the judge's own `pass`, None if it gives none
 
 
 def judge_argv(command: Command) -> list[str]:
-    """argv for a judge: a .py file runs with this Python, another existing file runs directly, a string
-    that is not a file is split like a shell command line (no shell is used), a sequence is taken as is."""
+    """argv for a judge: a .py file runs with this Python, another existing file runs directly, a bundled
+    judge name runs its module with this Python, any other string is split like a shell command line (no
+    shell is used) and resolved on PATH, a sequence is taken as is (its first item resolved likewise)."""
     if isinstance(command, str | Path) and Path(command).is_file():
         path = Path(command)
         if path.suffix == ".py":
@@ -76,74 +90,81 @@ def judge_argv(command: Command) -> list[str]:
     argv = shlex.split(str(command)) if isinstance(command, str | Path) else [str(c) for c in command]
     if not argv:
         raise JudgeNotFoundError("empty judge command")
+    if argv[0] in BUNDLED_JUDGES:
+        return [sys.executable, "-m", BUNDLED_JUDGES[argv[0]], *argv[1:]]
     exe = shutil.which(argv[0])
     if exe is None:
-        raise JudgeNotFoundError(f"judge command not found: {argv[0]!r}")
+        raise JudgeNotFoundError(
+            f"judge command not found: {argv[0]!r} (bundled judges: {', '.join(BUNDLED_JUDGES)})"
+        )
     return [exe, *argv[1:]]
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _feed(proc: subprocess.Popen, data: bytes) -> None:
-    try:
-        proc.stdin.write(data)
-        proc.stdin.close()
-    except (BrokenPipeError, OSError):
-        pass  # the judge exited or closed stdin without reading everything
-
-
-def _read_capped(proc: subprocess.Popen, sink: bytearray, cap: int, over: threading.Event) -> None:
-    while chunk := proc.stdout.read1(_READ_CHUNK):
-        sink.extend(chunk)
-        if len(sink) > cap:
-            over.set()
-            _kill_group(proc)
-            return
-
-
-def _read_tail(stream: Any, tail: collections.deque) -> None:
-    while chunk := stream.read1(_READ_CHUNK):
-        tail.append(chunk)
-        while sum(map(len, tail)) > 2 * STDERR_TAIL_BYTES and len(tail) > 1:
-            tail.popleft()
-
-
-def _stderr_tail(tail: collections.deque, lines: int = 10) -> str:
-    text = b"".join(tail)[-STDERR_TAIL_BYTES:].decode("utf-8", errors="replace")
+def _stderr_tail(tail: bytes, lines: int = 10) -> str:
+    text = tail[-STDERR_TAIL_BYTES:].decode("utf-8", errors="replace")
     return "\n".join(text.strip().splitlines()[-lines:]) or "(no stderr)"
 
 
-def parse_verdict(stdout: bytes) -> tuple[float, list[str], list[str], str]:
-    """Validate a judge's stdout: one JSON object with score in [0, 1], hits and misses lists of strings,
-    and an optional reasoning string (the spec's own example judge omits it on missing data)."""
+def _string_list(verdict: dict, name: str, text: str) -> list[str]:
+    value = verdict[name]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise JudgeOutputError(f"judge output field {name!r} must be a list of strings: {value!r:.99}")
+    return value
+
+
+def _checks(verdict: dict) -> tuple[list[str], list[str]]:
+    """AgentV's ``checks`` ([{text, pass, ...}]) as (hits, misses)."""
+    checks = verdict.get("checks") or []
+    if not isinstance(checks, list) or not all(
+        isinstance(c, dict) and isinstance(c.get("text"), str) and isinstance(c.get("pass"), bool)
+        for c in checks
+    ):
+        raise JudgeOutputError(
+            f"judge output field 'checks' must be a list of {{text, pass}} objects: {checks!r:.99}"
+        )
+    return [c["text"] for c in checks if c["pass"]], [c["text"] for c in checks if not c["pass"]]
+
+
+def parse_verdict(stdout: bytes) -> tuple[float, list[str], list[str], str, bool | None]:
+    """Validate a judge's stdout: one JSON object with a score in [0, 1] and either the spec's ``hits``
+    and ``misses`` (lists of strings, optional ``reasoning``) or AgentV's ``pass`` / ``reason`` /
+    ``checks``. Returns (score, hits, misses, reasoning, pass or None)."""
     text = stdout.decode("utf-8", errors="replace").strip()
     if not text:
         raise JudgeOutputError("judge wrote nothing to stdout")
     try:
-        verdict = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise JudgeOutputError(f"judge output is not JSON ({exc}): {text[:200]!r}") from exc
+        verdict = loads(text, "judge output")
+    except JsonLimitError as exc:
+        raise JudgeOutputError(f"judge output is not JSON ({exc}): {text[:200]!r}") from None
     if not isinstance(verdict, dict):
         raise JudgeOutputError(f"judge output must be a JSON object, got {type(verdict).__name__}")
-    missing = [f for f in ("score", "hits", "misses") if f not in verdict]
+    spec_form = "hits" in verdict or "misses" in verdict
+    agentv_form = any(k in verdict for k in ("pass", "checks", "reason"))
+    missing = (
+        [f for f in ("score", "hits", "misses") if f not in verdict] if spec_form or not agentv_form else []
+    )
+    if "score" not in verdict and "score" not in missing:
+        missing.append("score")
     if missing:
-        raise JudgeOutputError(f"judge output is missing field(s) {missing}: {text[:200]!r}")
+        raise JudgeOutputError(
+            f"judge output is missing field(s) {missing} (or AgentV's pass/reason/checks): {text[:200]!r}"
+        )
     score = verdict["score"]
     if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
-        raise JudgeOutputError(f"judge output field 'score' must be a finite number, got {score!r}")
+        raise JudgeOutputError(f"judge output field 'score' must be a finite number, got {score!r:.99}")
     if not 0.0 <= score <= 1.0:
         raise JudgeOutputError(f"judge output field 'score' is {score}, outside [0, 1]")
-    for name in ("hits", "misses"):
-        value = verdict[name]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise JudgeOutputError(f"judge output field {name!r} must be a list of strings: {value!r:.99}")
-    reasoning = verdict.get("reasoning", "")
+    if spec_form:
+        hits, misses = _string_list(verdict, "hits", text), _string_list(verdict, "misses", text)
+    else:
+        hits, misses = _checks(verdict)
+    reasoning = verdict.get("reasoning", verdict.get("reason", ""))
     if not isinstance(reasoning, str):
         raise JudgeOutputError(f"judge output field 'reasoning' must be a string, got {reasoning!r:.200}")
-    return float(score), verdict["hits"], verdict["misses"], reasoning
+    passed = verdict.get("pass")
+    if passed is not None and not isinstance(passed, bool):
+        raise JudgeOutputError(f"judge output field 'pass' must be true or false, got {passed!r:.99}")
+    return float(score), hits, misses, reasoning, passed
 
 
 def run_judge(
@@ -151,88 +172,86 @@ def run_judge(
 ) -> JudgeResult:
     """Run one judge on one payload (JSON on stdin) and return its validated verdict.
 
-    The judge runs in its own process group; on timeout or oversized output the whole group is killed.
+    Never waits past ``timeout_s``; on timeout or oversized output the judge's group, session and any
+    process still holding its pipes are killed (see ``process.run_process``).
     """
+    if not (timeout_s > 0 and math.isfinite(timeout_s)):
+        raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+    if max_output_bytes <= 0:
+        raise ValueError(f"max_output_bytes must be positive, got {max_output_bytes!r}")
     argv = judge_argv(command)
-    data = json.dumps(payload).encode()
-    start = time.monotonic()
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        outcome = run_process(argv, json.dumps(payload).encode(), timeout_s, max_output_bytes)
     except OSError as exc:
         raise JudgeNotFoundError(f"cannot start judge {argv}: {exc}") from exc
-    out, err_tail, over = bytearray(), collections.deque(), threading.Event()
-    threads = [
-        threading.Thread(target=_feed, args=(proc, data), daemon=True),
-        threading.Thread(target=_read_capped, args=(proc, out, max_output_bytes, over), daemon=True),
-        threading.Thread(target=_read_tail, args=(proc.stderr, err_tail), daemon=True),
-    ]
-    for t in threads:
-        t.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc)
-        proc.wait()
-    for t in threads:
-        t.join(timeout=max(0.0, timeout_s - (time.monotonic() - start)) + 1.0)
-    if any(t.is_alive() for t in threads):  # a leftover child of the judge still holds a pipe open
-        _kill_group(proc)
-        for t in threads:
-            t.join(timeout=5.0)
-    for stream in (proc.stdin, proc.stdout, proc.stderr):
-        stream.close()
-    duration = time.monotonic() - start
-    if over.is_set():
+    if outcome.output_over_cap:
         raise JudgeOutputError(f"judge output exceeds {max_output_bytes} bytes; judge killed")
-    if timed_out:
+    if outcome.timed_out:
         raise JudgeTimeoutError(f"judge timed out after {timeout_s:g} s and was killed")
-    if proc.returncode != 0:
-        how = (
-            f"was killed by signal {-proc.returncode}"
-            if proc.returncode < 0
-            else f"exited with code {proc.returncode}"
-        )
-        raise JudgeCrashError(f"judge {how}; stderr tail:\n{_stderr_tail(err_tail)}")
-    score, hits, misses, reasoning = parse_verdict(bytes(out))
-    return JudgeResult(score, hits, misses, reasoning, duration)
+    code = outcome.returncode
+    if code != 0:
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        raise JudgeCrashError(f"judge {how}; stderr tail:\n{_stderr_tail(outcome.stderr_tail)}")
+    score, hits, misses, reasoning, passed = parse_verdict(outcome.stdout)
+    return JudgeResult(score, hits, misses, reasoning, outcome.duration_s, passed)
 
 
-def load_cases(path: str | Path) -> list[tuple[str, dict[str, Any] | str]]:
+Case = tuple[str, dict[str, Any] | str]
+
+
+def _case(case_id: str, raw: bytes | None, where: str, use_id_field: bool) -> Case:
+    """One case from its raw bytes; any problem becomes the case's error message."""
+    if raw is None:
+        return case_id, f"{where}: larger than {MAX_CASE_BYTES:,} bytes; skipped"
+    try:
+        payload = loads(raw, where)
+    except JsonLimitError as exc:
+        return case_id, str(exc).replace("not valid JSON", "invalid JSON", 1)
+    if not isinstance(payload, dict):
+        return case_id, f"{where}: a case must be a JSON object, got {type(payload).__name__}"
+    if use_id_field and payload.get("id") is not None:
+        case_id = str(payload["id"])
+    return case_id, payload
+
+
+def _read_capped(path: Path) -> bytes | None:
+    with path.open("rb") as fh:
+        raw = fh.read(MAX_CASE_BYTES + 1)
+    return None if len(raw) > MAX_CASE_BYTES else raw
+
+
+def _jsonl_lines(path: Path) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, bytes or None when over MAX_CASE_BYTES) for each non-blank line, bounded memory."""
+    with path.open("rb") as fh:
+        number = 0
+        while True:
+            line = fh.readline(MAX_CASE_BYTES + 1)
+            if not line:
+                return
+            number += 1
+            if len(line) > MAX_CASE_BYTES and not line.endswith(b"\n"):
+                while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
+                    pass
+                yield number, None
+            elif line.strip():
+                yield number, line
+
+
+def load_cases(path: str | Path) -> list[Case]:
     """(case_id, payload) pairs from a directory of *.json files (id = file stem) or a .jsonl file (id =
-    the case's "id" field, else line-N). A case that cannot be read comes back as (case_id, error message)."""
+    the case's "id" field, else line-N). A case that cannot be read comes back as (case_id, error)."""
     path = Path(path)
     if path.is_dir():
-        entries = [(f.stem, f.read_text(), f"{f}") for f in sorted(path.glob("*.json"))]
-    elif path.is_file():
-        entries = [
-            (f"line-{n}", line, f"{path}: line {n}")
-            for n, line in enumerate(path.read_text().splitlines(), start=1)
-            if line.strip()
-        ]
-    else:
-        raise FileNotFoundError(f"cases path {path} is neither a directory nor a file")
-    cases: list[tuple[str, dict[str, Any] | str]] = []
-    for case_id, text, where in entries:
-        try:
-            payload = json.loads(text)
-        except json.JSONDecodeError as exc:
-            cases.append((case_id, f"{where}: invalid JSON: {exc}"))
-            continue
-        if not isinstance(payload, dict):
-            cases.append((case_id, f"{where}: a case must be a JSON object, got {type(payload).__name__}"))
-            continue
-        if path.is_file() and payload.get("id") is not None:
-            case_id = str(payload["id"])
-        cases.append((case_id, payload))
-    return cases
+        cases = []
+        for f in sorted(path.glob("*.json")):
+            try:
+                cases.append(_case(f.stem, _read_capped(f), str(f), use_id_field=False))
+            except OSError as exc:
+                cases.append((f.stem, f"{f}: cannot read: {exc.strerror or exc}"))
+        return cases
+    if path.is_file():
+        return [_case(f"line-{n}", raw, f"{path}: line {n}", True) for n, raw in _jsonl_lines(path)]
+    raise FileNotFoundError(f"cases path {path} is neither a directory nor a file")
 
 
 def run_judge_on_cases(
@@ -243,27 +262,27 @@ def run_judge_on_cases(
     max_output_bytes: int = 1_000_000,
     workers: int = 1,
 ) -> pd.DataFrame:
-    """Grade every case with the judge; columns case_id, score, hits, misses, reasoning, error, duration_s.
-
-    A case whose file is unreadable or whose judge run fails gets score NaN and the error message.
-    Raises JudgeNotFoundError up front if the judge command cannot be resolved.
-    """
+    """Grade every case with the judge; columns case_id, score, pass, hits, misses, reasoning, error,
+    duration_s. A case whose file is unreadable or whose judge run fails gets score NaN and the error.
+    Raises JudgeNotFoundError up front if the judge command cannot be resolved."""
     judge_argv(command)
     loaded = load_cases(cases)
 
-    def grade(case: tuple[str, dict[str, Any] | str]) -> dict[str, Any]:
+    def grade(case: Case) -> dict[str, Any]:
         case_id, payload = case
         row = dict(
             case_id=case_id, score=math.nan, hits=[], misses=[], reasoning="", error=None, duration_s=math.nan
         )
+        row["pass"] = None
         if isinstance(payload, str):
             return row | {"error": payload}
         try:
             res = run_judge(command, payload, timeout_s=timeout_s, max_output_bytes=max_output_bytes)
-        except JudgeError as exc:
+        except Exception as exc:  # noqa: BLE001 - every case is its own row, whatever went wrong
             return row | {"error": f"{type(exc).__name__}: {exc}"}
         return row | {
             "score": res.score,
+            "pass": res.passed,
             "hits": res.hits,
             "misses": res.misses,
             "reasoning": res.reasoning,
@@ -275,15 +294,32 @@ def run_judge_on_cases(
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}") from None
+        if not (value > 0 and math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+        return value
+
+    return parse
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """giant-judge-run: grade cases with a judge, print a summary; exit 1 if any case errored."""
     parser = argparse.ArgumentParser(prog="giant-judge-run", description=main.__doc__)
     parser.add_argument("judge", help="judge command (e.g. giant-judge-iou) or path to a judge script")
     parser.add_argument("cases", type=Path, help="directory of case *.json files, or a .jsonl file")
     parser.add_argument("--out", type=Path, help="write one JSON result per case to this JSONL file")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per case (default 30)")
-    parser.add_argument("--max-output-bytes", type=int, default=1_000_000)
-    parser.add_argument("--workers", type=int, default=1, help="judges run in parallel (default 1)")
+    parser.add_argument(
+        "--timeout", type=_positive(float), default=30.0, help="seconds per case (default 30)"
+    )
+    parser.add_argument("--max-output-bytes", type=_positive(int), default=1_000_000)
+    parser.add_argument(
+        "--workers", type=_positive(int), default=1, help="judges run in parallel (default 1)"
+    )
     args = parser.parse_args(argv)
     try:
         results = run_judge_on_cases(

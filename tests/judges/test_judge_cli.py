@@ -30,6 +30,9 @@ def test_echo_pipe_into_installed_iou_judge():
         "hits": [],
         "misses": ["IoU below threshold: 0.333 < 0.5"],
         "reasoning": "Bounding box IoU = 0.333",
+        "pass": False,
+        "reason": "Bounding box IoU = 0.333",
+        "checks": [{"text": "IoU below threshold: 0.333 < 0.5", "pass": False}],
     }
     module = run([sys.executable, "-m", "giant_assets.judges.bbox_iou"], payload)
     assert json.loads(module.stdout) == out
@@ -58,6 +61,11 @@ def test_echo_pipe_into_installed_iou_judge():
                 "reference_answer": {"polygon": [[0, 0], [2, 0], [2, 2], [0, 2]]},
             },
             0.5,
+        ),
+        (
+            "giant-judge-rotated-iou",
+            {"candidate_answer": {"rbox": [0, 0, 2, 2, 0]}, "reference_answer": {"rbox": [0, 0, 2, 2, 90]}},
+            1.0,
         ),
         (
             "giant-judge-map",

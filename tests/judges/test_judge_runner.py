@@ -15,6 +15,7 @@ from giant_assets.judges.runner import (
     JudgeNotFoundError,
     JudgeOutputError,
     JudgeTimeoutError,
+    main,
     run_judge,
     run_judge_on_cases,
 )
@@ -79,6 +80,74 @@ def test_timeout_kills_the_judge_and_its_children(tmp_path):
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(parent) and not alive(child)
+
+
+def test_a_grandchild_in_a_new_session_cannot_hang_the_runner(tmp_path):
+    """Fault 7: a judge whose child calls setsid and keeps stdout open used to hang past --timeout."""
+    pids = tmp_path / "pids"
+    escape = script(
+        tmp_path,
+        "escape.py",
+        "import subprocess\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(60)'])\n"
+        f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+        "time.sleep(60)\n",
+    )
+    start = time.monotonic()
+    with pytest.raises(JudgeTimeoutError, match=r"timed out after 1 s"):
+        run_judge(escape, PAYLOAD, timeout_s=1)
+    assert time.monotonic() - start < 4
+    parent, child = map(int, pids.read_text().split())
+    assert os.getsid(child) == child if alive(child) else True  # it really left the judge's session
+    deadline = time.monotonic() + 5
+    while (alive(child) or alive(parent)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(parent) and not alive(child)
+
+
+def test_a_judge_that_answers_but_leaves_a_daemon_holding_stdout(tmp_path):
+    """The verdict is used; the escaped child holding stdout is killed after a short grace, not awaited."""
+    pids = tmp_path / "pids"
+    daemon = script(
+        tmp_path,
+        "daemon.py",
+        "import subprocess\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(60)'])\n"
+        f"open({str(pids)!r}, 'w').write(str(child.pid))\n"
+        "print(json.dumps({'score': 0.25, 'hits': [], 'misses': ['m']}), flush=True)\n",
+    )
+    start = time.monotonic()
+    res = run_judge(daemon, PAYLOAD, timeout_s=20)
+    assert res.score == 0.25 and time.monotonic() - start < 5
+    child = int(pids.read_text())
+    deadline = time.monotonic() + 5
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(child)
+
+
+def test_agentv_script_grader_output_is_accepted(tmp_path):
+    judge = script(
+        tmp_path,
+        "agentv.py",
+        "print(json.dumps({'pass': False, 'score': 0.4, 'reason': 'partly', 'checks': ["
+        "{'text': 'box 1 ok', 'pass': True}, {'text': 'box 2 missed', 'pass': False, 'score': 0}]}))\n",
+    )
+    res = run_judge(judge, PAYLOAD)
+    assert (res.score, res.passed, res.reasoning) == (0.4, False, "partly")
+    assert (res.hits, res.misses) == (["box 1 ok"], ["box 2 missed"])
+    bad = script(
+        tmp_path, "bad_checks.py", "print(json.dumps({'pass': True, 'score': 1, 'checks': [{'x': 1}]}))\n"
+    )
+    with pytest.raises(JudgeOutputError, match="'checks' must be a list of"):
+        run_judge(bad, PAYLOAD)
+
+
+def test_nonpositive_limits_are_refused():
+    with pytest.raises(ValueError, match="timeout_s must be a positive"):
+        run_judge("giant-judge-iou", PAYLOAD, timeout_s=0)
+    with pytest.raises(ValueError, match="max_output_bytes must be positive"):
+        run_judge("giant-judge-iou", PAYLOAD, max_output_bytes=-1)
 
 
 def test_garbage_output(tmp_path):
@@ -162,7 +231,7 @@ def test_cases_directory_each_failure_is_its_own_row(tmp_path):
     assert df.score.tolist()[:2] == [1.0, 0.5] and df.score.isna().tolist()[2] and df.score[3] == 0.0
     assert df.error.isna().tolist() == [True, True, False, True]
     assert "c_broken.json: invalid JSON" in df.error[2]
-    assert "Malformed input" in df.misses[3][0]
+    assert df.misses[3] == ["Missing bounding box data"] and df["pass"].tolist() == [True, True, None, False]
 
 
 def test_jsonl_cases_with_a_misbehaving_judge(tmp_path):
@@ -187,6 +256,34 @@ def test_jsonl_cases_with_a_misbehaving_judge(tmp_path):
     assert "line 4: invalid JSON" in df.error[2]
 
 
+def test_unreadable_case_files_are_rows_not_batch_losses(tmp_path):
+    """Fault 7: one non-UTF-8 or very deeply nested case file used to lose the whole batch."""
+    cases = write_cases(tmp_path)
+    (cases / "e_latin1.json").write_bytes(b'{"candidate_answer": {"bbox": [0, 0, 1, 1]}, "note": "caf\xe9"}')
+    (cases / "f_deep.json").write_text('{"candidate_answer": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    df = run_judge_on_cases("giant-judge-iou", cases)
+    assert df.case_id.tolist() == ["a_perfect", "b_half", "c_broken", "d_malformed", "e_latin1", "f_deep"]
+    assert df.score.tolist()[:2] == [1.0, 0.5]
+    assert "e_latin1.json: not UTF-8 text (byte 0xe9 at offset 57)" in df.error[4]
+    assert "f_deep.json: JSON nested 100001 levels deep; the limit is 64" in df.error[5]
+    jsonl = tmp_path / "cases.jsonl"
+    good = json.dumps(
+        {"candidate_answer": {"bbox": [0, 0, 4, 4]}, "reference_answer": {"bbox": [0, 0, 4, 4]}}
+    )
+    jsonl.write_bytes(
+        good.encode()
+        + b"\n"
+        + b'{"x": "\xff"}\n'
+        + ("[" * 5000 + "]" * 5000).encode()
+        + b"\n"
+        + good.encode()
+    )
+    rows = run_judge_on_cases("giant-judge-iou", jsonl)
+    assert rows.case_id.tolist() == ["line-1", "line-2", "line-3", "line-4"]
+    assert rows.score[0] == rows.score[3] == 1.0
+    assert "line 2: not UTF-8" in rows.error[1] and "line 3: JSON nested 5000 levels" in rows.error[2]
+
+
 def test_cli_summary_and_results_file(tmp_path):
     cases, out = write_cases(tmp_path), tmp_path / "results.jsonl"
     proc = subprocess.run(
@@ -207,3 +304,32 @@ def test_cli_summary_and_results_file(tmp_path):
         env=os.environ | {"PATH": f"{BIN}"},
     )
     assert missing.returncode == 2 and "neither a directory nor a file" in missing.stderr
+
+
+def test_cli_resolves_bundled_judges_without_the_venv_on_path(tmp_path):
+    """Fault 9: the README's `giant-judge-run giant-judge-iou cases/` failed unless the venv was on PATH."""
+    cases = write_cases(tmp_path)
+    proc = subprocess.run(
+        [str(BIN / "giant-judge-run"), "giant-judge-iou", str(cases)],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "PATH"} | {"PATH": "/nonexistent"},
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "cases: 4  scored: 3  errors: 1" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--timeout", "0"),
+        ("--timeout", "-3"),
+        ("--timeout", "nan"),
+        ("--max-output-bytes", "0"),
+        ("--workers", "0"),
+    ],
+)
+def test_cli_limits_must_be_positive(tmp_path, capsys, flag, value):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["giant-judge-iou", str(tmp_path), flag, value])
+    assert exit_info.value.code == 2 and f"argument {flag}:" in capsys.readouterr().err

@@ -1,0 +1,114 @@
+"""JSON from untrusted text with planned limits, and JSON objects found in a model's raw answer text.
+
+Limits (each refusal is a ``JsonLimitError`` with a message, never a traceback):
+
+* ``MAX_JSON_DEPTH`` = 64 levels of nested arrays/objects (checked before parsing, so a 100k-deep
+  document costs one linear scan, not a RecursionError);
+* integers of more than 4300 digits (Python's own limit) are refused by the parser;
+* ``MAX_ANSWER_CHARS`` = 1,000,000 characters of answer text searched for a JSON object, at most
+  ``MAX_OBJECT_ATTEMPTS`` = 1000 candidate objects tried.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+MAX_JSON_DEPTH = 64
+MAX_ANSWER_CHARS = 1_000_000
+MAX_OBJECT_ATTEMPTS = 1000
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON|jsonc)?[ \t]*\r?\n(.*?)```", re.DOTALL)
+_DECODER = json.JSONDecoder()
+
+
+class JsonLimitError(ValueError):
+    """Text that is not JSON, or JSON beyond a documented limit; the message says which."""
+
+
+class NotJsonError(JsonLimitError):
+    """Text that is not UTF-8 JSON at all."""
+
+
+def json_depth(text: str) -> int:
+    """Deepest nesting of arrays/objects in JSON text (brackets inside strings are ignored)."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return text.count("[") + text.count("{")  # an upper bound small enough to accept
+    depth = deepest = 0
+    for match in re.finditer(r"[\[\]{}]", _STRING.sub("", text)):
+        depth += 1 if match.group() in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def loads(text: str | bytes, what: str = "input") -> Any:
+    """``json.loads`` within the limits; every problem is a JsonLimitError naming ``what``."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise NotJsonError(
+                f"{what}: not UTF-8 text (byte 0x{text[exc.start]:02x} at offset {exc.start})"
+            ) from None
+    depth = json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise JsonLimitError(f"{what}: JSON nested {depth} levels deep; the limit is {MAX_JSON_DEPTH}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NotJsonError(
+            f"{what}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer of more than 4300 digits
+        raise JsonLimitError(f"{what}: JSON refused: {exc}") from None
+
+
+def _as_object(text: str) -> dict | None:
+    try:
+        value = loads(text)
+    except JsonLimitError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _top_level_starts(text: str) -> list[int]:
+    """Positions of '{' that open a top-level brace group (every brace counts, strings included)."""
+    starts, depth = [], 0
+    for match in re.finditer(r"[{}]", text):
+        if match.group() == "{":
+            if depth == 0:
+                starts.append(match.start())
+            depth += 1
+        else:
+            depth = max(0, depth - 1)
+    return starts
+
+
+def extract_json_object(text: str, what: str = "answer") -> dict:
+    """The JSON object in a model's raw answer text.
+
+    In order: the whole text if it is a JSON object; else the first fenced code block (```json or
+    ```) holding an object; else the last top-level ``{...}`` in the prose that parses as an object
+    (a final answer usually comes last). Raises JsonLimitError when there is none.
+    """
+    if len(text) > MAX_ANSWER_CHARS:
+        raise JsonLimitError(f"{what}: {len(text):,} characters of text; the limit is {MAX_ANSWER_CHARS:,}")
+    whole = _as_object(text.strip())
+    if whole is not None:
+        return whole
+    for block in _FENCE.findall(text):
+        found = _as_object(block.strip())
+        if found is not None:
+            return found
+    last = None
+    for start in _top_level_starts(text)[:MAX_OBJECT_ATTEMPTS]:
+        try:
+            value, _ = _DECODER.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, dict) and json_depth(json.dumps(value)) <= MAX_JSON_DEPTH:
+            last = value
+    if last is None:
+        raise JsonLimitError(f"{what}: no JSON object found in the text {text[:80]!r}")
+    return last
