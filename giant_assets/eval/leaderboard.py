@@ -23,13 +23,13 @@ REQUIRED_COLUMNS = (
     "experiment",
     "benchmark_name",
     "n_items",
-    "n_scored",
+    "n_slide_readable",
     "boot_mean_pct",
     "boot_std_pct",
     "cost_usd",
 )
 LONG_COLUMNS = ("experiment", "source", "benchmark", "mean", "std")
-COUNT_COLUMNS = ("n_benchmarks", "n_items", "n_scored", "n_answered")
+COUNT_COLUMNS = ("n_benchmarks", "n_items", "n_slide_readable", "n_answered")
 WIDE_COLUMNS = (
     "experiment",
     "source",
@@ -133,13 +133,13 @@ def _our_facts(metrics: pd.DataFrame) -> pd.DataFrame:
             "model": grouped["model"].agg(_joined),
             "n_benchmarks": grouped.size(),
             "n_items": grouped["n_items"].sum(),
-            "n_scored": grouped["n_scored"].sum(),
+            "n_slide_readable": grouped["n_slide_readable"].sum(),
             "n_answered": grouped["n_answered"].sum(min_count=1),
             "cost_usd": grouped["cost_usd"].sum(min_count=1),
         }
     )
     facts["coverage"] = [
-        f"scored {row.n_scored}/{row.n_items}"
+        f"readable {row.n_slide_readable}/{row.n_items}"
         + ("" if pd.isna(row.n_answered) else f", answered {int(row.n_answered)}/{row.n_items}")
         for row in facts.itertuples()
     ]
@@ -156,7 +156,7 @@ def leaderboard_table(benchmark_metrics: pd.DataFrame, paper: pd.DataFrame | Non
     """One row per experiment (``source`` "ours") plus the paper's rows (``source`` "paper").
 
     Benchmark columns hold ``"mean ± std"`` (percent, one decimal; empty where unknown). ``n_items`` sums
-    the items of the benchmarks the experiment ran, ``n_scored`` those with a readable slide,
+    the items of the benchmarks the experiment ran, ``n_slide_readable`` those with a readable slide,
     ``n_answered`` those with an answer (NA when the metrics rows lack ``n_answered``); ``coverage``
     says the same in words. The paper's rows have no counts and no cost.
     """

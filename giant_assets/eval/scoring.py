@@ -30,14 +30,13 @@ from giant_assets.batch.records import (
     TIMEOUT,
 )
 from giant_assets.eval.bootstrap import bootstrap_metric
-from giant_assets.eval.extraction import extract_label
+from giant_assets.eval.extraction import PANDA_NULL_REASON, extract_label
 from giant_assets.eval.metrics import METRICS
 from giant_assets.eval.voting import vote_frame
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 ITEM_KEY = ["benchmark_name", "benchmark_id"]
 EXTRACTOR_VERSION = "3"  # bump when extraction rules change: item_predictions re-scores (code_version)
-NULL_GRADE_REASON = "panda_null_grade"
 
 
 def rescore(predictions: pd.DataFrame, items: pd.DataFrame, panda_null_grade: str = "benign") -> pd.DataFrame:
@@ -132,7 +131,7 @@ def benchmark_metrics_row(benchmark: str, voted: pd.DataFrame, predictions: pd.D
         "n_timeouts": int(kinds.get(TIMEOUT, 0)),
         "n_max_retries_exceeded": int(kinds.get(MAX_RETRIES_EXCEEDED, 0)),
         "n_no_label": int(kinds.get(NO_ANSWER, 0)),
-        "n_null_grades": int(predictions["extraction"].eq(NULL_GRADE_REASON).sum()),
+        "n_null_grades": int(predictions["extraction"].fillna("").str.startswith(PANDA_NULL_REASON).sum()),
         "cost_usd": float(predictions["cost_usd"].sum()),
         "input_tokens": int(predictions["input_tokens"].sum()),
         "cached_input_tokens": int(predictions["cached_input_tokens"].sum()),

@@ -33,7 +33,7 @@ def metrics_row(experiment: str, benchmark: str, mean: float, std: float, **extr
         "benchmark_name": benchmark,
         "metric_type": "accuracy",
         "n_items": 10,
-        "n_scored": 9,
+        "n_slide_readable": 9,
         "n_answered": 8,
         "boot_mean_pct": mean,
         "boot_std_pct": std,
@@ -50,9 +50,11 @@ def example_metrics() -> pd.DataFrame:
             metrics_row("zz-random", "tcga", 3.349, 1.25, agent="random", model="", cost_usd=0.0),
             metrics_row("zz-random", "gtex", 5.0, 1.04, agent="random", model="", cost_usd=0.0),
             metrics_row(
-                "gpt5-giant", "tcga_expert_vqa", 57.04, 4.46, n_items=128, n_scored=76, n_answered=70
+                "gpt5-giant", "tcga_expert_vqa", 57.04, 4.46, n_items=128, n_slide_readable=76, n_answered=70
             ),
-            metrics_row("gpt5-giant", "panda", 23.15, 2.35, n_items=197, n_scored=197, n_answered=190),
+            metrics_row(
+                "gpt5-giant", "panda", 23.15, 2.35, n_items=197, n_slide_readable=197, n_answered=190
+            ),
         ]
     )
 
@@ -66,13 +68,13 @@ def test_wide_table_rows_cells_coverage_and_cost():
     assert ours.loc["gpt5-giant", list(BENCHMARK_NAMES)].tolist() == ["", "", "23.1 ± 2.4", "", "57.0 ± 4.5"]
     assert ours.loc["zz-random", ["tcga", "gtex"]].tolist() == ["3.3 ± 1.2", "5.0 ± 1.0"]
     giant = ours.loc["gpt5-giant"]
-    assert (giant["n_benchmarks"], giant["n_items"], giant["n_scored"], giant["n_answered"]) == (
+    assert (giant["n_benchmarks"], giant["n_items"], giant["n_slide_readable"], giant["n_answered"]) == (
         2,
         325,
         273,
         260,
     )
-    assert giant["coverage"] == "scored 273/325, answered 260/325"
+    assert giant["coverage"] == "readable 273/325, answered 260/325"
     assert giant["cost_usd"] == pytest.approx(2.5)
     assert (giant["agent"], giant["model"]) == ("giant", "gpt-5")
     assert ours.loc["zz-random", "cost_usd"] == 0.0 and ours.loc["zz-random", "model"] == ""
@@ -86,7 +88,7 @@ def test_paper_rows_equal_the_reference_and_unknown_cells_stay_empty():
         assert table.loc[baseline, ["tcga_slidebench", "tcga_expert_vqa"]].tolist() == ["", ""]
     assert table.loc["GPT-5 thumbnail", "tcga"] == "9.2 ± 1.9"
     paper = table[table["source"] == "paper"]
-    assert paper[["n_benchmarks", "n_items", "n_scored", "n_answered"]].isna().all().all()
+    assert paper[["n_benchmarks", "n_items", "n_slide_readable", "n_answered"]].isna().all().all()
     assert paper["cost_usd"].isna().all() and (paper["coverage"] == "").all()
     assert paper["model"].tolist() == PAPER_ORDER
 
@@ -124,10 +126,10 @@ def test_cells_are_the_bootstrap_in_the_paper_format():
     for experiment, text in formats.items():
         assert table.loc[experiment, "tcga_slidebench"] == text
     assert formats["a-weak"] != formats["b-strong"]
-    assert table.loc["a-weak", "coverage"] == "scored 9/10"  # no n_answered known: not claimed
+    assert table.loc["a-weak", "coverage"] == "readable 9/10"  # no n_answered known: not claimed
     assert pd.isna(table.loc["a-weak", "n_answered"])
     no_column = leaderboard_table(pd.DataFrame(rows).drop(columns="n_answered")).set_index("experiment")
-    assert no_column.loc["b-strong", "coverage"] == "scored 9/10" and pd.isna(
+    assert no_column.loc["b-strong", "coverage"] == "readable 9/10" and pd.isna(
         no_column.loc["b-strong", "n_answered"]
     )
 
@@ -159,7 +161,7 @@ def test_markdown_has_one_line_per_row_with_the_table_cells():
         assert cells[:2] == [row.experiment, row.source]
         assert cells[2:7] == [getattr(row, b) for b in BENCHMARK_NAMES]
         assert cells[8] == ("" if pd.isna(row.cost_usd) else f"${row.cost_usd:,.2f}")
-    assert body[0][7:] == ["scored 273/325, answered 260/325", "$2.50"]
+    assert body[0][7:] == ["readable 273/325, answered 260/325", "$2.50"]
     piped = leaderboard_table(pd.DataFrame([metrics_row("a|b", "tcga", 1.0, 0.5)]))
     assert "| a\\|b | ours |" in leaderboard_markdown(piped)
 

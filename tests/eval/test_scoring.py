@@ -1,5 +1,5 @@
-"""From per-run predictions to voted items, metrics (vs scikit-learn), the summary, and the export that
-grades to the same number."""
+"""From per-run records to re-extracted labels, voted items and metrics over all items (vs scikit-learn),
+and the export that grades to the same number."""
 
 from __future__ import annotations
 
@@ -13,16 +13,10 @@ import pytest
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
 from giant_assets.agents.base import AgentAnswer, Step
-from giant_assets.batch.runner import NO_ANSWER, SLIDE_UNAVAILABLE, result_row
+from giant_assets.batch.records import NO_ANSWER, SLIDE_UNAVAILABLE, records_frame, steps_frame
+from giant_assets.batch.runner import result_row
 from giant_assets.eval.export import write_submission
-from giant_assets.eval.paper import paper_results
-from giant_assets.eval.scoring import (
-    PREDICTION_DTYPES,
-    benchmark_metrics_row,
-    summary_table,
-    trajectory_steps,
-    vote_items,
-)
+from giant_assets.eval.scoring import benchmark_metrics_row, rescore, vote_items
 from giant_assets.grading.grade import grade_csv
 from giant_assets.grading.tasks import tasks_from_items
 
@@ -74,7 +68,7 @@ def run_row(
 
 
 def predictions_frame(rows: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame.from_records(rows, columns=list(PREDICTION_DTYPES)).astype(PREDICTION_DTYPES)
+    return records_frame(rows)
 
 
 def test_votes_ties_no_labels_and_unavailable_slides() -> None:
@@ -99,7 +93,7 @@ def test_votes_ties_no_labels_and_unavailable_slides() -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("metric", ["accuracy", "balanced_accuracy"])
-def test_metrics_equal_sklearn_on_scored_items(seed: int, metric: str) -> None:
+def test_headline_over_all_items_and_readable_value_equal_sklearn(seed: int, metric: str) -> None:
     rng = np.random.default_rng(seed)
     n = 40
     truth = rng.integers(1, N_OPTIONS + 1, n).tolist()
@@ -117,10 +111,12 @@ def test_metrics_equal_sklearn_on_scored_items(seed: int, metric: str) -> None:
     scored = voted[voted["slide_available"]]
     y_pred = scored["predicted_label"].fillna(-1).astype(int)
     oracle = accuracy_score if metric == "accuracy" else balanced_accuracy_score
-    assert row["value"] == pytest.approx(oracle(scored["truth_label"], y_pred))
+    assert row["value_readable_pct"] == pytest.approx(100 * oracle(scored["truth_label"], y_pred))
     every = oracle(voted["truth_label"], voted["predicted_label"].fillna(-1).astype(int))
-    assert row["value_all_items_pct"] == pytest.approx(100 * every)
-    assert row["n_scored"] == n - 5 and row["n_slide_unavailable"] == 5
+    assert row["value"] == pytest.approx(every) and row["value_pct"] == pytest.approx(100 * every)
+    assert row["n_slide_readable"] == n - 5 and row["n_slide_unavailable"] == 5
+    assert row["n_answered"] == int(voted["predicted_label"].notna().sum())
+    assert row["coverage_readable_pct"] == pytest.approx(100 * (n - 5) / n)
     assert row["n_no_label"] == int(preds["error_kind"].eq("no_answer").sum())
     assert row["cost_usd"] == pytest.approx(0.001 * n)
     assert row["ci_low_pct"] <= row["boot_mean_pct"] <= row["ci_high_pct"]
@@ -143,28 +139,13 @@ def test_exported_submission_grades_to_the_metrics_value(tmp_path: Path) -> None
     path = write_submission(voted, tmp_path / "tcga__export.csv")
     report = grade_csv(path, tasks_from_items(items)["tcga"])
     assert report.valid_submission, report.error
-    assert 100 * report.score == pytest.approx(row["value_all_items_pct"])
-    assert row["value_all_items_pct"] < row["value_pct"]  # unavailable slides count wrong in the export
-
-
-def test_summary_puts_the_paper_beside_each_benchmark() -> None:
-    rows = []
-    for name in ["panda", "gtex"]:
-        items = items_frame(name, [1, 2, 1], "balanced_accuracy")
-        preds = predictions_frame([run_row(name, f"id{i}", 0, 1, t) for i, t in enumerate([1, 2, 1])])
-        rows.append(benchmark_metrics_row(name, vote_items(preds, items), preds))
-    table = summary_table(pd.DataFrame(rows))
-    assert table["benchmark_name"].tolist() == ["gtex", "panda"]  # the paper's benchmark order
-    paper = paper_results().set_index(["model", "benchmark"])
-    for name, shown in zip(table["benchmark_name"], table["paper_giant"], strict=True):
-        mean, std = paper.loc[("GPT-5 + GIANT", name), ["mean", "std"]]
-        assert shown == f"{mean:.1f} ± {std:.1f}"
-    assert table.set_index("benchmark_name").at["gtex", "paper_giant"] == "53.7 ± 3.4"
+    assert 100 * report.score == pytest.approx(row["value_pct"])
+    assert row["value_pct"] < row["value_readable_pct"]  # unavailable slides count wrong, as in the export
 
 
 def test_trajectory_steps_split_boxes_into_columns() -> None:
     preds = predictions_frame([run_row("tcga", "id0", 0, 1, 1), run_row("tcga", "id1", 1, 2, 1)])
-    steps = trajectory_steps(preds)
+    steps = steps_frame(preds)
     assert len(steps) == 2
     assert steps[["box_x", "box_y", "box_w", "box_h", "level"]].iloc[0].tolist() == [10, 20, 30, 40, 2]
     assert steps["run_index"].tolist() == [0, 1]
@@ -221,12 +202,12 @@ def test_five_runs_per_item_vote_then_score_like_sklearn(seed: int, metric: str)
     oracle = accuracy_score if metric == "accuracy" else balanced_accuracy_score
     y_true = [t for i, t in enumerate(truth) if available[i]]
     y_pred = [-1 if expected.get(f"id{i}") is None else expected[f"id{i}"] for i in range(n) if available[i]]
-    assert row["value"] == pytest.approx(oracle(y_true, y_pred), abs=1e-12)
-    assert row["value_pct"] == pytest.approx(100 * row["value"])
+    assert row["value_readable_pct"] == pytest.approx(100 * oracle(y_true, y_pred), abs=1e-10)
     every = [-1 if expected.get(f"id{i}") is None else expected[f"id{i}"] for i in range(n)]
-    assert row["value_all_items_pct"] == pytest.approx(100 * oracle(truth, every), abs=1e-10)
-    assert row["n_items"] == n and row["n_scored"] == n - 4 and row["n_slide_unavailable"] == 4  # items
-    assert row["n_scored"] + row["n_slide_unavailable"] == row["n_items"]
+    assert row["value"] == pytest.approx(oracle(truth, every), abs=1e-12)
+    assert row["value_pct"] == pytest.approx(100 * row["value"])
+    assert row["n_items"] == n and row["n_slide_readable"] == n - 4 and row["n_slide_unavailable"] == 4
+    assert row["n_slide_readable"] + row["n_slide_unavailable"] == row["n_items"]
     assert row["n_correct"] == sum(expected.get(f"id{i}") == truth[i] for i in range(n) if available[i])
     assert row["runs_per_item"] == runs
     assert row["n_no_label"] == sum(
@@ -281,15 +262,16 @@ def test_slide_availability_is_per_benchmark_and_id() -> None:
 
 @pytest.mark.parametrize("metric", ["accuracy", "balanced_accuracy"])
 def test_bootstrap_columns_match_a_sklearn_resampling_loop(metric: str) -> None:
-    """Voted items with an available slide, 1000 replicates with seed 42 drawn with replacement
-    (rng.choice), scored by scikit-learn with a missing prediction as -1, in percent."""
+    """ALL voted items (an unavailable slide or no label is a missing prediction, -1), 1000 replicates
+    with seed 42 drawn with replacement (rng.choice), scored by scikit-learn, in percent."""
     rng = np.random.default_rng(7)
     truth = rng.integers(1, N_OPTIONS + 1, 28).tolist()
     items = items_frame("tcga", truth, metric)
     rows, voted_oracle = [], {}
     for i, t in enumerate(truth):
-        if i % 9 == 4:  # slide unavailable: reported, not resampled
+        if i % 9 == 4:  # slide unavailable: resampled like any item, always wrong
             rows += [run_row("tcga", f"id{i}", r, None, t, kind=SLIDE_UNAVAILABLE) for r in range(3)]
+            voted_oracle[i] = None
             continue
         labels = [None if rng.random() < 0.2 else (t if rng.random() < 0.5 else 1) for _ in range(3)]
         if i % 9 == 1:  # no run gave a label: a missing prediction, scored wrong
@@ -301,7 +283,7 @@ def test_bootstrap_columns_match_a_sklearn_resampling_loop(metric: str) -> None:
     scored = sorted(voted_oracle)
     y_true = np.array([truth[i] for i in scored])
     y_pred = np.array([-1 if voted_oracle[i] is None else voted_oracle[i] for i in scored])
-    assert row["n_scored"] == len(scored) == 25 and (y_pred == -1).any()
+    assert len(scored) == row["n_items"] == 28 and row["n_slide_readable"] == 25 and (y_pred == -1).any()
     draw = np.random.default_rng(42)
     oracle = accuracy_score if metric == "accuracy" else balanced_accuracy_score
     scores = []
@@ -327,7 +309,8 @@ def test_no_runs_at_all_scores_every_item_wrong() -> None:
     assert voted["n_failed_runs"].tolist() == [0] * 4 and not voted["correct"].any()
     row = benchmark_metrics_row("gtex", voted, preds)
     assert row["value"] == balanced_accuracy_score([1, 2, 2, 4], [-1] * 4) == 0.0
-    assert (row["n_items"], row["n_scored"], row["runs_per_item"], row["cost_usd"]) == (4, 4, 0, 0.0)
+    assert (row["n_items"], row["n_slide_readable"], row["runs_per_item"], row["cost_usd"]) == (4, 4, 0, 0.0)
+    assert row["n_answered"] == 0 and row["coverage_answered_pct"] == 0.0
     assert row["paper_format"] == "0.0 ± 0.0"
 
 
@@ -347,18 +330,18 @@ def test_an_item_with_some_unavailable_runs_is_scored_on_the_others() -> None:
     assert voted["slide_available"].tolist() == [True, False]
     assert voted.at["id0", "predicted_label"] == 3 and voted.at["id0", "n_runs"] == 3
     row = benchmark_metrics_row("tcga", voted.reset_index(), preds)
-    assert (row["n_scored"], row["n_correct"], row["n_slide_unavailable"], row["value"]) == (1, 1, 1, 1.0)
-    assert row["value_all_items_pct"] == pytest.approx(100 * accuracy_score([3, 2], [3, -1]))
+    assert (row["n_slide_readable"], row["n_correct"], row["n_slide_unavailable"]) == (1, 1, 1)
+    assert row["value"] == pytest.approx(accuracy_score([3, 2], [3, -1])) and row["value_readable_pct"] == 100
 
 
-def test_no_scored_items_gives_nan_and_zero_all_items() -> None:
+def test_no_readable_slide_scores_zero_and_the_readable_value_is_nan() -> None:
     items = items_frame("tcga", [1, 2], "balanced_accuracy")
     rows = [run_row("tcga", f"id{i}", 0, None, t, kind=SLIDE_UNAVAILABLE) for i, t in enumerate([1, 2])]
     preds = predictions_frame(rows)
     row = benchmark_metrics_row("tcga", vote_items(preds, items), preds)
-    assert row["n_scored"] == 0 and row["n_slide_unavailable"] == 2 and row["n_correct"] == 0
-    assert np.isnan(row["value"]) and np.isnan(row["boot_std_pct"]) and row["value_all_items_pct"] == 0.0
-    assert row["paper_format"].startswith("n/a")
+    assert row["n_slide_readable"] == 0 and row["n_slide_unavailable"] == 2 and row["n_correct"] == 0
+    assert row["value"] == 0.0 and row["boot_std_pct"] == 0.0 and np.isnan(row["value_readable_pct"])
+    assert row["paper_format"] == "0.0 ± 0.0"
 
 
 def test_mixed_metric_types_are_refused() -> None:
@@ -405,38 +388,42 @@ def test_rows_from_the_batch_runner_score_as_extracted() -> None:
     assert voted["predicted_label"].fillna(-1).tolist() == [2, 3, -1, -1]
     assert voted["slide_available"].tolist() == [True, True, True, False]
     row = benchmark_metrics_row("tcga_expert_vqa", voted, preds)
-    assert row["value"] == pytest.approx(accuracy_score([2, 3, 1], [2, 3, -1]))
-    assert row["value_all_items_pct"] == pytest.approx(100 * accuracy_score(truth, [2, 3, -1, -1]))
+    assert row["value_readable_pct"] == pytest.approx(100 * accuracy_score([2, 3, 1], [2, 3, -1]))
+    assert row["value"] == pytest.approx(accuracy_score(truth, [2, 3, -1, -1]))
     assert (row["n_no_label"], row["n_slide_unavailable"], row["runs_per_item"]) == (4, 1, 3)
     assert row["cost_usd"] == pytest.approx(0.01 * 9)
-    steps = trajectory_steps(preds)
+    steps = steps_frame(preds)
     assert len(steps) == 9 and set(steps["action"]) == {"answer"} and steps["box_x"].isna().all()
 
 
-def test_summary_paper_columns_for_every_benchmark() -> None:
-    table1 = {  # arXiv 2511.19652, Table 1, GPT-5 + GIANT (bootstrap mean ± std, percent)
-        "tcga": "32.3 ± 3.5",
-        "gtex": "53.7 ± 3.4",
-        "panda": "23.2 ± 2.3",
-        "tcga_slidebench": "58.9 ± 3.5",
-        "tcga_expert_vqa": "57.0 ± 4.5",
-    }
-    rows = []
-    for name in reversed(list(table1)):
-        items = items_frame(name, [1, 2, 1, 2], "accuracy")
-        preds = predictions_frame([run_row(name, f"id{i}", 0, 1, t) for i, t in enumerate([1, 2, 1, 2])])
-        rows.append(benchmark_metrics_row(name, vote_items(preds, items), preds))
-    table = summary_table(pd.DataFrame(rows))
-    assert table["benchmark_name"].tolist() == list(table1)
-    assert dict(zip(table["benchmark_name"], table["paper_giant"], strict=True)) == table1
-    paper = paper_results().set_index(["model", "benchmark"])
-    for column, model in [
-        ("paper_giant_x5", "GPT-5 + GIANT x5"),
-        ("paper_titan", "TITAN (zero-shot)"),
-        ("paper_slidechat", "SlideChat (zero-shot)"),
-    ]:
-        for name, shown in zip(table["benchmark_name"], table[column], strict=True):
-            mean, std = paper.loc[(model, name), ["mean", "std"]]
-            assert shown == f"{mean:.1f} ± {std:.1f}"
-    assert table["value"].tolist() == [0.5] * 5
-    assert table["paper_format"].str.fullmatch(PAPER_FORMAT).all()
+def test_rescoring_reads_the_stored_answers_again_and_keeps_failed_runs() -> None:
+    """Labels come from the stored answer text, not the label recorded when the run finished: an old
+    record labelled with a since-fixed extractor is scored anew; failed runs keep their error."""
+    items = items_frame("tcga_slidebench", [2, 3, 1], "accuracy")
+    rows = [
+        run_row("tcga_slidebench", "id0", 0, None, 2) | {"answer_text": '{"answer": 2}'},  # was unparsed
+        run_row("tcga_slidebench", "id1", 0, 1, 3) | {"answer_text": "The answer is option 3."},
+        run_row("tcga_slidebench", "id2", 0, None, 1, kind="agent_error") | {"answer_text": "1"},
+    ]
+    preds = predictions_frame(rows)
+    scored = rescore(preds, items)
+    assert scored["predicted_label"].fillna(-1).tolist() == [2, 3, -1]
+    assert scored["error_kind"].fillna("ok").tolist() == ["ok", "ok", "agent_error"]
+    assert scored["correct"].tolist() == [True, True, False]
+    assert preds["predicted_label"].fillna(-1).tolist() == [-1, 1, -1]  # the input is not modified
+    row = benchmark_metrics_row("tcga_slidebench", vote_items(scored, items), scored)
+    assert row["value"] == pytest.approx(accuracy_score([2, 3, 1], [2, 3, -1]))
+
+
+@pytest.mark.parametrize(("policy", "label"), [("benign", 0), ("no_answer", None)])
+def test_panda_null_grade_policy_is_applied_when_rescoring(policy: str, label: int | None) -> None:
+    items = pd.DataFrame(
+        {"benchmark_name": "panda", "benchmark_id": ["p0"], "metric_type": "balanced_accuracy",
+         "truth_label": [0], "options": [None]}
+    )  # fmt: skip
+    row = run_row("panda", "p0", 0, None, 0) | {"answer_text": '<response>{"isup_grade": null}</response>'}
+    scored = rescore(predictions_frame([row]), items, panda_null_grade=policy)
+    got = scored.at[0, "predicted_label"]
+    assert (pd.isna(got) and label is None) or got == label
+    metrics = benchmark_metrics_row("panda", vote_items(scored, items), scored)
+    assert metrics["n_null_grades"] == 1

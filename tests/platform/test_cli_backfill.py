@@ -1,6 +1,8 @@
-"""The `dagster` CLI on the real definitions: two benchmark partitions materialized by concurrent
-processes into one data dir, the summary over both, metrics re-derived with scikit-learn from DuckDB,
-and clear nonzero-exit errors for a wrong partition, bad config, missing upstream or a partition range.
+"""The `dagster` CLI on the real definitions: experiments synced by `giant-experiments sync`, cells of
+the benchmark x experiment grid materialized by concurrent processes into one data dir, two experiments
+side by side in every table, the leaderboard and comparisons over them, metrics re-derived with
+scikit-learn from DuckDB, and clear nonzero-exit errors for a wrong partition, an undeclared experiment,
+bad config, missing upstream, a partition range, and a name whose answer settings changed.
 
 Runs use the in-process executor (``execution: in_process``) so each CLI call pays Dagster's import
 once instead of once per step; the storage path (Parquet per partition + DuckDB views) is the same.
@@ -25,7 +27,16 @@ REPO = Path(__file__).resolve().parents[2]
 DAGSTER = str(Path(sys.executable).with_name("dagster"))
 IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
 SKLEARN = {"accuracy": accuracy_score, "balanced_accuracy": balanced_accuracy_score}
-PARTITIONS = ("gtex", "tcga_slidebench")  # one balanced-accuracy and one accuracy benchmark
+BENCHMARKS = ("gtex", "tcga_slidebench")  # one balanced-accuracy and one accuracy benchmark
+EXPERIMENTS = ("random", "majority")
+GIANT_EXPERIMENTS_CLI = str(Path(sys.executable).with_name("giant-experiments"))
+
+
+def write_experiments(path: Path, seed: int = 7) -> Path:
+    path.write_text(
+        f"experiments:\n  random: {{agent: random, seed: {seed}}}\n  majority: {{agent: majority}}\n"
+    )
+    return path
 
 
 @pytest.fixture
@@ -47,7 +58,11 @@ def cli_env(tmp_path: Path, sample_wsi_root: Path) -> dict[str, str]:
         "DAGSTER_HOME": str(home),
         "GIANT_DATA_DIR": str(tmp_path / "data"),
         "GIANT_WSI_ROOT": str(sample_wsi_root),
+        "GIANT_EXPERIMENTS": str(write_experiments(tmp_path / "experiments.yaml")),
     }
+    synced = subprocess.run([GIANT_EXPERIMENTS_CLI, "sync"], env=env, capture_output=True, text=True)
+    assert synced.returncode == 0, synced.stderr
+    assert "added 2 experiment partition(s): majority, random" in synced.stdout
     return env
 
 
@@ -101,61 +116,74 @@ def sklearn_score(metric: str, truth: pd.Series, predicted: pd.Series) -> float:
         return float(SKLEARN[metric](truth.astype(int), predicted.fillna(-1).astype(int)))
 
 
-def test_two_partitions_from_concurrent_cli_runs_then_summary(cli_env: dict[str, str]) -> None:
+def test_two_experiments_side_by_side_from_concurrent_cli_runs_then_leaderboard(
+    cli_env: dict[str, str],
+) -> None:
     succeed(materialize(cli_env, "--select", "multipathqa_csv,benchmark_items"))
-    selection = "predictions,item_predictions,benchmark_metrics"
-    procs = [materialize(cli_env, "--select", selection, "--partition", p) for p in PARTITIONS]
-    for proc in procs:  # both were started before either is waited on
+    selection = "predictions,trajectory_steps,item_predictions,benchmark_metrics"
+    cells = [f"{b}|{e}" for b in BENCHMARKS for e in EXPERIMENTS]
+    procs = [materialize(cli_env, "--select", selection, "--partition", cell) for cell in cells]
+    for proc in procs:  # all were started before any is waited on
         succeed(proc)
-    succeed(materialize(cli_env, "--select", "metrics_summary"))
+    succeed(materialize(cli_env, "--select", "leaderboard,experiment_comparisons"))
 
     data = Path(cli_env["GIANT_DATA_DIR"])
     for table in ("predictions", "item_predictions", "benchmark_metrics"):
-        assert sorted(p.stem for p in (data / table).glob("*.parquet")) == sorted(PARTITIONS), table
-    counts = sql(cli_env, "select benchmark_name, count(*) n from predictions group by 1")
-    assert dict(zip(counts["benchmark_name"], counts["n"], strict=True)) == {"gtex": 3, "tcga_slidebench": 3}
-    assert set(sql(cli_env, "select agent from predictions")["agent"]) == {"random"}
-    assert not sql(cli_env, "select * from predictions").duplicated(["benchmark_name", "benchmark_id"]).any()
+        files = sorted(p.relative_to(data / table).as_posix() for p in (data / table).rglob("*.parquet"))
+        assert files == sorted(f"{e}/{b}.parquet" for b in BENCHMARKS for e in EXPERIMENTS), table
+    counts = sql(cli_env, "select experiment, benchmark_name, count(*) n from predictions group by all")
+    assert sorted(counts.itertuples(index=False, name=None)) == sorted(
+        (e, b, {"gtex": 3, "tcga_slidebench": 3}[b]) for b in BENCHMARKS for e in EXPERIMENTS
+    )
+    keys = ["experiment", "benchmark_name", "benchmark_id", "run_index"]
+    assert not sql(cli_env, "select * from predictions").duplicated(keys).any()
 
-    metrics = sql(cli_env, "select benchmark_name, value from benchmark_metrics")
-    value = dict(zip(metrics["benchmark_name"], metrics["value"], strict=True))
-    extra = sql(
-        cli_env, "select benchmark_name, metric_type, n_scored, value_all_items_pct from benchmark_metrics"
+    metrics = sql(cli_env, "select * from benchmark_metrics")
+    assert sorted(metrics[["experiment", "benchmark_name"]].itertuples(index=False, name=None)) == sorted(
+        (e, b) for b in BENCHMARKS for e in EXPERIMENTS
     )
     voted = sql(cli_env, "select * from item_predictions")
-    assert set(value) == set(PARTITIONS) == set(voted["benchmark_name"])
-    for name, frame in voted.groupby("benchmark_name"):
-        row = extra[extra["benchmark_name"] == name].iloc[0]
+    for (experiment, name), frame in voted.groupby(["experiment", "benchmark_name"]):
+        row = metrics[(metrics["experiment"] == experiment) & (metrics["benchmark_name"] == name)].iloc[0]
         metric = row["metric_type"]
         assert metric == {"gtex": "balanced_accuracy", "tcga_slidebench": "accuracy"}[name]
-        scored = frame[frame["slide_available"]]
-        assert row["n_scored"] == len(scored) == {"gtex": 2, "tcga_slidebench": 3}[name]
-        assert value[name] == pytest.approx(
-            sklearn_score(metric, scored["truth_label"], scored["predicted_label"])
+        readable = frame[frame["slide_available"]]
+        assert row["n_items"] == len(frame) == 3
+        assert row["n_slide_readable"] == len(readable) == {"gtex": 2, "tcga_slidebench": 3}[name]
+        assert row["value"] == pytest.approx(
+            sklearn_score(metric, frame["truth_label"], frame["predicted_label"])
         )
-        assert row["value_all_items_pct"] == pytest.approx(
-            100 * sklearn_score(metric, frame["truth_label"], frame["predicted_label"])
+        assert row["value_readable_pct"] == pytest.approx(
+            100 * sklearn_score(metric, readable["truth_label"], readable["predicted_label"])
         )
-
-    summary = sql(cli_env, "select benchmark_name, value from metrics_summary")
-    assert dict(zip(summary["benchmark_name"], summary["value"], strict=True)) == pytest.approx(value)
+    board = sql(cli_env, "select * from leaderboard")
+    ours = board[board["source"] == "ours"].set_index("experiment")
+    assert sorted(ours.index) == sorted(EXPERIMENTS)
+    assert {"GPT-5 + GIANT", "TITAN (zero-shot)"} <= set(board.loc[board["source"] == "paper", "experiment"])
+    shown = metrics.set_index(["experiment", "benchmark_name"])["paper_format"]
+    for (experiment, name), text in shown.items():
+        assert ours.at[experiment, name] == text
+    pairs = sql(cli_env, "select * from experiment_comparisons")
+    assert sorted(pairs["benchmark_name"]) == sorted(BENCHMARKS)
+    assert set(zip(pairs["experiment_a"], pairs["experiment_b"], strict=True)) == {("majority", "random")}
 
 
 def test_wrong_partition_bad_config_missing_upstream_and_ranges_fail_clearly(cli_env: dict[str, str]) -> None:
     """Each mistake exits nonzero with a message naming it (no ingest: the first three fail before it)."""
     procs = {
-        "partition": materialize(cli_env, "--select", "predictions", "--partition", "tcga_nope"),
+        "partition": materialize(cli_env, "--select", "predictions", "--partition", "tcga_nope|random"),
+        "experiment": materialize(cli_env, "--select", "predictions", "--partition", "gtex|nobody"),
         "config": materialize(
             cli_env,
             "--select",
             "predictions",
             "--partition",
-            "gtex",
-            config={"ops": {"predictions": {"config": {"agent": "oracle"}}}},
+            "gtex|random",
+            config={"ops": {"predictions": {"config": {"concurrency": "many"}}}},
         ),  # fmt: skip
-        "upstream": materialize(cli_env, "--select", "predictions", "--partition", "gtex"),
+        "upstream": materialize(cli_env, "--select", "predictions", "--partition", "gtex|random"),
         # `--partition-range` needs BackfillPolicy.single_run() on every selected asset, which the
-        # partitioned assets do not have (they read context.partition_key, one benchmark per run).
+        # partitioned assets do not have (they read context.partition_key, one cell per run).
         "range": materialize(cli_env, "--select", "predictions", "--partition-range", "gtex...panda"),
     }
     results = {name: finish(proc) for name, proc in procs.items()}
@@ -164,11 +192,24 @@ def test_wrong_partition_bad_config_missing_upstream_and_ranges_fail_clearly(cli
         assert "RUN_SUCCESS" not in out, name
 
     out = results["partition"][1]
-    assert "partition key `tcga_nope`" in out
+    assert "tcga_nope|random" in out
+    assert "gtex|nobody" in results["experiment"][1]
     out = results["config"][1]
-    assert "root:ops:predictions:config:agent" in out and "got oracle" in out
+    assert "root:ops:predictions:config:concurrency" in out
     out = results["upstream"][1]
     assert 'loading input "benchmark_items"' in out and "table 'benchmark_items' has no partitions" in out
     out = results["range"][1]
     assert "BackfillPolicy.single_run()" in out
     assert not (Path(cli_env["GIANT_DATA_DIR"]) / "predictions").exists()  # nothing was written
+
+
+def test_a_name_rerun_with_other_answer_settings_fails_naming_them(cli_env: dict[str, str]) -> None:
+    succeed(materialize(cli_env, "--select", "multipathqa_csv,benchmark_items"))
+    succeed(materialize(cli_env, "--select", "predictions", "--partition", "gtex|random"))
+    write_experiments(Path(cli_env["GIANT_EXPERIMENTS"]), seed=8)  # same name, other answers
+    code, out = finish(materialize(cli_env, "--select", "predictions", "--partition", "tcga|random"))
+    assert code != 0 and "RUN_SUCCESS" not in out
+    assert "experiment 'random' already ran with other answer-deciding settings (seed: 7 -> 8)" in out
+    assert sql(cli_env, "select distinct experiment, benchmark_name from predictions").values.tolist() == [
+        ["random", "gtex"]
+    ]
