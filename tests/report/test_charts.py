@@ -7,7 +7,6 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import pytest
 from matplotlib.container import BarContainer
 from PIL import Image
 
@@ -17,7 +16,6 @@ from giant_assets.report.charts import (
     LEADERBOARD_DPI,
     LEADERBOARD_SIZE_IN,
     PAPER_HATCH,
-    bar_chart_png,
     leaderboard_chart_png,
     leaderboard_figure,
 )
@@ -105,18 +103,3 @@ def test_a_series_with_no_known_cell_gets_no_bars():
         assert "random" not in bars_by_label(fig)
     finally:
         plt.close(fig)
-
-
-@pytest.mark.parametrize("paper_giant", ["53.7 ± 3.4", None])
-def test_bar_chart_png_still_draws_one_run(tmp_path: Path, paper_giant):
-    table = pd.DataFrame(
-        {
-            "benchmark_name": ["gtex", "panda"],
-            "boot_mean_pct": [40.0, np.nan],
-            "boot_std_pct": [3.0, np.nan],
-            "paper_giant": [paper_giant, "23.2 ± 2.3"],
-        }
-    )
-    path = bar_chart_png(table, tmp_path / "summary.png")
-    with Image.open(path) as image:
-        assert image.size == (800, 400)
