@@ -28,7 +28,7 @@ def long_table() -> pd.DataFrame:
             "experiment": name,
             "benchmark_name": benchmark,
             "n_items": 10,
-            "n_scored": 10,
+            "n_slide_readable": 10,
             "boot_mean_pct": float(rng.uniform(5, 90)),
             "boot_std_pct": float(rng.uniform(0.5, 5)),
             "cost_usd": 0.0,
