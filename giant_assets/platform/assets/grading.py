@@ -58,7 +58,7 @@ def _registry(context: AssetExecutionContext, items: pd.DataFrame, storage: Stor
     partitions_def=submission_partitions,
     ins={"benchmark_items": AssetIn()},
     group_name="grading",
-    compute_kind="pandas",
+    kinds={"pandas"},
 )
 def graded_submissions(
     context: AssetExecutionContext, benchmark_items: pd.DataFrame, storage: StorageResource

@@ -12,7 +12,7 @@ from giant_assets.platform.resources import MultiPathQAResource, StorageResource
 SOURCE_FILE_COLUMN = "source_file"
 
 
-@asset(group_name="ingest", compute_kind="pandas")
+@asset(group_name="ingest", kinds={"pandas"})
 def multipathqa_csv(
     context: AssetExecutionContext, dataset: MultiPathQAResource, storage: StorageResource
 ) -> pd.DataFrame:
@@ -38,7 +38,7 @@ class ItemsConfig(Config):
     on_invalid_rows: Literal["fail", "skip"] = "fail"
 
 
-@asset(group_name="ingest", compute_kind="openslide")
+@asset(group_name="ingest", kinds={"openslide"})
 def benchmark_items(
     context: AssetExecutionContext,
     config: ItemsConfig,

@@ -6,7 +6,7 @@ from dagster import AssetExecutionContext, MetadataValue, asset
 from giant_assets.multipathqa.inventory import take_inventory
 
 
-@asset(group_name="ingest", compute_kind="pandas")
+@asset(group_name="ingest", kinds={"pandas"})
 def slide_inventory(context: AssetExecutionContext, benchmark_items: pd.DataFrame) -> pd.DataFrame:
     """Per benchmark: questions, slides found / missing / unreadable, bytes, vendors, levels, mpp."""
     inventory = take_inventory(benchmark_items)
