@@ -1,6 +1,7 @@
 """GIANT items through concurrent agent calls against the loopback model with a fixed latency.
 
-Each item is a real navigation (guided thumbnail, one 1024 px crop, answer: 2 model calls) over a
+Each item is a real navigation (guided overview, one 1000 px crop, answer: 2 Responses API calls through
+the openai SDK, slide_zoom tool) over a
 generated 4-level Aperio-style .svs slide (JPEG tiles, as real WSIs have). With concurrency C and
 model latency L the ideal rate is C / (2 L) items/s; the achieved rate shows what slide reads, image
 encoding and HTTP cost on top. The model server runs
@@ -13,6 +14,7 @@ latencies are seconds per call, so L of 0.5-2 s is already a demanding case.
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing as mp
 import os
 import tempfile
@@ -22,7 +24,7 @@ from pathlib import Path
 from giant_assets.agents.base import AgentItem
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import ModelPrice, PriceTable
-from giant_assets.agents.providers import OpenAIChatModel
+from giant_assets.agents.providers import OpenAIResponsesModel
 from giant_assets.demo.scripted_model import (
     RecordedRequest,
     Reply,
@@ -44,7 +46,7 @@ def crop_then_answer(req: RecordedRequest) -> Reply:
 
 
 async def run_batch(base_url: str, slide: Path, n_items: int, concurrency: int) -> tuple[float, int]:
-    agent = GiantAgent(OpenAIChatModel("scripted-vlm", base_url=base_url), max_steps=5, prices=PRICES)
+    agent = GiantAgent(OpenAIResponsesModel("scripted-vlm", base_url=base_url), max_steps=5, prices=PRICES)
     sem = asyncio.Semaphore(concurrency)
     prompt = "Which organ?\n1. Lung\n2. Liver\n3. Skin"
 
@@ -53,7 +55,7 @@ async def run_batch(base_url: str, slide: Path, n_items: int, concurrency: int) 
             ans = await agent.answer(
                 AgentItem("tcga", str(i), prompt, ["Lung", "Liver", "Skin"], str(slide)), 0
             )
-            return ans.error is None and ans.text == "2"
+            return ans.error is None and ans.text == json.dumps({"answer": "2"})
 
     started = time.perf_counter()
     try:

@@ -355,7 +355,7 @@ class ScriptedModelServer:
         The cache holds every prefix of turns sent before; Anthropic caches only with ``cache_control``.
         """
         counts = [_turn_tokens(request, t) for t in request.turns] + [_tools_tokens(request)]
-        keys = [_prefix_key(request, k) for k in range(1, len(request.turns) + 1)]
+        keys = _prefix_keys(request)
         uses_cache = request.wire != "messages" or b'"cache_control"' in request.body
         with self._lock:
             hit = max((k for k, key in enumerate(keys, 1) if key in self._prefixes), default=0)
@@ -393,10 +393,16 @@ def _tools_tokens(request: RecordedRequest) -> int:
     return len(json.dumps((request.json or {}).get("tools") or [])) // 4
 
 
-def _prefix_key(request: RecordedRequest, k: int) -> str:
-    model = str((request.json or {}).get("model", ""))
-    blob = repr((request.wire, model, [(t.role, t.texts, t.images, t.tool_calls) for t in request.turns[:k]]))
-    return hashlib.sha256(blob.encode()).hexdigest()
+def _prefix_keys(request: RecordedRequest) -> list[str]:
+    """A chained hash per prefix of the request's turns (prefix k: turns[:k]), under wire and model."""
+    digest = hashlib.sha256(f"{request.wire}|{(request.json or {}).get('model', '')}".encode())
+    keys = []
+    for t in request.turns:
+        digest.update(repr((t.role, t.texts, t.tool_calls)).encode())
+        for image in t.images:
+            digest.update(hashlib.sha256(image).digest())
+        keys.append(digest.copy().hexdigest())
+    return keys
 
 
 # ---------------------------------------------------------------- wire format
