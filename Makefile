@@ -8,7 +8,7 @@ export DAGSTER_HOME := $(CURDIR)/dagster_home
 export GIANT_DATA_DIR ?= $(CURDIR)/data
 VIEW_PORT ?= 8765
 
-.PHONY: demo test ui view lint bench clean
+.PHONY: demo cluster-demo test ui view lint bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/python -m giant_assets.demo
+
+# PostgreSQL + Redis from wheels, two Celery workers, the daemon, one shared rate limit (README: Scale out)
+cluster-demo: $(STAMP)
+	$(BIN)/python -m giant_assets.cluster
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup

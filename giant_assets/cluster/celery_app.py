@@ -18,8 +18,11 @@ from dagster_celery.tasks import create_task
 from giant_assets.cluster.instance import BACKEND_ENV, BROKER_ENV
 
 # a step is acknowledged when a worker takes it: a worker lost mid-step loses that step (its run is then
-# cancelled and re-run, resuming from the journal) rather than having it run twice at once elsewhere
+# cancelled and re-run, resuming from the journal) rather than having it run twice at once elsewhere;
+# and a busy worker reserves no further step (a lost worker would strand it until Redis' visibility
+# timeout, an hour)
 CELERY_SETTINGS = {
+    "worker_disable_prefetch": True,
     "broker_connection_retry_on_startup": True,
     "worker_hijack_root_logger": False,
 }

@@ -20,6 +20,7 @@ from giant_assets.batch.ratelimit import (
     SharedRateLimiter,
     make_rate_limiter,
 )
+from giant_assets.cluster.report import peak_in_window
 from giant_assets.cluster.servers import LocalServer, free_port, start_redis
 from giant_assets.demo.scripted_model import Reply, ScriptedModelServer
 
@@ -29,17 +30,6 @@ REQUESTS_PER_MINUTE = 150
 PER_WINDOW = REQUESTS_PER_MINUTE * WINDOW_S // 60  # 10: the limit scaled to the window
 PER_PROCESS = 12
 SLACK_S = 0.5  # arrivals trail admissions by a loopback hop (a new connection under load: tenths of a second)
-
-
-def peak_in_window(times: list[float], window_s: float) -> int:
-    """Most requests that arrived within any ``window_s``-long interval."""
-    times = sorted(times)
-    start, peak = 0, 0
-    for end, t in enumerate(times):
-        while t - times[start] >= window_s:
-            start += 1
-        peak = max(peak, end - start + 1)
-    return peak
 
 
 def test_peak_in_window_counts_a_half_open_interval() -> None:

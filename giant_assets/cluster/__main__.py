@@ -1,0 +1,3 @@
+from giant_assets.cluster.demo import main
+
+main()
