@@ -15,13 +15,10 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
-from dagster import asset, materialize
 
 from giant_assets.core.settings import VIEW_WAIT_ENV
 from giant_assets.core.sql import main as sql_main
 from giant_assets.core.storage import ParquetStore, atomic_write_bytes
-from giant_assets.platform.io_manager import ParquetDuckDBIOManager
-from giant_assets.platform.resources import StorageResource
 
 
 def _write_partition(root: str, name: str, n: int) -> None:
@@ -140,6 +137,12 @@ def test_refresh_views_command_creates_deferred_views(tmp_path, capsys):
 
 
 def test_a_dagster_materialization_succeeds_while_a_duckdb_shell_is_open(tmp_path):
+    # imported here: the spawned writers of another test import this module, and dagster is slow to load
+    from dagster import asset, materialize
+
+    from giant_assets.platform.io_manager import ParquetDuckDBIOManager
+    from giant_assets.platform.resources import StorageResource
+
     @asset
     def tiny() -> pd.DataFrame:
         return pd.DataFrame({"v": [1, 2]})
