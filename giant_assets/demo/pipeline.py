@@ -30,6 +30,7 @@ from giant_assets.agents.registry import PRICES_ENV
 from giant_assets.core.settings import data_dir
 from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted_model import serve_demo_model
+from giant_assets.eval.export import submission_path
 from giant_assets.eval.leaderboard import leaderboard_markdown
 from giant_assets.grading.submissions import partition_key_for
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
@@ -82,7 +83,7 @@ def _experiment(instance: DagsterInstance, name: str) -> None:
 def _grade_export(instance: DagsterInstance, root: Path) -> Path:
     """Drop one experiment's export of one benchmark into submissions/ and grade it as a partition."""
     experiment, benchmark = GRADED
-    export = root / "exports" / experiment / f"{benchmark}.csv"
+    export = submission_path(root, experiment, benchmark)
     submission = root / SUBMISSIONS_DIR / f"{benchmark}__{experiment}.csv"
     submission.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(export, submission)

@@ -36,7 +36,7 @@ from giant_assets.eval.voting import vote_frame
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 ITEM_KEY = ["benchmark_name", "benchmark_id"]
-EXTRACTOR_VERSION = "3"  # bump when extraction rules change: item_predictions re-scores (code_version)
+EXTRACTOR_VERSION = "4"  # bump when extraction rules change: item_predictions re-scores (code_version)
 
 
 def rescore(predictions: pd.DataFrame, items: pd.DataFrame, panda_null_grade: str = "benign") -> pd.DataFrame:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -30,8 +31,9 @@ class StorageResource(ConfigurableResource):
         root.mkdir(parents=True, exist_ok=True)
         return root
 
-    def store(self) -> ParquetStore:
-        return ParquetStore(self.root)
+    def store(self, log: Callable[[str], None] | None = None) -> ParquetStore:
+        """The Parquet/DuckDB store; ``log`` receives waits for the DuckDB lock and deferred views."""
+        return ParquetStore(self.root, log=log) if log else ParquetStore(self.root)
 
 
 class MultiPathQAResource(ConfigurableResource):

@@ -3,7 +3,7 @@
 import pandas as pd
 from dagster import AssetExecutionContext, MetadataValue, asset
 
-from giant_assets.eval.export import write_submission
+from giant_assets.eval.export import submission_path, write_submission
 from giant_assets.eval.scoring import EXTRACTOR_VERSION, benchmark_metrics_row, rescore, vote_items
 from giant_assets.platform.partitions import cell, results_partitions
 from giant_assets.platform.resources import ExperimentsResource, StorageResource
@@ -39,7 +39,7 @@ def item_predictions(
     name, benchmark, items, runs = _scored_runs(context, predictions, benchmark_items, experiments)
     voted = vote_items(runs, items)
     voted.insert(0, "experiment", name)
-    export = write_submission(voted, storage.root / "exports" / name / f"{benchmark}.csv")
+    export = write_submission(voted, submission_path(storage.root, name, benchmark))
     changed = int(
         (runs["predicted_label"].astype("Int64") != predictions["predicted_label"]).fillna(True).sum()
     )
