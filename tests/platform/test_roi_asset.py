@@ -26,12 +26,15 @@ from giant_assets.demo.scripted_model import (
     demo_policy,
 )
 from giant_assets.multipathqa.sample import SAMPLE_SLIDES, sample_csv_path, sample_regions_path
-from giant_assets.platform.assets.evaluation import predictions
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
+from giant_assets.platform.assets.predictions import predictions, trajectory_steps
 from giant_assets.platform.assets.roi import roi_evaluation
-from tests.support.dagster_env import resources_for
+from giant_assets.platform.partitions import result_key
+from tests.support.dagster_env import add_experiments, resources_for, write_experiments
 
 PARTITION = "tcga_slidebench"  # 3 items on 2 slides: two lesion regions and one region away from it
+EXPERIMENT = "roi-giant"
+CELL = f"{EXPERIMENT}/{PARTITION}"
 KEY_ENV = "GIANT_TEST_ROI_KEY"
 KEY = "sk-roi-test-0c5d2f7aSECRET1234567890"
 CORNER = (0, 0, 300, 300)  # background: hits no reference region
@@ -57,25 +60,27 @@ def scored(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
     mp.setenv(KEY_ENV, KEY)
     mp.delenv("GIANT_REGIONS_PATH", raising=False)
     instance = DagsterInstance.ephemeral()
-    resources = resources_for(data, wsi_root=str(sample_wsi_root))
-    assets = [multipathqa_csv, benchmark_items, predictions, roi_evaluation]
+    add_experiments(instance, EXPERIMENT)
+    declared = data.parent / "experiments.yaml"
+    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+    assets = [multipathqa_csv, benchmark_items, predictions, trajectory_steps, roi_evaluation]
     try:
         assert materialize(assets[:2], resources=resources, instance=instance).success
         with ScriptedModelServer(rule=two_crops_then_answer) as server:
-            config = {
+            settings = {
                 "agent": "giant",
                 "model": "scripted-roi-test",
                 "base_url": server.openai_base_url,
                 "api_key_env": KEY_ENV,
                 "runs_per_item": 2,
             }
+            write_experiments(declared, {EXPERIMENT: settings})
             result = materialize(
                 assets,
-                selection=[predictions, roi_evaluation],
-                partition_key=PARTITION,
+                selection=[predictions, trajectory_steps, roi_evaluation],
+                partition_key=result_key(EXPERIMENT, PARTITION),
                 resources=resources,
                 instance=instance,
-                run_config={"ops": {"predictions": {"config": config}}},
             )
             auths = {r.headers.get("Authorization") for r in server.requests}
         assert result.success
@@ -83,7 +88,7 @@ def scored(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
     finally:
         mp.undo()
     store = ParquetStore(data)
-    return data, result, store.read("predictions", [PARTITION]), store.read("roi_evaluation", [PARTITION])
+    return data, result, store.read("predictions", [CELL]), store.read("roi_evaluation", [CELL])
 
 
 def reference_boxes() -> dict[tuple[str, str], list[shapely.Polygon]]:
@@ -146,20 +151,14 @@ def test_the_sample_regions_give_a_mix_of_hits_and_misses(scored) -> None:
     assert meta["mean_best_iou"].value == pytest.approx(roi["best_iou"].mean())
 
 
-def test_predictions_metadata_shows_crops_and_the_key_is_stored_nowhere(scored) -> None:
-    data, result, runs, _ = scored
-    meta = result.asset_materializations_for_node("predictions")[0].metadata
-    overview, first_crop = Path(meta["first_overview"].value), Path(meta["first_crop"].value)
-    assert overview.name == "overview.png" and first_crop.name == "step1.png" and first_crop.exists()
-    assert meta["preview"].value.count("data:image/jpeg;base64,") == 3  # overview + both crops
-    per_run = sorted((data / "trajectories").glob(f"*/{PARTITION}/*/run*"))
-    assert len(per_run) == len(runs)
-    for run_dir in per_run:
-        assert {p.name for p in run_dir.iterdir()} == {"overview.png", "step1.png", "step2.png"}
+def test_the_key_is_stored_nowhere(scored) -> None:
+    data, result, _, _ = scored
     for path in data.rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
-    assert KEY not in json.dumps({k: str(v.value) for k, v in meta.items()})
+    for node in ("predictions", "trajectory_steps", "roi_evaluation"):
+        meta = result.asset_materializations_for_node(node)[0].metadata
+        assert KEY not in json.dumps({k: str(v.value) for k, v in meta.items()})
 
 
 def ellipse(blob) -> shapely.Polygon:
