@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 
 import pandas as pd
-from dagster import AssetExecutionContext, MetadataValue, asset
+from dagster import AssetExecutionContext, Config, MetadataValue, asset
+from pydantic import Field
 
 from giant_assets.core.paths import confined_path
 from giant_assets.platform.partitions import cell, results_partitions
@@ -23,9 +24,14 @@ def _regions(dataset: MultiPathQAResource, benchmark: str) -> pd.DataFrame | Non
     return None if regions is None else regions[regions["benchmark_name"] == benchmark]
 
 
+class PicturesConfig(Config):
+    workers: int = Field(default=1, ge=1, le=64, description="slides drawn in parallel threads")
+
+
 @asset(partitions_def=results_partitions, group_name="report", kinds={"pillow", "openslide"})
 def trajectory_pictures(
     context: AssetExecutionContext,
+    config: PicturesConfig,
     predictions: pd.DataFrame,
     benchmark_items: pd.DataFrame,
     storage: StorageResource,
@@ -44,8 +50,9 @@ def trajectory_pictures(
         shutil.rmtree(folder)
     items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
     started = time.perf_counter()
+    regions = _regions(dataset, benchmark)
     pictures = write_pictures(
-        predictions, items, root, _regions(dataset, benchmark), on_error=context.log.warning
+        predictions, items, root, regions, workers=config.workers, on_error=context.log.warning
     )
     seconds = time.perf_counter() - started
     pictures.insert(0, "experiment", experiment)
