@@ -40,10 +40,10 @@ RUN_TIMEOUT_S = 1200
 
 
 def experiments_yaml(base_url: str) -> str:
-    """The demo's two experiments: one provider/model/key, so one shared limit for both. Five runs per
-    item ask for about twice the limit's minute, so the limit binds."""
+    """The demo's two experiments: one provider/model/key, so one shared limit for both. Ten runs per
+    item, eight in flight per partition, ask for well over 120 a minute, so the limit binds."""
     common = (f"provider: openai, model: {MODEL}, base_url: '{base_url}', api_key_env: {KEY_ENV}, "
-              f"requests_per_minute: {LIMIT_RPM}, concurrency: 4, runs_per_item: 5")  # fmt: skip
+              f"requests_per_minute: {LIMIT_RPM}, concurrency: 8, runs_per_item: 10")  # fmt: skip
     return (
         "experiments:\n"
         f"  cluster-giant: {{agent: giant, max_steps: 4, {common}}}\n"
@@ -64,13 +64,14 @@ def main() -> None:
         print(f"  ok  PostgreSQL {pg.url} (pid {pg.pid}), Redis {redis_server.url} (pid {redis_server.pid})")
         model = serve_demo_model(port=47322)
         try:
-            summary = _run(
-                root, Cluster(root / "dagster_home", root / "data", pg.url, redis_server.url), model
-            )
+            cluster = Cluster(root / "dagster_home", root / "data", pg.url, redis_server.url)
+            summary, ok = _run(root, cluster, model)
         finally:
             model.stop()
     print(f"  ok  stopped PostgreSQL, Redis and the model server ({time.monotonic() - started:.0f}s in all)")
     print(summary, flush=True)
+    if not ok:
+        sys.exit(1)
 
 
 def _run(root: Path, cluster: Cluster, model) -> tuple[str, bool]:
