@@ -14,9 +14,13 @@ latencies are seconds per call, so L of 0.5-2 s is already a demanding case.
 from __future__ import annotations
 
 import asyncio
+import csv
 import json
 import multiprocessing as mp
 import os
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,6 +36,7 @@ from giant_assets.demo.scripted_model import (
     answer_reply,
     crop_reply,
 )
+from giant_assets.multipathqa.sample import sample_csv_path
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 
 CALLS_PER_ITEM = 2
@@ -118,7 +123,157 @@ def main() -> None:
     worst = min(efficiencies.values())
     verdict = "met" if worst >= TARGET_EFFICIENCY else "MISSED"
     print(f"worst efficiency {worst:.0%} of ideal C/(2L) (target >= {TARGET_EFFICIENCY:.0%}: {verdict})")
+    end_to_end()
 
 
 if __name__ == "__main__":
     main()
+
+
+# ---- end to end: a `predictions` materialization through the `dagster` CLI (issue 14) ----------------
+
+E2E_ITEMS = 64
+E2E_CONCURRENCY = (8, 16)
+# the CLI's default executor runs the step in a subprocess (a second start-up); in_process does not
+E2E_EXECUTORS = {"multiprocess": None, "in_process": {"execution": {"config": {"in_process": {}}}}}
+E2E_CELLS = [(c, executor) for c in E2E_CONCURRENCY for executor in E2E_EXECUTORS]
+E2E_LATENCY = 1.0
+E2E_KEY_ENV = "GIANT_BENCH_KEY"
+DAGSTER_CLI = str(Path(sys.executable).with_name("dagster"))
+
+
+def _e2e_serve(latency: float, conn, stop) -> None:
+    """Child process: the scripted server; reports its URL, then every request's arrival time."""
+    with ScriptedModelServer(rule=crop_then_answer, latency_s=latency) as srv:
+        conn.send(srv.openai_base_url)
+        stop.wait()
+        conn.send([r.received_at for r in srv.requests])  # time.monotonic(): one clock for all processes
+
+
+def _e2e_csv(path: Path, n_items: int, slide_name: str) -> Path:
+    """``n_items`` tcga questions in the real CSV's format, all on one slide."""
+    with open(sample_csv_path(), newline="", encoding="utf-8") as fh:
+        template = next(r for r in csv.DictReader(fh) if r["benchmark_name"] == "tcga")
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(template))
+        writer.writeheader()
+        for i in range(n_items):
+            writer.writerow(template | {"benchmark_id": str(i), "image_path": slide_name})
+    return path
+
+
+def _e2e_setup(tmp: Path, slide: Path, url: str) -> dict[str, str]:
+    """A Dagster home, data dir, CSV and one experiment per measurement (distinct seeds, so distinct
+    journals: nothing is reused between measurements); ingested and synced, untimed."""
+    home = tmp / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    experiments = "\n".join(
+        f"  e2e-c{c}-{ex}: {{agent: giant, model: scripted-vlm, base_url: '{url}',"
+        f" api_key_env: {E2E_KEY_ENV}, concurrency: {c}, requests_per_minute: 1000000, max_steps: 5,"
+        f" seed: {seed}}}"
+        for seed, (c, ex) in enumerate(E2E_CELLS)
+    )
+    (tmp / "experiments.yaml").write_text(f"experiments:\n{experiments}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIANT_", "DAGSTER_"))}
+    env |= {
+        "DAGSTER_HOME": str(home),
+        "GIANT_DATA_DIR": str(tmp / "data"),
+        "GIANT_CSV_SOURCE": "local",
+        "GIANT_CSV_PATH": str(_e2e_csv(tmp / "questions.csv", E2E_ITEMS, slide.name)),
+        "GIANT_WSI_ROOT": str(slide.parent),
+        "GIANT_EXPERIMENTS": str(tmp / "experiments.yaml"),
+        E2E_KEY_ENV: "sk-bench-not-a-secret",
+    }
+    cli = Path(sys.executable).with_name("giant-experiments")
+    subprocess.run([str(cli), "sync"], env=env, check=True, capture_output=True)
+    _e2e_cli(env, "multipathqa_csv,benchmark_items")
+    return env
+
+
+def _e2e_cli(
+    env: dict[str, str], select: str, partition: str | None = None, config: dict | None = None
+) -> None:
+    args = [
+        DAGSTER_CLI,
+        "asset",
+        "materialize",
+        "-m",
+        "giant_assets.platform.definitions",
+        "--select",
+        select,
+    ]
+    done = subprocess.run(
+        args
+        + (["--partition", partition] if partition else [])
+        + (["--config-json", json.dumps(config)] if config else []),
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0 or "RUN_SUCCESS" not in done.stdout + done.stderr:
+        raise RuntimeError(
+            f"dagster {select} {partition or ''} failed:\n{(done.stdout + done.stderr)[-3000:]}"
+        )
+
+
+def _runner_only(url: str, slide: Path, concurrency: int) -> tuple[float, float]:
+    """(items/s, CPU s per item) of the agent calls alone, as ``run_batch`` above measures them."""
+    cpu = time.process_time()
+    wall, ok = asyncio.run(run_batch(url, slide, E2E_ITEMS, concurrency))
+    assert ok == E2E_ITEMS
+    return E2E_ITEMS / wall, (time.process_time() - cpu) / E2E_ITEMS
+
+
+def end_to_end() -> None:
+    """64 items through ``dagster asset materialize --select predictions`` beside the runner alone."""
+    ctx = mp.get_context("spawn")
+    conn, child = ctx.Pipe()
+    stop = ctx.Event()
+    server = ctx.Process(target=_e2e_serve, args=(E2E_LATENCY, child, stop), daemon=True)
+    server.start()
+    url = conn.recv()
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            slide = write_pyramidal_slide(Path(tmp) / "wsi" / "s.svs", DESIGN, levels=4, svs=True)
+            env = _e2e_setup(Path(tmp), slide, url)
+            runner = {c: _runner_only(url, slide, c) for c in E2E_CONCURRENCY}
+            for c, executor in E2E_CELLS:
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                started = time.monotonic()
+                _e2e_cli(env, "predictions", f"tcga|e2e-c{c}-{executor}", E2E_EXECUTORS[executor])
+                ended = time.monotonic()
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / E2E_ITEMS
+                rows.append((c, executor, *runner[c], started, ended, cpu))
+    finally:
+        stop.set()
+        arrivals = sorted(conn.recv())
+        server.join(10)
+    ideal_of = {c: c / (CALLS_PER_ITEM * E2E_LATENCY) for c in E2E_CONCURRENCY}
+    print(f"\nend to end: {E2E_ITEMS} items, `dagster asset materialize --select predictions`, L = "
+          f"{E2E_LATENCY:.0f} s, {CALLS_PER_ITEM} calls per item; the runner alone beside it (load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")  # fmt: skip
+    print(f"{'C':>3} {'ideal':>6} {'runner':>7} {'eff':>5} {'CPU/item':>9} | {'executor':>12} "
+          f"{'CLI wall':>8} {'items/s':>8} {'eff':>5} {'CPU/item':>9} {'start-up':>8} {'calls':>6} "
+          f"{'after':>6}")  # fmt: skip
+    worst = 1.0
+    for c, executor, runner_rate, runner_cpu, started, ended, cpu in rows:
+        mine = [t for t in arrivals if started <= t <= ended]
+        assert len(mine) == CALLS_PER_ITEM * E2E_ITEMS, f"C={c}: {len(mine)} model calls"
+        wall = ended - started
+        rate, ideal = E2E_ITEMS / wall, ideal_of[c]
+        startup, calls, after = (
+            mine[0] - started,
+            mine[-1] + E2E_LATENCY - mine[0],
+            ended - mine[-1] - E2E_LATENCY,
+        )
+        worst = min(worst, rate / ideal)
+        eff = runner_rate / ideal
+        runner = f"{c:>3} {ideal:>6.1f} {runner_rate:>7.2f} {eff:>5.0%} {runner_cpu * 1e3:>7.0f}ms"
+        print(f"{runner} | {executor:>12} {wall:>7.1f}s {rate:>8.2f} {rate / ideal:>5.0%} "
+              f"{cpu * 1000:>7.0f}ms {startup:>7.1f}s {calls:>5.1f}s {after:>5.1f}s")  # fmt: skip
+    verdict = "met" if worst >= TARGET_EFFICIENCY else "MISSED"
+    print(f"end-to-end worst efficiency {worst:.0%} of ideal C/(2L) (target >= {TARGET_EFFICIENCY:.0%}: "
+          f"{verdict}); start-up: CLI start to first model call; after: last reply to CLI exit")  # fmt: skip
