@@ -8,7 +8,8 @@ writing Parquet + DuckDB under $GIANT_DATA_DIR (default ./data):
 2. four experiments over all five benchmarks: `random`, and against a scripted model on loopback (no
    network; a throwaway key in GIANT_DEMO_API_KEY takes the path a real key would and is stored
    nowhere) GIANT (`demo-giant`, tool protocol, 2 runs per item) and the thumbnail and patch baselines:
-   runs, trajectory steps, votes, metrics and ROI evaluation against the sample's reference regions;
+   runs, trajectory steps, votes, metrics, ROI evaluation against the sample's reference regions,
+   trajectory pictures and the static trajectory viewer;
 3. the leaderboard beside the paper's rows and paired comparisons between experiments;
 4. one GIANT export graded as a submission, the same number as `benchmark_metrics`;
 5. where to look: the DuckDB file with queries for the DuckDB CLI and `giant-sql`, results JSON, chart.
@@ -52,7 +53,13 @@ GRADED = ("demo-giant", "tcga")
 EXPERIMENTS = ("random", "demo-giant", "demo-thumbnail", "demo-patch")
 DEMO_PORT = 47321
 PER_CELL = AssetSelection.assets(
-    "predictions", "trajectory_steps", "item_predictions", "benchmark_metrics", "roi_evaluation"
+    "predictions",
+    "trajectory_steps",
+    "item_predictions",
+    "benchmark_metrics",
+    "roi_evaluation",
+    "trajectory_pictures",
+    "trajectory_viewer",
 )
 ACROSS = AssetSelection.assets("leaderboard", "experiment_comparisons")
 
@@ -76,8 +83,8 @@ def _run(
 
 def _experiment(instance: DagsterInstance, name: str) -> None:
     for benchmark in BENCHMARK_NAMES:
-        _run(f"{name}: runs, steps, votes, metrics, ROI for {benchmark}", PER_CELL, instance,
-             partition_key=result_key(name, benchmark))  # fmt: skip
+        title = f"{name}: runs, steps, votes, metrics, ROI, pictures, viewer for {benchmark}"
+        _run(title, PER_CELL, instance, partition_key=result_key(name, benchmark))
 
 
 def _grade_export(instance: DagsterInstance, root: Path) -> Path:
@@ -172,3 +179,5 @@ def _report(root: Path, submission: Path) -> None:
         print(f'  .venv/bin/giant-sql "{sql}"')
     print(f"Results JSON per experiment and the leaderboard chart: {root / 'results'}")
     print(f"Exports per experiment (benchmark_id,prediction): {root / 'exports'}")
+    viewer = root / "viewer" / GRADED[0] / "index.html"
+    print(f"Trajectory viewer (open in a browser, or `make view` on a remote machine): {viewer.as_uri()}")

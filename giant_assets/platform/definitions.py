@@ -4,7 +4,7 @@ Nothing here reads the environment: resources resolve their ``GIANT_*`` variable
 ``giant_assets.core.settings`` for the list).
 """
 
-from dagster import Definitions
+from dagster import AssetSelection, Definitions, define_asset_job
 
 from giant_assets.platform.assets.grading import GRADING_ASSETS, GRADING_SENSORS
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
@@ -16,6 +16,7 @@ from giant_assets.platform.assets.roi import roi_evaluation
 from giant_assets.platform.assets.scores import benchmark_metrics, item_predictions
 from giant_assets.platform.checks import ITEM_CHECKS
 from giant_assets.platform.io_manager import ParquetDuckDBIOManager
+from giant_assets.platform.partitions import results_partitions
 from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource, StorageResource
 from giant_assets.platform.sensors import SENSORS
 
@@ -37,6 +38,23 @@ ALL_ASSETS = [
     *GRADING_ASSETS,
 ]
 ALL_CHECKS = [*ITEM_CHECKS]
+# one cell of the results grid, end to end: what a backfill of an experiment row (or benchmark column)
+# runs per partition, from the UI or `dagster job backfill -j evaluate_cell --partitions ...`; its steps
+# run in the run's own process (one import of the code location per cell, not one per step)
+evaluate_cell = define_asset_job(
+    "evaluate_cell",
+    selection=AssetSelection.assets(
+        predictions,
+        trajectory_steps,
+        item_predictions,
+        benchmark_metrics,
+        roi_evaluation,
+        trajectory_pictures,
+        trajectory_viewer,
+    ),
+    partitions_def=results_partitions,
+    config={"execution": {"config": {"in_process": {}}}},
+)
 ALL_SENSORS = [*SENSORS, *GRADING_SENSORS]
 RESOURCES = {
     "io_manager": ParquetDuckDBIOManager(storage=storage),
@@ -45,4 +63,10 @@ RESOURCES = {
     "experiments": ExperimentsResource(),
 }
 
-defs = Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, sensors=ALL_SENSORS, resources=RESOURCES)
+defs = Definitions(
+    assets=ALL_ASSETS,
+    asset_checks=ALL_CHECKS,
+    jobs=[evaluate_cell],
+    sensors=ALL_SENSORS,
+    resources=RESOURCES,
+)

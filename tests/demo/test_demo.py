@@ -1,5 +1,6 @@
-"""`make demo` end to end in a temp data dir: every asset materialized, GIANT trajectories with pictures,
-ROI evaluation checked against shapely, and the graded export equal to benchmark_metrics."""
+"""`make demo` end to end in a temp data dir: four experiments over the five benchmarks side by side,
+GIANT trajectories with pictures and a viewer, ROI evaluation checked against shapely, the leaderboard
+and comparisons, and the graded export equal to benchmark_metrics."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.xdist_group("demo")
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_KEY = "sk-demo-test-4a7e19c2SECRET0000000000"  # what the demo sends the loopback model
+EXPERIMENTS = ["random", "demo-giant", "demo-thumbnail", "demo-patch"]
 
 
 @pytest.fixture(scope="module")
@@ -58,21 +60,38 @@ def test_demo_materializes_everything_and_says_where_to_look(demo: tuple[Path, s
     assert dict(zip(counts["benchmark_name"], counts["n"], strict=True)) == {
         "gtex": 3, "panda": 3, "tcga": 3, "tcga_expert_vqa": 2, "tcga_slidebench": 3,
     }  # fmt: skip
-    metrics = sql(data, "select benchmark_name, agent, n_scored, paper_giant from metrics_summary")
-    assert len(metrics) == 5 and set(metrics["agent"]) == {"giant"} and metrics["paper_giant"].notna().all()
+    metrics = sql(
+        data, "select experiment, benchmark_name, agent, n_items, paper_format from benchmark_metrics"
+    )
+    assert sorted(set(metrics["experiment"])) == sorted(EXPERIMENTS) and len(metrics) == 5 * len(EXPERIMENTS)
+    assert dict(zip(metrics["experiment"], metrics["agent"], strict=False)) == {
+        "random": "random", "demo-giant": "giant", "demo-thumbnail": "thumbnail", "demo-patch": "patch",
+    }  # fmt: skip
+    assert metrics["paper_format"].str.fullmatch(r"\d+\.\d ± \d+\.\d").all()
+    board = sql(data, "select * from leaderboard")
+    assert sorted(board.loc[board.source == "ours", "experiment"]) == sorted(EXPERIMENTS)
+    assert "GPT-5 + GIANT x5" in set(board.loc[board.source == "paper", "experiment"])
+    pairs = sql(data, "select experiment_a, experiment_b from experiment_comparisons")
+    assert len(pairs) == 5 * 6  # five benchmarks x the six pairs of four experiments
     assert "DuckDB file:" in stdout and ".venv/bin/giant-sql" in stdout
-    results = list((data / "results").glob("*/results.json"))
-    agents = {json.loads(p.read_text())["agent_settings"]["agent"] for p in results}
-    assert agents == {"random", "giant"}  # both result sets summarised, each with provenance
+    assert "Leaderboard" in stdout and "| demo-giant | ours |" in stdout and "Paired comparison" in stdout
+    results = {p.parent.name: json.loads(p.read_text()) for p in (data / "results").glob("*/results.json")}
+    assert sorted(results) == sorted(EXPERIMENTS)
+    assert results["demo-giant"]["binding"]["answer_settings"]["runs_per_item"] == 2
+    assert len(results["demo-giant"]["metrics"]) == 5 and results["random"]["provenance"]["csv_sha256"]
 
 
-def test_giant_trajectories_have_crops_read_and_pictures(demo: tuple[Path, str]) -> None:
-    data, _ = demo
-    steps = sql(data, "select * from trajectory_steps where action = 'crop'")
+def test_giant_trajectories_have_crops_read_pictures_and_a_viewer(demo: tuple[Path, str]) -> None:
+    data, stdout = demo
+    steps = sql(data, "select * from trajectory_steps where experiment = 'demo-giant' and action = 'crop'")
     assert len(steps) >= 10 and steps["level"].notna().all()
-    pictures = list((data / "trajectories").glob("*/*/*/run0/overview.png"))
-    crops = list((data / "trajectories").glob("*/*/*/run0/step*.png"))
-    assert len(pictures) == len(steps) and len(crops) == len(steps)
+    runs = sql(data, "select * from predictions where experiment = 'demo-giant' and error_kind is null")
+    assert len(runs) == 2 * 11  # two runs of every item with a readable slide, all answered
+    overviews = list((data / "trajectories" / "demo-giant").glob("*/*/run*/overview.png"))
+    crops = list((data / "trajectories" / "demo-giant").glob("*/*/run*/step*.png"))
+    assert len(overviews) == len(runs) and len(crops) == len(steps)
+    index = data / "viewer" / "demo-giant" / "index.html"
+    assert index.is_file() and index.as_uri() in stdout
 
 
 def test_roi_evaluation_matches_shapely(demo: tuple[Path, str]) -> None:
@@ -80,14 +99,19 @@ def test_roi_evaluation_matches_shapely(demo: tuple[Path, str]) -> None:
     roi = sql(data, "select * from roi_evaluation")
     steps = sql(data, "select * from trajectory_steps where action = 'crop'")
     regions = pd.read_csv(sample_regions_path(), dtype={"benchmark_id": str})
-    assert len(roi) == len(regions[["benchmark_name", "benchmark_id"]].drop_duplicates())
-    for run in roi.itertuples():
+    with_refs = regions[["benchmark_name", "benchmark_id"]].drop_duplicates()
+    giant = roi[roi.experiment == "demo-giant"]
+    assert len(giant) == 2 * len(with_refs)  # every run of every item with reference regions
+    for run in giant.itertuples():
         refs = regions[
             (regions.benchmark_name == run.benchmark_name) & (regions.benchmark_id == run.benchmark_id)
         ]
         ref_boxes = [shapely.box(x, y, x + w, y + h) for x, y, w, h in refs["coords"].map(json.loads)]
         viewed = steps[
-            (steps.benchmark_name == run.benchmark_name) & (steps.benchmark_id == run.benchmark_id)
+            (steps.experiment == run.experiment)
+            & (steps.benchmark_name == run.benchmark_name)
+            & (steps.benchmark_id == run.benchmark_id)
+            & (steps.run_index == run.run_index)
         ]
         views = [
             shapely.box(r.box_x, r.box_y, r.box_x + r.box_w, r.box_y + r.box_h) for r in viewed.itertuples()
@@ -104,13 +128,17 @@ def test_graded_export_equals_benchmark_metrics(demo: tuple[Path, str]) -> None:
     graded = sql(data, "select task_id, score, valid_submission from graded_submissions")
     assert len(graded) == 1 and bool(graded.at[0, "valid_submission"])
     task = graded.at[0, "task_id"]
-    value = sql(data, f"select value_all_items_pct from benchmark_metrics where benchmark_name = '{task}'")
+    value = sql(
+        data,
+        "select value_pct from benchmark_metrics "
+        f"where experiment = 'demo-giant' and benchmark_name = '{task}'",
+    )
     assert 100 * graded.at[0, "score"] == pytest.approx(value.iat[0, 0])
 
 
 def test_roi_hits_and_misses_and_the_printed_queries_run(demo: tuple[Path, str]) -> None:
     data, stdout = demo
-    roi = sql(data, "select * from roi_evaluation")
+    roi = sql(data, "select * from roi_evaluation where experiment = 'demo-giant'")
     assert 0 < roi["hit"].sum() < len(roi)  # the sample's regions give a mix, not all hits
     queries = [line.split('giant-sql "', 1)[1][:-1] for line in stdout.splitlines() if 'giant-sql "' in line]
     assert len(queries) == 3

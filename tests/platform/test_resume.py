@@ -30,11 +30,13 @@ from dagster._core.instance.ref import InstanceRef
 from giant_assets.batch.journal import Journal
 from giant_assets.demo.scripted_model import RecordedRequest, serve_demo_model
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
-from tests.support.dagster_env import resources_for
+from tests.support.dagster_env import add_experiments, resources_for, write_experiments
 
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER = str(Path(sys.executable).with_name("dagster"))
 PARTITION = "tcga_slidebench"  # three items, every slide readable
+EXPERIMENT = "resume-giant"
+CELL = f"{PARTITION}|{EXPERIMENT}"  # the Dagster key of the (benchmark, experiment) partition
 RUNS_PER_ITEM = 3
 KEY_ENV = "GIANT_TEST_KEY"
 IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
@@ -125,7 +127,7 @@ def test_kill_then_ctrl_c_mid_partition_then_rerun_resumes_without_redoing_or_du
     first_item = order[0][0]
 
     server = serve_demo_model(latency_s=0.3)
-    config = {
+    settings = {
         "agent": "giant",
         "provider": "openai",
         "model": "scripted-resume",
@@ -134,17 +136,21 @@ def test_kill_then_ctrl_c_mid_partition_then_rerun_resumes_without_redoing_or_du
         "runs_per_item": RUNS_PER_ITEM,
         "concurrency": 1,
     }
-    run_config = {"ops": {"predictions": {"config": config}}}
+    base_env["GIANT_EXPERIMENTS"] = str(
+        write_experiments(tmp_path / "experiments.yaml", {EXPERIMENT: settings})
+    )
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        add_experiments(instance, EXPERIMENT)
     args = [
         DAGSTER, "asset", "materialize", "-m", "giant_assets.platform.definitions", "--select", "predictions",
-        "--partition", PARTITION, "--config-json",
+        "--partition", CELL,
     ]  # fmt: skip
     # the killed run uses the default multiprocess executor (its step runs in a child of the CLI
     # process, so the whole process group must die); the later runs execute in-process (one import)
     commands = [
-        [*args, json.dumps(run_config)],
-        [*args, json.dumps(run_config | IN_PROCESS)],
-        [*args, json.dumps(run_config | IN_PROCESS)],
+        args,
+        [*args, "--config-json", json.dumps(IN_PROCESS)],
+        [*args, "--config-json", json.dumps(IN_PROCESS)],
     ]
     logs = [tmp_path / f"run{i}.log" for i in range(3)]
     journal = Journal(data / "journals" / "unknown")
@@ -191,7 +197,7 @@ def test_kill_then_ctrl_c_mid_partition_then_rerun_resumes_without_redoing_or_du
         assert code == -signal.SIGKILL
         snapshots = [{}, journal.read()]
         assert RUNS_PER_ITEM <= len(snapshots[1]) < len(expected), "the kill did not land mid-partition"
-        assert not any((data / "predictions").glob("*.parquet")), "the killed run stored its output"
+        assert not any((data / "predictions").rglob("*.parquet")), "the killed run stored its output"
 
         # 2. re-run, and Ctrl-C it (SIGINT to the group, as a terminal does) after one more run
         code = interrupt(1, signal.SIGINT, len(snapshots[1]), len(snapshots[1]) + 1)
@@ -199,7 +205,7 @@ def test_kill_then_ctrl_c_mid_partition_then_rerun_resumes_without_redoing_or_du
         assert "Execution was interrupted" in logs[1].read_text()
         snapshots.append(journal.read())
         assert len(snapshots[1]) < len(snapshots[2]) < len(expected), "Ctrl-C did not land mid-partition"
-        assert not any((data / "predictions").glob("*.parquet")), "the interrupted run stored its output"
+        assert not any((data / "predictions").rglob("*.parquet")), "the interrupted run stored its output"
 
         # 3. re-run the same materialization to completion
         with open(logs[2], "wb") as out:
@@ -239,7 +245,7 @@ def test_kill_then_ctrl_c_mid_partition_then_rerun_resumes_without_redoing_or_du
     # predictions table, through the DuckDB view and the partition's Parquet file
     with duckdb.connect(str(data / "giant.duckdb"), read_only=True) as con:
         view = con.sql("select benchmark_name, benchmark_id, run_index, finished_at from predictions").df()
-    parquet = pd.read_parquet(data / "predictions" / f"{PARTITION}.parquet")
+    parquet = pd.read_parquet(data / "predictions" / EXPERIMENT / f"{PARTITION}.parquet")
     for table in (view, parquet):
         keys_ = list(zip(table["benchmark_id"], table["run_index"], strict=True))
         assert len(keys_) == len(set(keys_)) == len(expected) and set(keys_) == expected
@@ -277,7 +283,7 @@ def test_kill_then_ctrl_c_mid_partition_then_rerun_resumes_without_redoing_or_du
         event = instance.get_latest_materialization_event(AssetKey("predictions"))
     assert [r.status for r in runs][1:] == [DagsterRunStatus.FAILURE, DagsterRunStatus.SUCCESS]
     assert runs[0].status not in (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE)  # left as it was
-    assert event is not None and event.asset_materialization.partition == PARTITION
+    assert event is not None and event.asset_materialization.partition == CELL
     assert event.run_id == runs[2].run_id
     meta = event.asset_materialization.metadata
     assert meta["reused_from_journal"].value == len(snapshots[2])

@@ -1,0 +1,94 @@
+"""A backfill of one experiment row of the results grid, as a user launches it: `dagster job backfill`
+of the `evaluate_cell` job over the row's five partitions, its runs queued on the instance and
+launched by a real `dagster-daemon`; every benchmark of that experiment lands, no other cell does."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from dagster import DagsterInstance, DagsterRunStatus, materialize
+from dagster._core.instance.ref import InstanceRef
+
+from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
+from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
+from giant_assets.platform.partitions import result_key
+from tests.support.dagster_env import add_experiments, resources_for, write_experiments
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+ROW = "random-row"
+FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
+
+
+def test_backfill_of_one_experiment_row_through_the_cli_and_daemon(
+    tmp_path: Path, sample_wsi_root: Path
+) -> None:
+    data, home = tmp_path / "data", tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    declared = write_experiments(
+        tmp_path / "experiments.yaml", {ROW: {"agent": "random", "seed": 3}, "other": {"agent": "majority"}}
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIANT_", "DAGSTER_"))}
+    env |= {
+        "DAGSTER_HOME": str(home),
+        "GIANT_DATA_DIR": str(data),
+        "GIANT_WSI_ROOT": str(sample_wsi_root),
+        "GIANT_EXPERIMENTS": str(declared),
+    }
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        add_experiments(instance, ROW, "other")
+        ingest = materialize(
+            [multipathqa_csv, benchmark_items],
+            resources=resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root)),
+            instance=instance,
+        )
+        assert ingest.success
+    keys = [str(result_key(ROW, b)) for b in BENCHMARK_NAMES]
+    daemon = subprocess.Popen(
+        [BIN / "dagster-daemon", "run", "-m", "giant_assets.platform.definitions"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        launched = subprocess.run(
+            [BIN / "dagster", "job", "backfill", "-m", "giant_assets.platform.definitions",
+             "-j", "evaluate_cell", "--partitions", ",".join(keys), "--noprompt"],
+            env=env, cwd=REPO, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert launched.returncode == 0, launched.stdout[-2000:] + launched.stderr[-2000:]
+        deadline = time.monotonic() + 300
+        with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+            while True:
+                runs = [r for r in instance.get_runs() if r.job_name == "evaluate_cell"]
+                if len(runs) == len(keys) and all(r.status in FINISHED for r in runs):
+                    break
+                if time.monotonic() > deadline:
+                    pytest.fail(f"backfill runs not finished: {[(r.tags, r.status) for r in runs]}")
+                time.sleep(1)
+            assert sorted(r.tags.get("dagster/partition") for r in runs) == sorted(keys)
+            assert {r.status for r in runs} == {DagsterRunStatus.SUCCESS}
+            assert len({r.tags.get("dagster/backfill") for r in runs}) == 1  # one backfill, five runs
+    finally:
+        os.killpg(daemon.pid, signal.SIGTERM)
+        try:
+            daemon.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(daemon.pid, signal.SIGKILL)
+            daemon.wait()
+    with duckdb.connect(str(data / "giant.duckdb"), read_only=True) as con:
+        cells = con.sql("select distinct experiment, benchmark_name from benchmark_metrics").fetchall()
+        steps = con.sql("select count(*) from trajectory_steps").fetchone()[0]
+    assert sorted(cells) == sorted((ROW, b) for b in BENCHMARK_NAMES)  # the row, and nothing else
+    assert steps > 0 and (data / "viewer" / ROW / "index.html").is_file()
