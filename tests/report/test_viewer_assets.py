@@ -34,6 +34,8 @@ from giant_assets.platform.resources import ExperimentsResource
 from tests.report.browser import Browser, chromium_path, file_url
 from tests.support.dagster_env import resources_for
 
+pytestmark = pytest.mark.xdist_group("viewer")  # one worker builds the site once for all its tests
+
 EXPERIMENT_NAME = "viewer-test"
 BENCHMARKS = ("tcga_slidebench", "panda")
 KEY_ENV = "GIANT_TEST_VIEWER_KEY"
