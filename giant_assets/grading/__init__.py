@@ -18,6 +18,8 @@ _EXPORTS = {
     "grade_csv": "grade",
     "grade_file": "grade",
     "grade_jsonl": "grade",
+    "grade_predictions_jsonl": "grade",
+    "grade_submission": "grade",
     "task_id_from_filename": "grade",
     "GradeFnImportError": "graders",
     "Grader": "graders",
@@ -42,6 +44,7 @@ _EXPORTS = {
     "registry": "tasks",
     "tasks_from_items": "tasks",
     "validate_submission": "validate",
+    "write_json": "report",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -3,6 +3,10 @@
 Exit codes: 0 graded (every report valid), 1 invalid submission, 2 usage error (bad arguments, unknown
 task, no items table, unreadable task file, missing submission file).
 
+A ``.jsonl`` whose lines are ``{"task_id", "submission_path"}`` is a biomlbench run file: each listed
+submission is graded and ``<timestamp>_grading_report.json`` is written to ``--out`` (a folder) or
+``<GIANT_DATA_DIR>/grades``, as ``grade_jsonl`` does.
+
 The JSON report goes to ``--out`` when given (anywhere the user names), else to
 ``<GIANT_DATA_DIR>/grades/<submission stem>__<task>__<UTC time>.json``; the name is sanitised, so a
 submission's file name can never place it outside that folder.
@@ -18,13 +22,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from giant_assets.core.settings import data_dir
-from giant_assets.core.storage import atomic_write_bytes
-from giant_assets.grading.grade import aggregate_reports, grade_file
+from giant_assets.grading.grade import aggregate_reports, grade_file, grade_jsonl
 from giant_assets.grading.items import ItemsUnavailableError, project_items, read_items_file
+from giant_assets.grading.reader import SubmissionFileError
 from giant_assets.grading.render import format_report
-from giant_assets.grading.report import TaskReport
+from giant_assets.grading.report import TaskReport, write_json
 from giant_assets.grading.task_files import TaskDefinitionError, load_task_file
 from giant_assets.grading.tasks import TaskRegistry, register_multipathqa_tasks
+from giant_assets.judges.safe_json import JsonLimitError, loads
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 GRADES_DIR = "grades"
@@ -92,8 +97,42 @@ def _build_registry(args: argparse.Namespace) -> TaskRegistry:
 
 
 def _write_json(path: Path, reports: list[TaskReport]) -> None:
-    payload = {"summary": aggregate_reports(reports), "reports": [r.to_dict() for r in reports]}
-    atomic_write_bytes(path, json.dumps(payload, indent=2, ensure_ascii=False).encode("utf-8"))
+    write_json(path, {"summary": aggregate_reports(reports), "reports": [r.to_dict() for r in reports]})
+
+
+def _is_manifest(path: Path) -> bool:
+    """A biomlbench run file: JSONL whose lines name ``task_id`` and ``submission_path``."""
+    if path.suffix.lower() != ".jsonl":
+        return False
+    with path.open("rb") as fh:
+        first = next(
+            (line for line in fh if line.strip() and not line.lstrip().startswith((b"#", b"//"))), b""
+        )
+    try:
+        entry = loads(first, "first line")
+    except JsonLimitError:
+        return False
+    return isinstance(entry, dict) and "submission_path" in entry and "task_id" in entry
+
+
+def _run_manifest(args: argparse.Namespace, registry: TaskRegistry) -> int:
+    folder = args.out.expanduser().resolve() if args.out else (data_dir() / GRADES_DIR).resolve()
+    try:
+        save_path, _ = grade_jsonl(args.submission, folder, registry)
+    except (SubmissionFileError, UnicodeDecodeError) as exc:
+        print(f"giant-grade: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    summary = json.loads(save_path.read_text(encoding="utf-8"))
+    for data in summary["task_reports"]:
+        report = TaskReport.from_dict(data)
+        print(
+            format_report(
+                report, registry.get_task(report.task_id).leaderboard if report.task_id in registry else None
+            )
+        )
+        print()
+    print(f"Report written to {save_path}")
+    return EXIT_OK if summary["total_valid_submissions"] == summary["total_runs"] else EXIT_INVALID
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -103,6 +142,8 @@ def run(argv: list[str] | None = None) -> int:
         if not args.submission.is_file():
             raise UsageError(f"submission file not found: {args.submission}")
         registry = _build_registry(args)
+        if args.task is None and _is_manifest(args.submission):
+            return _run_manifest(args, registry)
         if args.task is not None and args.task not in registry:
             raise UsageError(f"unknown task {args.task!r}; available: {sorted(t.id for t in registry)}")
         out = (
@@ -121,8 +162,8 @@ def run(argv: list[str] | None = None) -> int:
     if len(reports) > 1:
         s = aggregate_reports(reports)
         print(
-            f"{s['valid_submissions']}/{s['n_reports']} valid; medals: gold {s['gold_medals']}, "
-            f"silver {s['silver_medals']}, bronze {s['bronze_medals']}"
+            f"{s['total_valid_submissions']}/{s['total_runs']} valid; medals: gold {s['total_gold_medals']}, "
+            f"silver {s['total_silver_medals']}, bronze {s['total_bronze_medals']}"
         )
     _write_json(out, reports)
     print(f"Report written to {out}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +13,7 @@ import pandas as pd
 
 from giant_assets.grading.medals import rank_score
 
+logger = logging.getLogger(__name__)
 GradeFn = Callable[[pd.DataFrame, pd.DataFrame], float]
 PREDICTION_COLUMN = "prediction"
 
@@ -55,6 +57,12 @@ class AlignedMetric:
         self.target_column = target_column
 
     def __call__(self, submission: pd.DataFrame, answers: pd.DataFrame) -> float:
+        ids = answers[self.id_column]
+        if len(submission) == len(answers) and submission[self.id_column].astype(str).equals(ids.astype(str)):
+            # already in the answers' order (validated submissions are): no index to build
+            return float(
+                self.metric(answers[self.target_column].to_numpy(), submission[PREDICTION_COLUMN].to_numpy())
+            )
         predictions = submission.set_index(self.id_column)[PREDICTION_COLUMN]
         aligned = predictions.reindex(answers[self.id_column].to_numpy())
         if aligned.isna().any():
@@ -70,9 +78,23 @@ class AlignedMetric:
 
 
 class Grader:
-    """A named scoring function; ``grade_fn`` is a callable or a ``"module:function"`` import string."""
+    """A named scoring function, as biomlbench's ``Grader(name, grade_fn)``.
 
-    def __init__(self, name: str, grade_fn: GradeFn | str, is_lower_better: bool = False) -> None:
+    ``grade_fn`` is a callable or a ``"module:function"`` import string. Calling the grader returns the
+    score rounded to ``decimals`` (5, as upstream; None keeps full precision), or None for an invalid
+    submission (the grade function raised InvalidSubmissionError, or returned a non-number or a
+    non-finite value). The score direction comes from the leaderboard's order, as upstream: lower is
+    better when its first score is below its last. ``is_lower_better`` given here is the direction used
+    without a leaderboard (or with a constant one); a leaderboard ordered the other way is an error.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        grade_fn: GradeFn | str,
+        is_lower_better: bool | None = None,
+        decimals: int | None = 5,
+    ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"grader name must be a non-empty string, got {name!r}")
         if isinstance(grade_fn, str):
@@ -81,10 +103,29 @@ class Grader:
             raise GradeFnImportError(f"grader {name!r}: grade_fn {grade_fn!r} is not callable")
         self.name = name
         self.grade_fn: GradeFn = grade_fn
-        self.is_lower_better = bool(is_lower_better)
+        self.declared_lower_better = None if is_lower_better is None else bool(is_lower_better)
+        self.decimals = decimals
 
-    def __call__(self, submission_df: pd.DataFrame, answers_df: pd.DataFrame) -> float:
-        """The score; a non-finite or non-numeric result is reported as an invalid submission."""
+    def is_lower_better(self, leaderboard: pd.DataFrame | None = None) -> bool:
+        """Lower is better when the leaderboard's first score is below its last (upstream's rule)."""
+        declared = self.declared_lower_better
+        if leaderboard is None or len(leaderboard) == 0 or "score" not in leaderboard.columns:
+            return bool(declared)
+        scores = pd.to_numeric(leaderboard["score"], errors="coerce")
+        top, bottom = scores.iloc[0], scores.iloc[-1]
+        if top == bottom:
+            return bool(declared)
+        from_order = bool(top < bottom)
+        if declared is not None and declared != from_order:
+            raise ValueError(
+                f"grader {self.name!r}: the leaderboard is ordered {'lowest' if from_order else 'highest'} "
+                f"score first, but the task says {'lower' if declared else 'higher'} is better; "
+                "store leaderboards best first"
+            )
+        return from_order
+
+    def score(self, submission_df: pd.DataFrame, answers_df: pd.DataFrame) -> float:
+        """The rounded score; raises InvalidSubmissionError saying why the submission cannot be scored."""
         score = self.grade_fn(submission_df, answers_df)
         try:
             value = float(score)
@@ -95,11 +136,23 @@ class Grader:
                 f"grader {self.name!r} returned {value} (undefined for this submission, "
                 "e.g. constant predictions for a correlation metric)"
             )
-        return value
+        return round(value, self.decimals) if self.decimals is not None else value
 
-    def rank_score(self, score: float | None, leaderboard_df: pd.DataFrame) -> dict:
-        """Medal thresholds and flags, above-median, rank and percentile of ``score`` on the leaderboard."""
-        return rank_score(score, leaderboard_df, self.is_lower_better)
+    def __call__(self, submission_df: pd.DataFrame, answers_df: pd.DataFrame) -> float | None:
+        """The score rounded to ``decimals``, or None for an invalid submission (upstream's contract)."""
+        try:
+            return self.score(submission_df, answers_df)
+        except InvalidSubmissionError as exc:
+            logger.warning("invalid submission: %s", exc)
+            return None
+
+    def rank_score(self, score: float | None, leaderboard: pd.DataFrame) -> dict:
+        """Medal thresholds and flags, above-median, position and percentile of ``score`` on a leaderboard."""
+        return rank_score(score, leaderboard, self.is_lower_better(leaderboard))
+
+    @staticmethod
+    def from_dict(data: dict) -> Grader:
+        return Grader(**data)
 
     def __repr__(self) -> str:
-        return f"Grader({self.name!r}, {self.grade_fn!r}, is_lower_better={self.is_lower_better})"
+        return f"Grader({self.name!r}, {self.grade_fn!r}, is_lower_better={self.declared_lower_better})"

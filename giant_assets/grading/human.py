@@ -1,10 +1,10 @@
 """Comparison of an agent's score with human baseline scores.
 
+Definitions and rounding as biomlbench's ``calculate_human_performance_metrics``:
 ``beats_human``: the agent is strictly better than the human median.
-``human_percentile``: the percent of humans the agent is strictly better than, ties counting half, i.e.
-100 * (#worse + 0.5 * #equal) / #humans. For higher-is-better metrics this is
-``scipy.stats.percentileofscore(humans, score, kind="mean")``; for lower-is-better the comparison is
-mirrored. No human scores (none given, or all missing) gives ``(None, None)``.
+``human_percentile``: the percent of humans the agent matches or beats, rounded to 1 decimal:
+``100 * mean(humans <= score)`` when higher is better, ``100 * mean(humans >= score)`` when lower is
+better (ties count as beaten). No human scores (none given, or all missing) gives ``(None, None)``.
 """
 
 from __future__ import annotations
@@ -15,13 +15,6 @@ import numpy as np
 import pandas as pd
 
 HUMAN_SCORE_COLUMN = "score"
-
-
-def percentile_beaten(score: float, others: np.ndarray, is_lower_better: bool) -> float:
-    """Percent of ``others`` that ``score`` is strictly better than, ties counting half."""
-    worse = (others > score) if is_lower_better else (others < score)
-    ties = others == score
-    return float(100.0 * (worse.sum() + 0.5 * ties.sum()) / len(others))
 
 
 def human_score_array(human_scores: pd.DataFrame | Sequence[float] | np.ndarray | None) -> np.ndarray:
@@ -47,4 +40,5 @@ def calculate_human_performance_metrics(
         return None, None
     median = float(np.median(humans))
     beats = agent_score < median if is_lower_better else agent_score > median
-    return bool(beats), percentile_beaten(float(agent_score), humans, is_lower_better)
+    matched = (humans >= agent_score) if is_lower_better else (humans <= agent_score)
+    return bool(beats), round(float(100.0 * matched.mean()), 1)

@@ -2,7 +2,9 @@
 
 The shipped boards (``giant_assets/reference/leaderboards/<benchmark>.csv``: team, score, source) hold
 the four model rows of Table 1 of arXiv 2511.19652 with scores as fractions 0..1, the unit the
-MultiPathQA metrics return.
+MultiPathQA metrics return, stored best first: as in biomlbench, medal thresholds are read in file
+order and the score direction from the first and last rows, so every leaderboard must be sorted best
+first (``Grader.rank_score`` refuses one that is not).
 """
 
 from __future__ import annotations

@@ -13,10 +13,13 @@ teams          gold                    silver        bronze
 
 Rounding: every fraction is rounded *down* and then raised to at least position 1, exactly as
 mle-bench's ``int(n * p)`` / ``max(1, …)`` (computed here in integer arithmetic, so no float error;
-identical to mle-bench for every n checked up to 200 000). A threshold is the leaderboard score at that
-position after sorting best first (descending, or ascending when lower is better). A score equal to a
-threshold earns that medal; each submission gets at most its best medal. ``above_median`` is strictly
-better than the median of the leaderboard scores (mean of the two middle ones for an even count).
+identical to mle-bench for every n checked up to 200 000). As upstream, a threshold is the score at that
+position *in the leaderboard's file order*, so a leaderboard must be stored best first; one that is not
+sorted (ties allowed) is refused, naming the first row out of order. A score equal to a threshold earns
+that medal; each submission gets at most its best medal. ``above_median`` is strictly better than the
+median of the leaderboard scores (mean of the two middle ones for an even count).
+``leaderboard_position`` is 1 + the number of entries strictly better; ``leaderboard_percentile`` is the
+percent of entries strictly worse, rounded to 1 decimal (biomlbench's definitions).
 
 Small boards are harsh by construction: with 4 teams every medal position is 1, so any medal means
 matching or beating the best entry (and is gold).
@@ -26,8 +29,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
-from giant_assets.grading.human import percentile_beaten
 
 SCORE_COLUMN = "score"
 
@@ -55,13 +56,26 @@ def leaderboard_scores(leaderboard: pd.DataFrame) -> np.ndarray:
     return scores[np.isfinite(scores)]
 
 
+def check_best_first(scores: np.ndarray, is_lower_better: bool) -> None:
+    """Raise ValueError naming the first entry (1-based) that is better than the one above it."""
+    steps = np.diff(scores)
+    out_of_order = np.flatnonzero(steps < 0 if is_lower_better else steps > 0)
+    if out_of_order.size:
+        i = int(out_of_order[0]) + 1
+        raise ValueError(
+            f"leaderboard entry {i + 1} (score {scores[i]:g}) is better than entry {i} ({scores[i - 1]:g}); "
+            f"thresholds are read in file order, so store the leaderboard best first "
+            f"({'ascending' if is_lower_better else 'descending'} scores)"
+        )
+
+
 def rank_score(score: float | None, leaderboard: pd.DataFrame, is_lower_better: bool) -> dict:
-    """Thresholds, medal flags, above-median, rank (position the score would take) and percentile."""
+    """Thresholds (file order), medal flags, above-median, leaderboard position, percentile and size."""
     scores = leaderboard_scores(leaderboard)
     n = len(scores)
-    best_first = np.sort(scores) if is_lower_better else np.sort(scores)[::-1]
+    check_best_first(scores, is_lower_better)
     gold_pos, silver_pos, bronze_pos = medal_positions(n)
-    gold_t, silver_t, bronze_t = (float(best_first[p - 1]) for p in (gold_pos, silver_pos, bronze_pos))
+    gold_t, silver_t, bronze_t = (float(scores[p - 1]) for p in (gold_pos, silver_pos, bronze_pos))
     result = {
         "gold_threshold": gold_t,
         "silver_threshold": silver_t,
@@ -73,7 +87,7 @@ def rank_score(score: float | None, leaderboard: pd.DataFrame, is_lower_better: 
         "bronze_medal": False,
         "any_medal": False,
         "above_median": False,
-        "rank": None,
+        "leaderboard_position": None,
         "leaderboard_percentile": None,
     }
     if score is None:
@@ -85,7 +99,8 @@ def rank_score(score: float | None, leaderboard: pd.DataFrame, is_lower_better: 
     gold = reaches(gold_t)
     silver = not gold and reaches(silver_t)
     bronze = not gold and not silver and reaches(bronze_t)
-    n_better_teams = int((scores < score).sum() if is_lower_better else (scores > score).sum())
+    better = int((scores < score).sum() if is_lower_better else (scores > score).sum())
+    worse = int((scores > score).sum() if is_lower_better else (scores < score).sum())
     above = score < result["median_threshold"] if is_lower_better else score > result["median_threshold"]
     result.update(
         gold_medal=bool(gold),
@@ -93,7 +108,7 @@ def rank_score(score: float | None, leaderboard: pd.DataFrame, is_lower_better: 
         bronze_medal=bool(bronze),
         any_medal=bool(gold or silver or bronze),
         above_median=bool(above),
-        rank=n_better_teams + 1,
-        leaderboard_percentile=percentile_beaten(score, scores, is_lower_better),
+        leaderboard_position=better + 1,
+        leaderboard_percentile=round(100.0 * worse / n, 1),
     )
     return result

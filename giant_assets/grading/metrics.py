@@ -2,8 +2,10 @@
 
 Every metric takes ``(y_true, y_pred)`` as 1-D arrays aligned by item and returns a float. Classification
 metrics expect integer labels (binary ones: 0/1 with 1 the positive class); ``roc_auc`` expects the
-predicted score or probability of the positive class; ``dice`` expects binary (0/1) masks flattened
-to one array per task.
+predicted score or probability of the positive class (``auc_roc`` is the same metric under the
+README's name); ``dice`` expects binary (0/1) masks flattened to one array per task. ``rmsd``,
+``tm_score`` and ``gdt_ts`` (protein structures, see ``structure``) take (N, 3) coordinate arrays; a
+flat array of N*3 values is read as N residues.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import numpy as np
 from scipy.spatial.distance import dice as dice_dissimilarity
 from scipy.stats import spearmanr
 from sklearn import metrics as skm
+
+from giant_assets.grading import structure
 
 MetricFn = Callable[[np.ndarray, np.ndarray], float]
 
@@ -36,6 +40,14 @@ def _spearman(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     return float(spearmanr(y_true, y_pred).statistic)
 
 
+def _xyz(values: np.ndarray) -> np.ndarray:
+    return values.reshape(-1, 3) if values.ndim == 1 else values
+
+
+def _structure(fn: MetricFn) -> MetricFn:
+    return lambda t, p: fn(_xyz(p.astype(float)), _xyz(t.astype(float)))
+
+
 def _dice(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     """Dice coefficient 2|A∩B| / (|A| + |B|) of two binary masks (1 - scipy's Dice dissimilarity)."""
     return 1.0 - float(dice_dissimilarity(y_true.astype(bool), y_pred.astype(bool)))
@@ -47,6 +59,7 @@ METRIC_LIBRARY: dict[str, Metric] = {
         Metric("accuracy", skm.accuracy_score, is_lower_better=False, is_fraction=True),
         Metric("balanced_accuracy", skm.balanced_accuracy_score, is_lower_better=False, is_fraction=True),
         Metric("roc_auc", skm.roc_auc_score, is_lower_better=False, is_fraction=True),
+        Metric("auc_roc", skm.roc_auc_score, is_lower_better=False, is_fraction=True),
         Metric("precision", skm.precision_score, is_lower_better=False, is_fraction=True),
         Metric("recall", skm.recall_score, is_lower_better=False, is_fraction=True),
         Metric("f1", skm.f1_score, is_lower_better=False, is_fraction=True),
@@ -61,6 +74,9 @@ METRIC_LIBRARY: dict[str, Metric] = {
         Metric("r2", skm.r2_score, is_lower_better=False, is_fraction=False),
         Metric("spearman", _spearman, is_lower_better=False, is_fraction=False),
         Metric("dice", _dice, is_lower_better=False, is_fraction=True),
+        Metric("rmsd", _structure(structure.rmsd), is_lower_better=True, is_fraction=False),
+        Metric("tm_score", _structure(structure.tm_score), is_lower_better=False, is_fraction=True),
+        Metric("gdt_ts", _structure(structure.gdt_ts), is_lower_better=False, is_fraction=True),
     )
 }
 

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -15,7 +21,11 @@ def utc_now_iso() -> str:
 
 @dataclass(frozen=True)
 class TaskReport:
-    """Result of grading one submission for one task (medal fields are False without a leaderboard)."""
+    """Result of grading one submission for one task (medal fields are False without a leaderboard).
+
+    Carries every field of biomlbench's TaskReport (``submission_exists``, ``leaderboard_position``,
+    ``leaderboard_percentile``, ``leaderboard_size``, ...) plus the metric, item count and error text.
+    """
 
     task_id: str
     submission_path: str
@@ -38,9 +48,15 @@ class TaskReport:
     is_lower_better: bool = False
     metric: str = ""
     score_as_percent: bool = False
-    rank: int | None = None
+    leaderboard_position: int | None = None
     leaderboard_size: int = 0
     leaderboard_percentile: float | None = None
+    submission_exists: bool = True
+
+    @property
+    def rank(self) -> int | None:
+        """The position the score takes on the leaderboard (``leaderboard_position``)."""
+        return self.leaderboard_position
 
     @property
     def medal(self) -> str:
@@ -57,7 +73,10 @@ class TaskReport:
     @classmethod
     def from_dict(cls, data: dict) -> TaskReport:
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        if "rank" in data and "leaderboard_position" not in data:  # reports written before the rename
+            values["leaderboard_position"] = data["rank"]
+        return cls(**values)
 
 
 def _plain(value: object) -> object:
@@ -72,13 +91,42 @@ _FRAME_DTYPES = {
     ),
     **dict.fromkeys(("human_percentile", "leaderboard_percentile"), "float64"),
     **dict.fromkeys(("above_median", "beats_human"), "boolean"),
+    "leaderboard_position": "Int64",
     "rank": "Int64",
 }
 
 
 def reports_to_frame(reports: Sequence[TaskReport]) -> pd.DataFrame:
-    """One row per report, columns in TaskReport field order plus ``medal``, with fixed dtypes
+    """One row per report, columns in TaskReport field order plus ``medal`` and ``rank``, with fixed dtypes
     (nullable floats/booleans/ints), so tables of different partitions always share one schema."""
-    columns = [f.name for f in fields(TaskReport)] + ["medal"]
-    rows = [{**r.to_dict(), "medal": r.medal} for r in reports]
+    columns = [f.name for f in fields(TaskReport)] + ["medal", "rank"]
+    rows = [{**r.to_dict(), "medal": r.medal, "rank": r.rank} for r in reports]
     return pd.DataFrame(rows, columns=columns).astype(_FRAME_DTYPES)
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux allows (/proc/self/status)."""
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        status = Path("/proc/self/status").read_text()
+        return int(next(line for line in status.splitlines() if line.startswith("Umask:")).split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_json(path: Path | str, payload: Any) -> Path:
+    """Write ``payload`` as indented JSON atomically (temp file + rename), with the permissions a plain
+    ``open(path, "w")`` would give under the user's umask (0644 under umask 022), never 0600."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+            os.fchmod(fh.fileno(), 0o666 & ~current_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path

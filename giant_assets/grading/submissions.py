@@ -13,7 +13,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from giant_assets.grading.validate import SUPPORTED_EXTENSIONS
+from giant_assets.grading.reader import SUPPORTED_EXTENSIONS
 
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _UNSAFE_RUN = re.compile(r"[^A-Za-z0-9_.\-]+")

@@ -9,7 +9,7 @@ Example ``task.yaml``::
     target_column: y           # default truth_label
     metric: rmse               # a name from METRIC_LIBRARY …
     # grade_fn: my_pkg.metrics:score   # … or a "module:function" taking (submission_df, answers_df)
-    is_lower_better: true      # default: the metric's direction (False for grade_fn)
+    is_lower_better: true      # default: the metric's direction; for grade_fn the leaderboard's order
     labels: [0, 1]             # optional: allowed integer labels (classification)
     leaderboard: leaderboard.csv        # optional, needs a 'score' column
     human_baselines: humans.csv         # optional, needs a 'score' column
@@ -107,7 +107,8 @@ def load_task_file(path: Path | str) -> Task:
             as_percent = bool(data.get("score_as_percent", metric.is_fraction))
         else:
             spec = str(data["grade_fn"])
-            grader = Grader(spec, spec, bool(data.get("is_lower_better", False)))
+            declared = data.get("is_lower_better")
+            grader = Grader(spec, spec, None if declared is None else bool(declared))
             as_percent = bool(data.get("score_as_percent", False))
         leaderboard = read_leaderboard_csv(base / data["leaderboard"]) if data.get("leaderboard") else None
         humans = None

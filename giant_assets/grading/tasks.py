@@ -54,6 +54,16 @@ class Task:
         dupes = self.answers[self.id_column][self.answers[self.id_column].duplicated()]
         if len(dupes):
             raise ValueError(f"task {self.id!r}: duplicate answer id(s) {dupes.head(5).tolist()}")
+        if self.leaderboard is not None:  # a board not stored best first is an error now, not at grading
+            try:
+                self.grader.rank_score(None, self.leaderboard)
+            except ValueError as exc:
+                raise ValueError(f"task {self.id!r}: leaderboard: {exc}") from None
+
+    @property
+    def is_lower_better(self) -> bool:
+        """The score direction: from the leaderboard's order (upstream's rule), else the grader's."""
+        return self.grader.is_lower_better(self.leaderboard)
 
     @property
     def n_items(self) -> int:
@@ -124,9 +134,10 @@ def tasks_from_items(items: pd.DataFrame) -> dict[str, Task]:
         if spec is None:
             raise ValueError(f"items table: unknown benchmark {name!r}; expected one of {sorted(BENCHMARKS)}")
         metric_types = sorted(group["metric_type"].unique())
-        if len(metric_types) != 1 or metric_types[0] not in METRICS:
+        if metric_types != [spec.metric_type]:
             raise ValueError(
-                f"benchmark {name!r}: expected one metric_type from {sorted(METRICS)}, got {metric_types}"
+                f"benchmark {name!r}: metric_type must be {spec.metric_type!r} (MultiPathQA), "
+                f"got {metric_types}"
             )
         answers = pd.DataFrame(
             {
@@ -147,7 +158,10 @@ def tasks_from_items(items: pd.DataFrame) -> dict[str, Task]:
             id=str(name),
             name=f"MultiPathQA {name} ({metric})",
             answers=answers,
-            grader=Grader(metric, AlignedMetric(METRICS[metric], "benchmark_id", "truth_label")),
+            # full precision (decimals=None): a graded export equals benchmark_metrics exactly
+            grader=Grader(
+                metric, AlignedMetric(METRICS[metric], "benchmark_id", "truth_label"), False, decimals=None
+            ),
             allowed_labels=None if with_options else PANDA_GRADES,
             leaderboard=reference_leaderboard(str(name)),
             options_column=OPTIONS_COLUMN if with_options else None,

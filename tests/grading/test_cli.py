@@ -66,7 +66,7 @@ def test_graded_submission_subprocess(project) -> None:
     assert report_path.parent == data / "grades" and f"Report written to {report_path}" in proc.stdout
     payload = json.loads(report_path.read_text())
     assert payload["reports"][0]["score"] == pytest.approx(expected)
-    assert payload["summary"]["valid_submissions"] == 1
+    assert payload["summary"]["total_valid_submissions"] == 1
 
 
 def test_invalid_submission_subprocess_exit_1(project) -> None:
@@ -122,7 +122,7 @@ def test_jsonl_against_raw_multipathqa_csv_subprocess(tmp_path: Path) -> None:
     )
     assert proc.returncode == EXIT_OK, proc.stdout + proc.stderr
     payload = json.loads(out.read_text())  # --out goes exactly where the user said
-    assert payload["summary"]["n_reports"] == 5 and payload["summary"]["valid_submissions"] == 5
+    assert payload["summary"]["total_runs"] == 5 and payload["summary"]["total_valid_submissions"] == 5
     assert {r["score"] for r in payload["reports"]} == {1.0}
     assert "5/5 valid" in proc.stdout
     assert not (tmp_path / "data" / "grades").exists()

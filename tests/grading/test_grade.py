@@ -23,7 +23,7 @@ from giant_assets.grading import (
     get_task,
     grade_csv,
     grade_file,
-    grade_jsonl,
+    grade_predictions_jsonl,
     register_task,
     reports_to_frame,
     task_id_from_filename,
@@ -101,7 +101,7 @@ def jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def test_grade_jsonl_groups_rows_per_task(tmp_path: Path, tasks) -> None:
+def test_grade_predictions_jsonl_groups_rows_per_task(tmp_path: Path, tasks) -> None:
     rows = []
     for name in ("tcga_slidebench", "panda"):
         t = tasks[name]
@@ -116,7 +116,7 @@ def test_grade_jsonl_groups_rows_per_task(tmp_path: Path, tasks) -> None:
         ]
     rows.append({"task_id": "nope", "benchmark_id": "x", "prediction": 1})
     path = jsonl(tmp_path / "run.jsonl", rows)
-    reports = grade_jsonl(path, TaskRegistry(tasks.values()))
+    reports = grade_predictions_jsonl(path, TaskRegistry(tasks.values()))
     by_task = {r.task_id: r for r in reports}
     assert list(by_task) == ["tcga_slidebench", "panda", "nope"]
     for name in ("tcga_slidebench", "panda"):
@@ -125,8 +125,10 @@ def test_grade_jsonl_groups_rows_per_task(tmp_path: Path, tasks) -> None:
         assert by_task[name].score == pytest.approx(expected)
     assert not by_task["nope"].valid_submission and "unknown task 'nope'" in by_task["nope"].error
     # a list of tasks and a dict work the same; a single task takes its rows and ignores the others
-    assert [r.score for r in grade_jsonl(path, list(tasks.values()))][:2] == [r.score for r in reports][:2]
-    single = grade_jsonl(path, tasks["panda"])
+    assert [r.score for r in grade_predictions_jsonl(path, list(tasks.values()))][:2] == [
+        r.score for r in reports
+    ][:2]
+    single = grade_predictions_jsonl(path, tasks["panda"])
     assert len(single) == 1 and single[0].score == by_task["panda"].score
 
 
@@ -137,7 +139,7 @@ def test_jsonl_numeric_ids_and_rows_without_task(tmp_path: Path, tasks) -> None:
         for i, p in zip(t.answers["benchmark_id"], t.answers["truth_label"], strict=True)
     ]
     rows.append({"benchmark_id": "0", "prediction": 1})
-    reports = grade_jsonl(jsonl(tmp_path / "s.jsonl", rows), tasks)
+    reports = grade_predictions_jsonl(jsonl(tmp_path / "s.jsonl", rows), tasks)
     assert reports[0].task_id == "panda" and reports[0].score == 1.0
     assert reports[1].task_id == "unknown" and "1 line(s) name no task: line 41" in reports[1].error
 
@@ -173,17 +175,17 @@ def test_aggregate_reports(tmp_path: Path, tasks) -> None:
     reports.append(grade_csv(tmp_path / "missing.csv", tasks["panda"]))
     summary = aggregate_reports(reports)
     panda_score = balanced_accuracy_score(tasks["panda"].answers["truth_label"], preds)
-    assert (
-        summary["n_reports"] == 4
-        and summary["valid_submissions"] == 3
-        and summary["invalid_submissions"] == 1
-    )
-    assert summary["gold_medals"] == 2 + (panda_score >= 0.275)
-    assert (
-        summary["any_medals"] == summary["gold_medals"] + summary["silver_medals"] + summary["bronze_medals"]
+    assert (summary["total_runs"], summary["total_runs_with_submissions"]) == (4, 3)
+    assert summary["total_valid_submissions"] == 3
+    assert summary["total_gold_medals"] == 2 + (panda_score >= 0.275)
+    assert summary["total_medals"] == (
+        summary["total_gold_medals"] + summary["total_silver_medals"] + summary["total_bronze_medals"]
     )
     assert summary["mean_score"] == pytest.approx((1.0 + 1.0 + panda_score) / 3)
-    assert [row["task_id"] for row in summary["per_task"]] == ["gtex", "tcga", "panda", "panda"]
+    assert [row["task_id"] for row in summary["task_reports"]] == ["gtex", "tcga", "panda", "panda"]
+    percentiles = [r.leaderboard_percentile for r in reports[:3]]
+    assert summary["avg_leaderboard_percentile"] == round(sum(percentiles) / 3, 1)
+    assert summary["best_leaderboard_percentile"] == 100.0 and reports[3].submission_exists is False
     json.dumps(summary)
     frame = reports_to_frame(reports)
     assert (
@@ -255,5 +257,7 @@ def test_grader_import_string(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 def test_grader_rejects_non_finite_scores() -> None:
     grader = Grader("nan", lambda s, a: float("nan"))
+    assert grader(pd.DataFrame(), _answers()) is None  # upstream: None for an invalid submission
     with pytest.raises(InvalidSubmissionError, match="grader 'nan' returned nan"):
-        grader(pd.DataFrame(), _answers())
+        grader.score(pd.DataFrame(), _answers())
+    assert Grader("third", lambda s, a: 1 / 3)(pd.DataFrame(), _answers()) == 0.33333  # 5 decimals

@@ -1,4 +1,5 @@
-"""Human baseline comparison against scipy's percentileofscore(kind="mean") and hand-checked cases."""
+"""Human baseline comparison: biomlbench's definitions (percent of humans matched or beaten, rounded to 1
+decimal; beats = strictly better than the median), property-checked and hand-checked."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from scipy.stats import percentileofscore
 
 from giant_assets.grading.human import calculate_human_performance_metrics
 
@@ -15,25 +15,25 @@ small = st.integers(0, 6).map(float)  # few distinct values → many ties
 
 
 @given(st.lists(small, min_size=1, max_size=30), small)
-def test_percentile_matches_scipy_mean_kind(humans: list[float], agent: float) -> None:
+def test_percentile_is_upstreams_definition(humans: list[float], agent: float) -> None:
     beats, pct = calculate_human_performance_metrics(agent, humans, is_lower_better=False)
-    assert pct == pytest.approx(percentileofscore(humans, agent, kind="mean"))
+    assert pct == round(100 * sum(h <= agent for h in humans) / len(humans), 1)
     assert beats == (agent > np.median(humans))
-    # lower is better: mirror the scale
     beats_low, pct_low = calculate_human_performance_metrics(agent, humans, is_lower_better=True)
-    assert pct_low == pytest.approx(percentileofscore([-h for h in humans], -agent, kind="mean"))
+    assert pct_low == round(100 * sum(h >= agent for h in humans) / len(humans), 1)
     assert beats_low == (agent < np.median(humans))
 
 
 def test_hand_checked_cases() -> None:
     humans = pd.DataFrame({"score": [1.0, 2.0, 3.0, 4.0]})
-    # beats 1 and 2, ties 3 → (2 + 0.5) / 4
-    assert calculate_human_performance_metrics(3.0, humans, False) == (True, 62.5)
+    # matches or beats 1, 2 and 3 → 3 / 4 (ties count as beaten, as upstream)
+    assert calculate_human_performance_metrics(3.0, humans, False) == (True, 75.0)
     # median 2.5: equal is not better
     assert calculate_human_performance_metrics(2.5, humans, False) == (False, 50.0)
     # lower is better: 1.5 beats 2, 3, 4
     assert calculate_human_performance_metrics(1.5, humans, True) == (True, 75.0)
     assert calculate_human_performance_metrics(0.0, [5.0], False) == (False, 0.0)
+    assert calculate_human_performance_metrics(1.0, [0.0, 2.0, 3.0], False) == (False, 33.3)  # rounded
 
 
 def test_no_human_data_gives_none() -> None:

@@ -15,7 +15,7 @@ P = np.array([1, 1, 1, 0, 0, 1])
 
 def test_directions() -> None:
     lower = {name for name, m in METRIC_LIBRARY.items() if m.is_lower_better}
-    assert lower == {"rmse", "mae"}
+    assert lower == {"rmse", "mae", "rmsd"}
     assert {
         "accuracy",
         "balanced_accuracy",

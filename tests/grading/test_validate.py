@@ -210,6 +210,31 @@ def test_malformed_csv(tmp_path: Path, tasks) -> None:
     check_invalid(tmp_path / "s.csv", tasks["gtex"], "s.csv: malformed CSV")
 
 
+def test_first_data_row_with_an_extra_field_is_a_message(tmp_path: Path, tasks) -> None:
+    """Fault 6: pandas read the extra field as an index column (a traceback or a silent misread)."""
+    ids, truth = truth_rows(tasks["gtex"])
+    body = f"{ids[0]},{truth[0]},extra\n" + "".join(
+        f"{i},{t}\n" for i, t in zip(ids[1:], truth[1:], strict=True)
+    )
+    (tmp_path / "s.csv").write_text("benchmark_id,prediction\n" + body)
+    check_invalid(
+        tmp_path / "s.csv",
+        tasks["gtex"],
+        "s.csv: row 2 (line 2) has 3 field(s) but the header has 2 (benchmark_id, prediction): "
+        "wrong number of fields",
+    )
+
+
+def test_deep_jsonl_line_is_a_message(tmp_path: Path, tasks) -> None:
+    """Fault 6: a 100k-deep JSONL line was a RecursionError traceback."""
+    (tmp_path / "s.jsonl").write_text(
+        '{"benchmark_id": "gtex-000", "prediction": 1}\n' + "[" * 100_000 + "]" * 100_000 + "\n"
+    )
+    check_invalid(
+        tmp_path / "s.jsonl", tasks["gtex"], "line 2: JSON nested 100000 levels deep; the limit is 64"
+    )
+
+
 def test_jsonl_line_problems(tmp_path: Path, tasks) -> None:
     path = tmp_path / "s.jsonl"
     path.write_text('{"task_id": "gtex", "benchmark_id": "gtex-000", "prediction": 1}\n{oops\n[1, 2]\n')

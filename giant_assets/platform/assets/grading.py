@@ -79,11 +79,11 @@ def graded_submissions(
         {
             "submission_file": path.name,
             "tasks": ", ".join(r.task_id for r in reports),
-            "valid": summary["valid_submissions"] == len(reports),
+            "valid": summary["total_valid_submissions"] == len(reports),
             "score": single.score if single else summary["mean_score"],
             "medal": single.medal
             if single
-            else json.dumps({m: summary[f"{m}_medals"] for m in ("gold", "silver", "bronze")}),
+            else json.dumps({m: summary[f"total_{m}_medals"] for m in ("gold", "silver", "bronze")}),
             "report": MetadataValue.md(reports_markdown(reports)),
         }
     )
