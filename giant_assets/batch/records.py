@@ -56,6 +56,7 @@ class RunRecord(BaseModel):
     latency_s: float = 0.0
     n_steps: int = 0
     n_attempts: int = 0
+    response_tagged: bool | None = Field(default=None, description="final reply had <response> tags")
     trajectory_json: str = "[]"
     finished_at: str | None = None
     schema_version: int = SCHEMA_VERSION

@@ -1,4 +1,8 @@
-"""Run an agent over items ``runs_per_item`` times: bounded concurrency, budget cap, resumable."""
+"""Run an agent over items ``runs_per_item`` times: bounded concurrency, budget cap, resumable.
+
+``plan.plan_runs`` decides what to run (pure); ``execute`` runs it (async), journalling every finished
+run as one ``records.RunRecord``; ``run_batch`` does both under the journal lock and orphan watchdog.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +17,16 @@ from typing import Any
 
 from giant_assets.agents.base import Agent, AgentAnswer, AgentItem
 from giant_assets.batch.guard import journal_lock, stop_when_orphaned
-from giant_assets.batch.journal import Journal, row_key
-from giant_assets.batch.records import AGENT_ERROR, NO_ANSWER, RETRYABLE, SLIDE_UNAVAILABLE, TIMEOUT
+from giant_assets.batch.journal import Journal
+from giant_assets.batch.plan import RunPlan, plan_runs
+from giant_assets.batch.records import (
+    AGENT_ERROR,
+    NO_ANSWER,
+    RETRYABLE,
+    SLIDE_UNAVAILABLE,
+    TIMEOUT,
+    RunRecord,
+)
 from giant_assets.eval.extraction import extract_label
 
 _LOG = logging.getLogger(__name__)
@@ -89,23 +101,27 @@ def result_row(
         if label is None:
             error_kind, error = NO_ANSWER, f"no label could be extracted: {reason}"
     steps = answer.steps_as_dicts() if answer else []
-    return {
+    record = RunRecord(
         **base,
-        "answer_text": text,
-        "predicted_label": label,
-        "extraction": reason,
-        "truth_label": int(item["truth_label"]),
-        "correct": bool(label is not None and label == int(item["truth_label"])),
-        "error_kind": error_kind,
-        "error": error,
-        "input_tokens": answer.input_tokens if answer else 0,
-        "output_tokens": answer.output_tokens if answer else 0,
-        "cost_usd": answer.cost_usd if answer else 0.0,
-        "latency_s": float(sum(s["latency_s"] for s in steps)),
-        "n_steps": len(steps),
-        "trajectory_json": json.dumps(steps, default=str),
-        "finished_at": _now(),
-    }
+        answer_text=text,
+        predicted_label=label,
+        extraction=reason,
+        truth_label=int(item["truth_label"]),
+        correct=bool(label is not None and label == int(item["truth_label"])),
+        error_kind=error_kind,
+        error=error,
+        input_tokens=answer.input_tokens if answer else 0,
+        cached_input_tokens=sum(s.get("cached_input_tokens") or 0 for s in steps),
+        output_tokens=answer.output_tokens if answer else 0,
+        cost_usd=answer.cost_usd if answer else 0.0,
+        latency_s=float(sum(s["latency_s"] for s in steps)),
+        n_steps=len(steps),
+        n_attempts=answer.attempts if answer else 0,
+        response_tagged=answer.response_tagged if answer else None,
+        trajectory_json=json.dumps(steps, default=str),
+        finished_at=_now(),
+    )
+    return record.model_dump()
 
 
 async def run_batch(
@@ -136,37 +152,31 @@ async def _run_batch(
     settings: BatchSettings,
     log: Callable[[str], None],
 ) -> BatchOutcome:
-    done = journal.read()
-    outcome = BatchOutcome(rows=[])
-    unavailable: list[dict[str, Any]] = []
-    pending: list[tuple[dict[str, Any], dict[str, Any]]] = []
-    available_keys: list[tuple] = []
-    for item in items:
-        for run_index in range(settings.runs_per_item):
-            base = {
-                "config_hash": config_hash,
-                "agent": agent.name,
-                "model": agent.model,
-                "benchmark_name": item["benchmark_name"],
-                "benchmark_id": str(item["benchmark_id"]),
-                "run_index": run_index,
-            }
-            outcome.total_runs += 1
-            if item.get("wsi_status", "ok") != "ok" or not item.get("wsi_path"):
-                reason = item.get("wsi_error") or "slide not resolved"
-                unavailable.append(
-                    result_row({**base, "started_at": None}, item, None, SLIDE_UNAVAILABLE, reason)
-                )
-                continue
-            available_keys.append(row_key(base))
-            previous = done.get(row_key(base))
-            if previous is not None and not (
-                settings.retry_failed and previous.get("error_kind") in RETRYABLE
-            ):
-                outcome.reused += 1
-                continue
-            pending.append((base, item))
+    plan = plan_runs(
+        items,
+        identity={"config_hash": config_hash, "agent": agent.name, "model": agent.model},
+        runs_per_item=settings.runs_per_item,
+        done=journal.read(),
+        retry_failed=settings.retry_failed,
+        unavailable_row=lambda base, item, reason: result_row(base, item, None, SLIDE_UNAVAILABLE, reason),
+    )
+    outcome = await execute(agent, plan, journal=journal, settings=settings, log=log)
+    latest = journal.read()
+    outcome.rows = [latest[key] for key in plan.available_keys if key in latest] + plan.unavailable
+    return outcome
 
+
+async def execute(
+    agent: Agent,
+    plan: RunPlan,
+    *,
+    journal: Journal,
+    settings: BatchSettings,
+    log: Callable[[str], None],
+) -> BatchOutcome:
+    """Run the plan's pending runs, ``settings.concurrency`` at a time, until done or over budget."""
+    pending = plan.pending
+    outcome = BatchOutcome(rows=[], total_runs=plan.total_runs, reused=plan.reused)
     spent = 0.0
     started = time.monotonic()
     finished = 0
@@ -232,6 +242,4 @@ async def _run_batch(
             task.cancel()
     outcome.cost_usd_new = spent
     progress(final=True)
-    latest = journal.read()
-    outcome.rows = [latest[key] for key in available_keys if key in latest] + unavailable
     return outcome

@@ -132,6 +132,8 @@ def benchmark_metrics_row(benchmark: str, voted: pd.DataFrame, predictions: pd.D
         "n_max_retries_exceeded": int(kinds.get(MAX_RETRIES_EXCEEDED, 0)),
         "n_no_label": int(kinds.get(NO_ANSWER, 0)),
         "n_null_grades": int(predictions["extraction"].fillna("").str.startswith(PANDA_NULL_REASON).sum()),
+        # answers read from the whole reply because it had no <response>...</response> tags
+        "n_untagged_responses": int(predictions["response_tagged"].eq(False).sum()),
         "cost_usd": float(predictions["cost_usd"].sum()),
         "input_tokens": int(predictions["input_tokens"].sum()),
         "cached_input_tokens": int(predictions["cached_input_tokens"].sum()),

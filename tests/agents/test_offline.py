@@ -14,9 +14,9 @@ from scipy.stats import chisquare
 
 from giant_assets.agents.base import AgentAnswer, AgentItem, Step
 from giant_assets.agents.offline import MajorityAgent, RandomAgent, ReplayAgent, read_recorded
+from giant_assets.batch.records import records_frame
 from giant_assets.batch.runner import result_row
 from giant_assets.eval.extraction import extract_label
-from giant_assets.eval.scoring import PREDICTION_DTYPES
 
 OPTIONS = ["Lung", "Liver", "Kidney", "Skin"]
 SIX = ["Lung", "Liver", "Kidney", "Skin", "Colon", "Breast"]
@@ -239,7 +239,7 @@ def test_replaying_a_predictions_table_reproduces_its_labels_and_regions(tmp_pat
         base |= {"benchmark_id": it.benchmark_id, "run_index": 0, "started_at": None}
         truth = {"benchmark_name": "tcga", "truth_label": 2, "options": OPTIONS}
         rows.append(result_row(base, truth, AgentAnswer(text, steps), None, None))
-    table = pd.DataFrame.from_records(rows, columns=list(PREDICTION_DTYPES)).astype(PREDICTION_DTYPES)
+    table = records_frame(rows)
     agent = ReplayAgent(write(table, tmp_path / f"predictions{suffix}"))
     replayed = [answer(agent, item(benchmark_id=f"{i:03d}")) for i in range(len(texts))]
     assert [a.text for a in replayed] == texts

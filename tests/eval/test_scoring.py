@@ -427,3 +427,14 @@ def test_panda_null_grade_policy_is_applied_when_rescoring(policy: str, label: i
     assert (pd.isna(got) and label is None) or got == label
     metrics = benchmark_metrics_row("panda", vote_items(scored, items), scored)
     assert metrics["n_null_grades"] == 1
+
+
+def test_untagged_responses_are_counted() -> None:
+    items = items_frame("tcga", [1, 2], "accuracy")
+    rows = [
+        run_row("tcga", "id0", 0, 1, 1) | {"response_tagged": True},
+        run_row("tcga", "id1", 0, 2, 2) | {"response_tagged": False},
+    ]
+    preds = predictions_frame(rows)
+    row = benchmark_metrics_row("tcga", vote_items(preds, items), preds)
+    assert row["n_untagged_responses"] == 1

@@ -83,6 +83,7 @@ def benchmark_metrics(
             if row["n_slide_readable"]
             else "n/a",
             "null_grades": row["n_null_grades"],
+            "untagged_responses": row["n_untagged_responses"],
             "cost_usd": row["cost_usd"],
         }
     )
