@@ -25,9 +25,13 @@ from giant_assets.grading.reader import TASK_COLUMN, SubmissionFileError, open_s
 from giant_assets.grading.report import TaskReport, write_json
 from giant_assets.grading.tasks import Task, TaskRegistry
 from giant_assets.grading.tasks import registry as DEFAULT_REGISTRY  # noqa: N812 - upstream's name
-from giant_assets.grading.validate import TaskChecker, check_file
+from giant_assets.grading.validate import TaskChecker, check_file, validate_submission
 from giant_assets.judges.safe_json import JsonLimitError, loads
 
+__all__ = [  # biomlbench.grade's names, plus this project's
+    "aggregate_reports", "calculate_human_performance_metrics", "grade_csv", "grade_file", "grade_jsonl",
+    "grade_predictions_jsonl", "grade_submission", "task_id_from_filename", "validate_submission",
+]  # fmt: skip
 UNKNOWN_TASK = "unknown"
 TASK_SEPARATOR = "__"
 TaskCollection = Task | TaskRegistry | Mapping[str, Task] | Iterable[Task]
