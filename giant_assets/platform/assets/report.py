@@ -10,8 +10,9 @@ from dagster import AssetExecutionContext, Config, MetadataValue, asset
 from pydantic import Field
 
 from giant_assets.core.paths import confined_path
+from giant_assets.eval.scoring import rescore
 from giant_assets.platform.partitions import cell, results_partitions
-from giant_assets.platform.resources import MultiPathQAResource, StorageResource
+from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource, StorageResource
 from giant_assets.report.trajectory_images import preview_markdown, write_pictures
 from giant_assets.report.viewer import item_pages, write_benchmark
 
@@ -122,15 +123,19 @@ def trajectory_viewer(
     trajectory_pictures: pd.DataFrame,
     storage: StorageResource,
     dataset: MultiPathQAResource,
+    experiments: ExperimentsResource,
 ) -> None:
     """A static site per experiment, ``<data_dir>/viewer/<experiment>/index.html``: every item with its
-    runs as timelines of what the agent saw and said. Opens from file:// (or ``make view``)."""
+    runs as timelines of what the agent saw and said. Opens from file:// (or ``make view``).
+
+    Run labels are re-extracted from the stored answers as ``item_predictions`` does, so each run's
+    label agrees with the vote shown beside it.
+    """
     experiment, benchmark = cell(context)
     items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
     started = time.perf_counter()
-    pages = item_pages(
-        predictions, item_predictions, items, trajectory_pictures, _regions(dataset, benchmark)
-    )
+    runs = rescore(predictions, items, experiments.get(experiment).panda_null_grade)
+    pages = item_pages(runs, item_predictions, items, trajectory_pictures, _regions(dataset, benchmark))
     site = write_benchmark(confined_path(storage.root, "viewer", experiment), benchmark, pages)
     mine = [r for r in site.rows if r["benchmark"] == benchmark]
     context.add_output_metadata(
