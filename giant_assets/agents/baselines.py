@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 from collections import Counter
 from collections.abc import Sequence
 
@@ -32,6 +31,7 @@ from giant_assets.agents.pricing import PriceTable, load_price_table
 from giant_assets.agents.providers import ChatModel, ImagePart, Message, ModelReply, ProviderError, TextPart
 from giant_assets.batch.ratelimit import RateLimiter
 from giant_assets.batch.records import SLIDE_UNAVAILABLE
+from giant_assets.core.settings import PRICES_ENV, env
 from giant_assets.eval.extraction import PANDA, extract_label
 from giant_assets.eval.voting import majority_vote
 from giant_assets.experiments.spec import Experiment
@@ -215,12 +215,11 @@ def _tally(labels: Sequence[int | None]) -> str:
 def make_baseline_agent(experiment: Experiment, limiter: RateLimiter | None) -> ThumbnailAgent | PatchAgent:
     """The experiment's ``thumbnail`` or ``patch`` baseline over its provider; prices via ``GIANT_PRICES``."""
     from giant_assets.agents.providers import make_chat_model
-    from giant_assets.agents.registry import PRICES_ENV
 
     agents = {"thumbnail": ThumbnailAgent, "patch": PatchAgent}
     if experiment.agent not in agents:
         raise ValueError(f"agent {experiment.agent!r} is not a baseline; use one of {sorted(agents)}")
-    prices = load_price_table(os.environ.get(PRICES_ENV) or None)
+    prices = load_price_table(env(PRICES_ENV) or None)
     return agents[experiment.agent](make_chat_model(experiment, limiter), experiment, prices)
 
 

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
 
 from giant_assets.agents.base import Agent
 from giant_assets.batch.ratelimit import RateLimiter
+from giant_assets.core.settings import PRICES_ENV, env
 from giant_assets.experiments.spec import Experiment
-
-PRICES_ENV = "GIANT_PRICES"  # optional JSON/YAML file overriding the USD price table
 
 
 def save_settings(experiment: Experiment, path: Path) -> None:
@@ -49,7 +47,7 @@ def make_giant_agent(experiment: Experiment, limiter: RateLimiter) -> Agent:
     from giant_assets.agents.providers import make_chat_model
 
     template = load_prompt_template(experiment.prompt_path) if experiment.prompt_path else None
-    prices = load_price_table(os.environ.get(PRICES_ENV) or None)
+    prices = load_price_table(env(PRICES_ENV) or None)
     return GiantAgent(
         make_chat_model(experiment, limiter),
         max_steps=experiment.max_steps,

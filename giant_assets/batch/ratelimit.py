@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import random
 import time
 from typing import Any, Protocol
@@ -22,6 +21,8 @@ from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.aio.storage import RedisStorage
 from limits.aio.strategies import MovingWindowRateLimiter, SlidingWindowCounterRateLimiter
 from limits.errors import StorageError
+
+from giant_assets.core.settings import RATE_LIMIT_REDIS_URL_ENV, RATE_LIMIT_WINDOW_ENV, env
 
 
 class RateLimiter(Protocol):
@@ -53,8 +54,6 @@ class LocalRateLimiter:
             n -= part
 
 
-REDIS_URL_ENV = "GIANT_RATE_LIMIT_REDIS_URL"
-WINDOW_ENV = "GIANT_RATE_LIMIT_WINDOW_S"  # the limits' window in seconds (default 60; tests use a few)
 NAMESPACE = "giant"  # first part of every Redis key of the shared limits
 
 
@@ -138,9 +137,9 @@ class SharedRateLimiter:
 
     def _down(self, exc: BaseException) -> RateLimitStoreDown:
         return RateLimitStoreDown(
-            f"shared rate-limit store {_redact(self.url)} ({REDIS_URL_ENV}) is unreachable "
+            f"shared rate-limit store {_redact(self.url)} ({RATE_LIMIT_REDIS_URL_ENV}) is unreachable "
             f"({type(exc).__name__}: {exc}); refusing to call {'/'.join(self.key)} without the shared "
-            f"limit. Start the store, or unset {REDIS_URL_ENV} to use the in-process limiter."
+            f"limit. Start the store, or unset {RATE_LIMIT_REDIS_URL_ENV} to use the in-process limiter."
         )
 
 
@@ -154,16 +153,18 @@ def make_rate_limiter(
     """The limiter for one (provider, model, key variable name): shared through Redis when
     ``GIANT_RATE_LIMIT_REDIS_URL`` is set (and reachable, else ``RateLimitStoreDown``), else in-process.
     """
-    url = os.environ.get(REDIS_URL_ENV, "").strip()
+    url = env(RATE_LIMIT_REDIS_URL_ENV).strip()
     if not url:
         return LocalRateLimiter(requests_per_minute, tokens_per_minute)
-    window = os.environ.get(WINDOW_ENV, "60")
+    window = env(RATE_LIMIT_WINDOW_ENV, "60")
     try:
         window_s = int(window)
         if window_s < 1:
             raise ValueError
     except ValueError:
-        raise ValueError(f"{WINDOW_ENV}={window!r}: expected a whole number of seconds >= 1") from None
+        raise ValueError(
+            f"{RATE_LIMIT_WINDOW_ENV}={window!r}: expected a whole number of seconds >= 1"
+        ) from None
     limiter = SharedRateLimiter(
         url, (provider, model, key_env), requests_per_minute, tokens_per_minute, window_s
     )

@@ -19,16 +19,15 @@ from pathlib import Path
 
 from dagster import AssetSelection, DagsterInstance, materialize
 
-from giant_assets.agents.registry import PRICES_ENV
 from giant_assets.cluster.definitions import PROVIDER_TAG
 from giant_assets.cluster.instance import Cluster
 from giant_assets.cluster.processes import Processes, backfill_command, daemon_command, worker_command
 from giant_assets.cluster.report import peak_in_window, step_workers, wait_for_runs
 from giant_assets.cluster.servers import start_postgres, start_redis
+from giant_assets.core.settings import EXPERIMENTS_ENV, PRICES_ENV
 from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted_model import serve_demo_model
 from giant_assets.eval.leaderboard import leaderboard_markdown
-from giant_assets.experiments.declared import EXPERIMENTS_ENV
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 LIMIT_RPM = 120

@@ -11,7 +11,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from giant_assets.batch.ratelimit import REDIS_URL_ENV
+from giant_assets.core.settings import RATE_LIMIT_REDIS_URL_ENV as REDIS_URL_ENV
 
 POSTGRES_URL_ENV = "GIANT_DAGSTER_POSTGRES_URL"
 BROKER_ENV = "GIANT_CELERY_BROKER_URL"

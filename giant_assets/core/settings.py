@@ -9,6 +9,27 @@ DATA_DIR_ENV = "GIANT_DATA_DIR"  # where Parquet files and giant.duckdb live (de
 WSI_ROOT_ENV = "GIANT_WSI_ROOT"  # default WSI root for the items asset
 CSV_SOURCE_ENV = "GIANT_CSV_SOURCE"  # sample | local | huggingface (default sample)
 CSV_PATH_ENV = "GIANT_CSV_PATH"  # the CSV for source local
+EXPERIMENTS_ENV = "GIANT_EXPERIMENTS"  # the experiments file (default ./experiments.yaml)
+PRICES_ENV = "GIANT_PRICES"  # optional JSON/YAML file overriding the USD price table
+REGIONS_ENV = "GIANT_REGIONS_PATH"  # reference regions for ROI scores and trajectory pictures
+HF_ENDPOINT_ENV = "HF_ENDPOINT"  # HuggingFace mirror/endpoint (HF_TOKEN is read by huggingface_hub)
+DAGSTER_HOME_ENV = "DAGSTER_HOME"  # the Dagster instance (the Makefile sets ./dagster_home)
+DEMO_KEY_ENV = "GIANT_DEMO_API_KEY"  # the throwaway key the demo sends its loopback model
+RATE_LIMIT_REDIS_URL_ENV = "GIANT_RATE_LIMIT_REDIS_URL"  # share the provider rate limit through Redis
+RATE_LIMIT_WINDOW_ENV = "GIANT_RATE_LIMIT_WINDOW_S"  # the shared limits' window in seconds (default 60)
+POSTGRES_URL_ENV = "GIANT_DAGSTER_POSTGRES_URL"  # the Dagster instance on PostgreSQL (scale-out)
+CELERY_BROKER_ENV = "GIANT_CELERY_BROKER_URL"  # Celery broker of the workers (scale-out)
+CELERY_BACKEND_ENV = "GIANT_CELERY_BACKEND_URL"  # Celery result backend (scale-out)
+CLUSTER_DIR_ENV = "GIANT_CLUSTER_DIR"  # where `make cluster-demo` keeps its servers (default data/cluster)
+# provider keys are read from the variable an experiment names in api_key_env
+# (default OPENAI_API_KEY / ANTHROPIC_API_KEY), only when a request is made, and never stored
+
+
+def env(name: str, default: str = "") -> str:
+    """The value of one of the variables named above (read at call time, never at import)."""
+    return os.environ.get(name, default)
+
+
 VIEW_WAIT_ENV = "GIANT_VIEW_WAIT_S"  # seconds a new DuckDB view waits for the file's lock (default 10)
 JOURNAL_LOCK_WAIT_ENV = "GIANT_JOURNAL_LOCK_WAIT_S"  # seconds a run waits for a busy journal (default 30)
 ORPHAN_WATCHDOG_ENV = "GIANT_STOP_WHEN_ORPHANED"  # "0" keeps a batch running after its parent dies

@@ -27,8 +27,7 @@ from pathlib import Path
 
 from dagster import AssetSelection, DagsterInstance, materialize
 
-from giant_assets.agents.registry import PRICES_ENV
-from giant_assets.core.settings import data_dir
+from giant_assets.core.settings import DAGSTER_HOME_ENV, DEMO_KEY_ENV, PRICES_ENV, data_dir, env
 from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted_model import serve_demo_model
 from giant_assets.eval.export import submission_path
@@ -43,7 +42,6 @@ from giant_assets.platform.sensors import sync_experiments
 DEMO_MODEL = "scripted-demo"
 # the loopback model needs no key; the demo still sends a throwaway one, through the same env-var path a
 # real key takes, so the run shows that keys reach only the Authorization header (never logs or tables)
-DEMO_KEY_ENV = "GIANT_DEMO_API_KEY"
 # Dagster's per-event DEBUG lines would bury the demo's own output; they stay in the run logs (`make ui`)
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 GRADED = ("demo-giant", "tcga")
@@ -102,10 +100,10 @@ def _grade_export(instance: DagsterInstance, root: Path) -> Path:
 
 
 def main() -> None:
-    home = os.environ.get("DAGSTER_HOME")
+    home = env(DAGSTER_HOME_ENV)
     if not home:
         home = str(Path(__file__).resolve().parents[2] / "dagster_home")
-        os.environ["DAGSTER_HOME"] = home
+        os.environ[DAGSTER_HOME_ENV] = home
     instance = DagsterInstance.get()
     root = data_dir()
     experiments = RESOURCES["experiments"]

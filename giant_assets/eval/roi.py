@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-
 import pandas as pd
 
 from giant_assets.batch.records import RUN_KEY
+from giant_assets.core.settings import REGIONS_ENV, env
 from giant_assets.geometry.roi import evaluate_viewed_regions, regions_from_frame
 from giant_assets.multipathqa.sample import sample_regions_path
 
-REGIONS_ENV = "GIANT_REGIONS_PATH"
 ROI_COLUMNS = [
     *RUN_KEY,
     "n_viewed",
@@ -26,8 +24,8 @@ ROI_COLUMNS = [
 def reference_regions_path(configured: str, dataset_source: str) -> str:
     """The regions file to use: the configured one, else ``GIANT_REGIONS_PATH``, else the bundled
     sample's regions when the dataset is the sample; "" when there are none."""
-    if configured or os.environ.get(REGIONS_ENV):
-        return configured or os.environ[REGIONS_ENV]
+    if configured or env(REGIONS_ENV):
+        return configured or env(REGIONS_ENV)
     return str(sample_regions_path()) if dataset_source == "sample" else ""
 
 

@@ -11,16 +11,15 @@ Every problem is reported naming the file, the experiment and the field.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
+from giant_assets.core.settings import EXPERIMENTS_ENV, env
 from giant_assets.experiments.spec import Experiment
 
-EXPERIMENTS_ENV = "GIANT_EXPERIMENTS"
 DEFAULT_FILE = "experiments.yaml"
 
 
@@ -30,7 +29,7 @@ class ExperimentsFileError(ValueError):
 
 def experiments_path(configured: str = "") -> Path:
     """The experiments file: ``configured``, else ``$GIANT_EXPERIMENTS``, else ./experiments.yaml."""
-    return Path(configured or os.environ.get(EXPERIMENTS_ENV) or DEFAULT_FILE).expanduser().resolve()
+    return Path(configured or env(EXPERIMENTS_ENV) or DEFAULT_FILE).expanduser().resolve()
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

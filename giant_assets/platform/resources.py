@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -10,7 +9,14 @@ from typing import Literal
 import pandas as pd
 from dagster import ConfigurableResource
 
-from giant_assets.core.settings import CSV_PATH_ENV, CSV_SOURCE_ENV, WSI_ROOT_ENV, data_dir
+from giant_assets.core.settings import (
+    CSV_PATH_ENV,
+    CSV_SOURCE_ENV,
+    HF_ENDPOINT_ENV,
+    WSI_ROOT_ENV,
+    data_dir,
+    env,
+)
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.roi import reference_regions_path
 from giant_assets.experiments.declared import experiments_path, get_experiment, load_experiments
@@ -60,7 +66,7 @@ class MultiPathQAResource(ConfigurableResource):
     @property
     def kind(self) -> str:
         """The CSV source in use: the configured one, else ``GIANT_CSV_SOURCE``, else ``sample``."""
-        kind = self.source or os.environ.get(CSV_SOURCE_ENV) or "sample"
+        kind = self.source or env(CSV_SOURCE_ENV) or "sample"
         if kind not in ("sample", "local", "huggingface"):
             raise ValueError(f"{CSV_SOURCE_ENV}={kind!r}: expected sample, local or huggingface")
         return kind
@@ -70,7 +76,7 @@ class MultiPathQAResource(ConfigurableResource):
         if self.kind == "sample":
             return sample_csv_path(), "bundled sample"
         if self.kind == "local":
-            csv_path = self.csv_path or os.environ.get(CSV_PATH_ENV, "")
+            csv_path = self.csv_path or env(CSV_PATH_ENV)
             if not csv_path:
                 raise ValueError(
                     f"source 'local' needs csv_path (or {CSV_PATH_ENV}): the MultiPathQA CSV file to load"
@@ -81,13 +87,13 @@ class MultiPathQAResource(ConfigurableResource):
             data_dir / "hf_cache",
             repo_id=self.hf_repo_id,
             revision=self.hf_revision or None,
-            endpoint=self.hf_endpoint or os.environ.get("HF_ENDPOINT") or None,
+            endpoint=self.hf_endpoint or env(HF_ENDPOINT_ENV) or None,
         )
         return path, f"huggingface {self.hf_repo_id}@{self.hf_revision or 'main'}"
 
     def wsi_root_path(self, data_dir: Path) -> Path:
         """The WSI root to resolve ``image_path`` under (generating the sample slides if that is it)."""
-        configured = self.wsi_root or os.environ.get(WSI_ROOT_ENV, "")
+        configured = self.wsi_root or env(WSI_ROOT_ENV)
         if configured:
             root = Path(configured).expanduser().resolve()
             if not root.is_dir():

@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 
 from giant_assets.batch.ratelimit import (
-    REDIS_URL_ENV,
-    WINDOW_ENV,
     LocalRateLimiter,
     RateLimitStoreDown,
     SharedRateLimiter,
@@ -22,6 +20,8 @@ from giant_assets.batch.ratelimit import (
 )
 from giant_assets.cluster.report import peak_in_window
 from giant_assets.cluster.servers import LocalServer, free_port, start_redis
+from giant_assets.core.settings import RATE_LIMIT_REDIS_URL_ENV as REDIS_URL_ENV
+from giant_assets.core.settings import RATE_LIMIT_WINDOW_ENV as WINDOW_ENV
 from giant_assets.demo.scripted_model import Reply, ScriptedModelServer
 
 REPO = Path(__file__).resolve().parents[2]

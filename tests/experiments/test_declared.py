@@ -35,7 +35,8 @@ def test_the_repository_file_declares_the_paper_and_demo_experiments() -> None:
 def test_defaults_apply_and_each_experiment_overrides(tmp_path: Path) -> None:
     path = write(
         tmp_path,
-        "defaults: {concurrency: 8, seed: 3}\nexperiments:\n  a: {agent: random}\n  b: {agent: random, seed: 4}\n",
+        "defaults: {concurrency: 8, seed: 3}\n"
+        "experiments:\n  a: {agent: random}\n  b: {agent: random, seed: 4}\n",
     )
     declared = load_experiments(path)
     assert (declared["a"].concurrency, declared["a"].seed, declared["b"].seed) == (8, 3, 4)
