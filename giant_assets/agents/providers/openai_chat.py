@@ -8,9 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import openai
-
-from giant_assets.agents.providers.base import SDKChatModel
 from giant_assets.agents.providers.messages import (
     ImagePart,
     Message,
@@ -20,23 +17,12 @@ from giant_assets.agents.providers.messages import (
     ToolSpec,
     Usage,
 )
-from giant_assets.agents.providers.openai_responses import _arguments
+from giant_assets.agents.providers.openai_base import OpenAIModel, tool_arguments
 
 
-class OpenAIChatModel(SDKChatModel):
-    provider = "openai"
+class OpenAIChatModel(OpenAIModel):
     api = "chat"
     endpoint = "/chat/completions"
-    default_base_url = "https://api.openai.com/v1"
-    default_key_env = "OPENAI_API_KEY"
-    sdk = openai
-
-    def __init__(self, model: str, *, reasoning_effort: str | None = None, **kwargs: Any) -> None:
-        self.reasoning_effort = reasoning_effort
-        super().__init__(model, **kwargs)
-
-    def _make_client(self, key: str) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
 
     async def _send(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None, headers: dict
@@ -67,7 +53,7 @@ class OpenAIChatModel(SDKChatModel):
         if not isinstance(text, str):
             raise TypeError(f"choices[0].message.content is {type(text).__name__}, not text")
         calls = tuple(
-            ToolCall(c.id, c.function.name, _arguments(c.function.arguments), c.function.arguments or "")
+            ToolCall(c.id, c.function.name, tool_arguments(c.function.arguments), c.function.arguments or "")
             for c in message.tool_calls or []
             if c.type == "function"
         )

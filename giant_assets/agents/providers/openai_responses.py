@@ -8,13 +8,10 @@ encrypted reasoning content is requested and passed back. Images are sent at ``d
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
-import openai
-
-from giant_assets.agents.providers.base import SDKChatModel, dump
+from giant_assets.agents.providers.base import dump
 from giant_assets.agents.providers.messages import (
     ImagePart,
     Message,
@@ -25,22 +22,12 @@ from giant_assets.agents.providers.messages import (
     ToolSpec,
     Usage,
 )
+from giant_assets.agents.providers.openai_base import OpenAIModel, tool_arguments
 
 
-class OpenAIResponsesModel(SDKChatModel):
-    provider = "openai"
+class OpenAIResponsesModel(OpenAIModel):
     api = "responses"
     endpoint = "/responses"
-    default_base_url = "https://api.openai.com/v1"
-    default_key_env = "OPENAI_API_KEY"
-    sdk = openai
-
-    def __init__(self, model: str, *, reasoning_effort: str | None = None, **kwargs: Any) -> None:
-        self.reasoning_effort = reasoning_effort
-        super().__init__(model, **kwargs)
-
-    def _make_client(self, key: str) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
 
     async def _send(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None, headers: dict
@@ -76,7 +63,9 @@ class OpenAIResponsesModel(SDKChatModel):
                 texts += [c.text for c in item.content if c.type == "output_text"]
                 texts += [c.refusal for c in item.content if c.type == "refusal"]
             elif item.type == "function_call":
-                calls.append(ToolCall(item.call_id, item.name, _arguments(item.arguments), item.arguments))
+                calls.append(
+                    ToolCall(item.call_id, item.name, tool_arguments(item.arguments), item.arguments)
+                )
             elif item.type == "reasoning":
                 reasoning += [s.text for s in item.summary or []]
         u = response.usage
@@ -120,11 +109,3 @@ def _content(parts: Sequence[Part]) -> list[dict[str, Any]]:
             url = f"data:{p.media_type};base64,{p.data_b64}"
             out.append({"type": "input_image", "image_url": url, "detail": "high"})
     return out
-
-
-def _arguments(raw: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw or "{}")
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None

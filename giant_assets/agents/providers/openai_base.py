@@ -1,0 +1,35 @@
+"""What the two OpenAI wire formats (Responses, Chat Completions) share: the client and the options."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+
+from giant_assets.agents.providers.base import SDKChatModel
+
+
+class OpenAIModel(SDKChatModel):
+    """An ``openai.AsyncOpenAI`` client (retries ours: ``max_retries=0``) and the reasoning effort."""
+
+    provider = "openai"
+    default_base_url = "https://api.openai.com/v1"
+    default_key_env = "OPENAI_API_KEY"
+    sdk = openai
+
+    def __init__(self, model: str, *, reasoning_effort: str | None = None, **kwargs: Any) -> None:
+        self.reasoning_effort = reasoning_effort
+        super().__init__(model, **kwargs)
+
+    def _make_client(self, key: str) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
+
+
+def tool_arguments(raw: str) -> dict[str, Any] | None:
+    """A tool call's JSON arguments as a dict; None when they are not a JSON object."""
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
