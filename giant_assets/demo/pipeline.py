@@ -35,7 +35,7 @@ from giant_assets.eval.leaderboard import leaderboard_markdown
 from giant_assets.grading.submissions import partition_key_for
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.platform.assets.grading import SUBMISSIONS_DIR, submission_partitions
-from giant_assets.platform.definitions import ALL_ASSETS, ALL_CHECKS, RESOURCES
+from giant_assets.platform.definitions import ALL_ASSETS, ALL_CHECKS, CELL_ASSETS, RESOURCES
 from giant_assets.platform.partitions import result_key
 from giant_assets.platform.sensors import sync_experiments
 
@@ -50,15 +50,7 @@ GRADED = ("demo-giant", "tcga")
 # reuses their journals instead of asking the model again
 EXPERIMENTS = ("random", "demo-giant", "demo-thumbnail", "demo-patch")
 DEMO_PORT = 47321
-PER_CELL = AssetSelection.assets(
-    "predictions",
-    "trajectory_steps",
-    "item_predictions",
-    "benchmark_metrics",
-    "roi_evaluation",
-    "trajectory_pictures",
-    "trajectory_viewer",
-)
+PER_CELL = AssetSelection.assets(*CELL_ASSETS)
 ACROSS = AssetSelection.assets("leaderboard", "experiment_comparisons")
 
 

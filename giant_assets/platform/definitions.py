@@ -22,10 +22,8 @@ from giant_assets.platform.sensors import SENSORS
 
 storage = StorageResource()
 
-ALL_ASSETS = [
-    multipathqa_csv,
-    benchmark_items,
-    slide_inventory,
+# everything computed for one cell of the results grid (one experiment over one benchmark)
+CELL_ASSETS = [
     predictions,
     trajectory_steps,
     item_predictions,
@@ -33,6 +31,12 @@ ALL_ASSETS = [
     roi_evaluation,
     trajectory_pictures,
     trajectory_viewer,
+]
+ALL_ASSETS = [
+    multipathqa_csv,
+    benchmark_items,
+    slide_inventory,
+    *CELL_ASSETS,
     leaderboard,
     experiment_comparisons,
     *GRADING_ASSETS,
@@ -43,15 +47,7 @@ ALL_CHECKS = [*ITEM_CHECKS]
 # run in the run's own process (one import of the code location per cell, not one per step)
 evaluate_cell = define_asset_job(
     "evaluate_cell",
-    selection=AssetSelection.assets(
-        predictions,
-        trajectory_steps,
-        item_predictions,
-        benchmark_metrics,
-        roi_evaluation,
-        trajectory_pictures,
-        trajectory_viewer,
-    ),
+    selection=AssetSelection.assets(*CELL_ASSETS),
     partitions_def=results_partitions,
     config={"execution": {"config": {"in_process": {}}}},
 )
