@@ -18,9 +18,7 @@ next write that gets the lock, or by ``giant-sql --refresh-views``.
 from __future__ import annotations
 
 import logging
-import os
 import re
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -30,6 +28,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from giant_assets.core.files import atomic_write_bytes
 from giant_assets.core.settings import DUCKDB_NAME, VIEW_WAIT_ENV, env_seconds
 
 UNPARTITIONED = "_all"
@@ -49,39 +48,6 @@ def _check_name(kind: str, value: str) -> str:
     if not _SAFE_NAME.match(value) or value in {".", ".."}:
         raise ValueError(f"unsafe {kind} name {value!r}: use letters, digits, '_', '-', '.'")
     return value
-
-
-def current_umask() -> int:
-    """The process umask, read without changing it where /proc allows (no race with other threads)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except OSError:
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same folder and an atomic rename.
-
-    The file gets the mode a plain ``open()`` would give (0o666 minus the umask), not mkstemp's 0600.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~current_umask())
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def glob_literal(path: Path | str) -> str:

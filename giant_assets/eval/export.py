@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from giant_assets.core.files import atomic_write_bytes
 from giant_assets.core.paths import confined_path
-from giant_assets.core.storage import atomic_write_bytes
 
 EXPORTS_DIR = "exports"
 SUBMISSION_COLUMNS = ["benchmark_id", "prediction"]

@@ -29,6 +29,7 @@ from giant_assets.batch.records import (
     SLIDE_UNAVAILABLE,
     TIMEOUT,
 )
+from giant_assets.core.files import file_sha256
 from giant_assets.eval.bootstrap import bootstrap_metric
 from giant_assets.eval.extraction import PANDA_NULL_REASON, extract_label
 from giant_assets.eval.metrics import METRICS
@@ -198,7 +199,7 @@ def write_results_json(
     source = raw_csv["source_file"].iloc[0] if "source_file" in raw_csv and len(raw_csv) else None
     csv_sha = None
     if source and Path(source).is_file():
-        csv_sha = hashlib.sha256(Path(source).read_bytes()).hexdigest()
+        csv_sha = file_sha256(source)
     templates = "\n\x00".join(sorted(raw_csv["prompt"].unique())) if "prompt" in raw_csv else ""
     provenance = {
         "package_version": __version__,

@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from giant_assets.core.files import file_sha256
+
 AgentMode = Literal["random", "majority", "replay", "giant", "thumbnail", "patch", "random_patch"]
 MODEL_MODES = frozenset({"giant", "thumbnail", "patch", "random_patch"})
 # bump when the agent-side prompting or navigation protocol changes answers for the same settings
@@ -167,8 +169,7 @@ SPEED_FIELDS = (
 
 
 def _file_sha256(path: str) -> str:
-    file = Path(path).expanduser()
     try:
-        return hashlib.sha256(file.read_bytes()).hexdigest()
+        return file_sha256(Path(path).expanduser())
     except OSError as exc:
         raise ValueError(f"prompt_path {path}: cannot be read ({exc.strerror or exc})") from exc

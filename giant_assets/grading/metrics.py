@@ -14,10 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy.spatial.distance import dice as dice_dissimilarity
 from scipy.stats import spearmanr
 from sklearn import metrics as skm
 
+from giant_assets.eval.metrics import accuracy, balanced_accuracy
 from giant_assets.grading import structure
 
 MetricFn = Callable[[np.ndarray, np.ndarray], float]
@@ -48,6 +50,20 @@ def _structure(fn: MetricFn) -> MetricFn:
     return lambda t, p: fn(_xyz(p.astype(float)), _xyz(t.astype(float)))
 
 
+def _on_codes(metric: Callable[[np.ndarray, np.ndarray], float]) -> MetricFn:
+    """``metric`` of the project (eval.metrics) on any labels: both sides coded as integers together
+    (accuracy and balanced accuracy do not depend on the label values; a missing prediction stays
+    missing, -1, and counts wrong)."""
+
+    def coded(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+        codes, _ = pd.factorize(
+            np.concatenate([np.asarray(y_true, dtype=object), np.asarray(y_pred, dtype=object)])
+        )
+        return metric(codes[: len(y_true)], codes[len(y_true) :])
+
+    return coded
+
+
 def _dice(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     """Dice coefficient 2|A∩B| / (|A| + |B|) of two binary masks (1 - scipy's Dice dissimilarity)."""
     return 1.0 - float(dice_dissimilarity(y_true.astype(bool), y_pred.astype(bool)))
@@ -56,8 +72,8 @@ def _dice(y_true: np.ndarray, y_pred: np.ndarray) -> float:
 METRIC_LIBRARY: dict[str, Metric] = {
     m.name: m
     for m in (
-        Metric("accuracy", skm.accuracy_score, is_lower_better=False, is_fraction=True),
-        Metric("balanced_accuracy", skm.balanced_accuracy_score, is_lower_better=False, is_fraction=True),
+        Metric("accuracy", _on_codes(accuracy), is_lower_better=False, is_fraction=True),
+        Metric("balanced_accuracy", _on_codes(balanced_accuracy), is_lower_better=False, is_fraction=True),
         Metric("roc_auc", skm.roc_auc_score, is_lower_better=False, is_fraction=True),
         Metric("auc_roc", skm.roc_auc_score, is_lower_better=False, is_fraction=True),
         Metric("precision", skm.precision_score, is_lower_better=False, is_fraction=True),

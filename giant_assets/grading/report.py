@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
@@ -13,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from giant_assets.core.files import atomic_write_bytes
 
 
 def utc_now_iso() -> str:
@@ -104,29 +103,10 @@ def reports_to_frame(reports: Sequence[TaskReport]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns).astype(_FRAME_DTYPES)
 
 
-def current_umask() -> int:
-    """The process umask, read without changing it where Linux allows (/proc/self/status)."""
-    with contextlib.suppress(OSError, ValueError, StopIteration):
-        status = Path("/proc/self/status").read_text()
-        return int(next(line for line in status.splitlines() if line.startswith("Umask:")).split()[1], 8)
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_json(path: Path | str, payload: Any) -> Path:
     """Write ``payload`` as indented JSON atomically (temp file + rename), with the permissions a plain
     ``open(path, "w")`` would give under the user's umask (0644 under umask 022), never 0600."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
-            os.fchmod(fh.fileno(), 0o666 & ~current_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    text = json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False)
+    atomic_write_bytes(path, text.encode("utf-8"))
     return path

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import csv
-import hashlib
 import io
 import unicodedata
 from collections import defaultdict
@@ -47,14 +46,6 @@ class CsvFormatError(ValueError):
     def __init__(self, message: str, errors: list[RowError] | None = None) -> None:
         super().__init__(message)
         self.errors = errors or []
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def read_csv_strings(path: Path | str) -> pd.DataFrame:

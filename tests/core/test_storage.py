@@ -16,9 +16,10 @@ import duckdb
 import pandas as pd
 import pytest
 
+from giant_assets.core.files import atomic_write_bytes
 from giant_assets.core.settings import VIEW_WAIT_ENV
 from giant_assets.core.sql import main as sql_main
-from giant_assets.core.storage import ParquetStore, atomic_write_bytes
+from giant_assets.core.storage import ParquetStore
 
 
 def _write_partition(root: str, name: str, n: int) -> None:

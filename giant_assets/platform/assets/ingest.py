@@ -5,7 +5,8 @@ from typing import Literal
 import pandas as pd
 from dagster import AssetExecutionContext, Config, Failure, MetadataValue, asset
 
-from giant_assets.multipathqa.loading import file_sha256, parse_items, read_csv_strings
+from giant_assets.core.files import file_sha256
+from giant_assets.multipathqa.loading import parse_items, read_csv_strings
 from giant_assets.multipathqa.wsi import resolve_items
 from giant_assets.platform.resources import MultiPathQAResource, StorageResource
 

@@ -25,8 +25,8 @@ from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from giant_assets.core.files import atomic_write_bytes
 from giant_assets.core.paths import confined_path, decode_component
-from giant_assets.core.storage import atomic_write_bytes
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.report.viewer.pages import index_counts, index_row
 
