@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from giant_assets.agents.base import AgentAnswer, AgentItem, Step
+from giant_assets.batch.records import parse_trajectory
 from giant_assets.multipathqa.benchmarks import PANDA_GRADES
 
 _PANDA = "panda"
@@ -165,8 +166,8 @@ class ReplayAgent:
         row = self._lookup(item, run_index)
         text = row["answer_text"]
         recorded = row.get("trajectory_json")
-        if isinstance(recorded, str) and recorded:
-            recorded = json.loads(recorded)
+        if isinstance(recorded, str):
+            recorded = parse_trajectory(recorded)
         if isinstance(recorded, list) and recorded:
             # the recorded boxes and texts come back; the spend does not: a replay costs nothing
             steps = [
