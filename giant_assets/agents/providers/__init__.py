@@ -6,7 +6,6 @@
 - ``factory.make_chat_model(experiment, limiter)``: chooses by ``experiment.resolved_api``
 """
 
-from giant_assets.agents.providers.anthropic import AnthropicChatModel
 from giant_assets.agents.providers.errors import (
     MalformedResponse,
     MissingAPIKey,
@@ -14,7 +13,7 @@ from giant_assets.agents.providers.errors import (
     ProviderHTTPError,
     RetriesExhausted,
 )
-from giant_assets.agents.providers.factory import make_chat_model
+from giant_assets.agents.providers.factory import make_chat_model, model_class
 from giant_assets.agents.providers.keys import REDACTED, Secret, api_key_from_env, is_loopback_url
 from giant_assets.agents.providers.messages import (
     ChatModel,
@@ -26,9 +25,17 @@ from giant_assets.agents.providers.messages import (
     ToolSpec,
     Usage,
 )
-from giant_assets.agents.providers.openai_chat import OpenAIChatModel
-from giant_assets.agents.providers.openai_responses import OpenAIResponsesModel
 from giant_assets.agents.providers.retry import RetryPolicy, parse_retry_after
+
+# the client classes load their SDK (openai, anthropic) on first use, not when this package is imported
+_CLIENTS = {"OpenAIResponsesModel": "responses", "OpenAIChatModel": "chat", "AnthropicChatModel": "messages"}
+
+
+def __getattr__(name: str) -> type:
+    if name in _CLIENTS:
+        return model_class(_CLIENTS[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "REDACTED",

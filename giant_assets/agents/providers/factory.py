@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from giant_assets.agents.providers.anthropic import AnthropicChatModel
 from giant_assets.agents.providers.base import SDKChatModel
-from giant_assets.agents.providers.openai_chat import OpenAIChatModel
-from giant_assets.agents.providers.openai_responses import OpenAIResponsesModel
 from giant_assets.batch.ratelimit import RateLimiter
 from giant_assets.experiments.spec import Experiment
 
-WIRE_FORMATS: dict[str, type[SDKChatModel]] = {
-    "responses": OpenAIResponsesModel,
-    "chat": OpenAIChatModel,
-    "messages": AnthropicChatModel,
+# api -> (module, class); imported on first use, so a run loads only the SDK it talks to
+WIRE_FORMATS: dict[str, tuple[str, str]] = {
+    "responses": ("giant_assets.agents.providers.openai_responses", "OpenAIResponsesModel"),
+    "chat": ("giant_assets.agents.providers.openai_chat", "OpenAIChatModel"),
+    "messages": ("giant_assets.agents.providers.anthropic", "AnthropicChatModel"),
 }
+
+
+def model_class(api: str) -> type[SDKChatModel]:
+    """The client class of a wire format."""
+    module, name = WIRE_FORMATS[api]
+    return getattr(importlib.import_module(module), name)
 
 
 def make_chat_model(experiment: Experiment, limiter: RateLimiter | None, **kwargs: Any) -> SDKChatModel:
@@ -31,4 +36,4 @@ def make_chat_model(experiment: Experiment, limiter: RateLimiter | None, **kwarg
         common["thinking_budget"] = experiment.thinking_budget
     else:
         common["reasoning_effort"] = experiment.reasoning_effort
-    return WIRE_FORMATS[api](experiment.model, **common, **kwargs)
+    return model_class(api)(experiment.model, **common, **kwargs)

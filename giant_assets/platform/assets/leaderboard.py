@@ -7,7 +7,6 @@ from giant_assets.eval.comparisons import experiment_comparisons as compare_expe
 from giant_assets.eval.leaderboard import leaderboard_long, leaderboard_markdown, leaderboard_table
 from giant_assets.eval.scoring import write_results_json
 from giant_assets.platform.resources import StorageResource
-from giant_assets.report.charts import leaderboard_chart_png
 
 COMPARISON_COLUMNS_SHOWN = [
     "benchmark_name",
@@ -31,6 +30,8 @@ def leaderboard(
     Also writes the chart (``results/leaderboard.png``) and one ``results/<experiment>/results.json``
     per experiment with its settings and provenance; the long form is the ``leaderboard_long`` view.
     """
+    from giant_assets.report.charts import leaderboard_chart_png  # matplotlib: only when drawing
+
     long = leaderboard_long(benchmark_metrics)
     table = leaderboard_table(benchmark_metrics)
     out_dir = storage.root / "results"
