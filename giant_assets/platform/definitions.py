@@ -4,8 +4,9 @@ Nothing here reads the environment: resources resolve their ``GIANT_*`` variable
 ``giant_assets.core.settings`` for the list).
 """
 
-from dagster import AssetSelection, Definitions, define_asset_job
+from dagster import AssetSelection, Definitions, PartitionedConfig, define_asset_job
 
+from giant_assets.experiments.spec import MODEL_MODES
 from giant_assets.platform.assets.grading import GRADING_ASSETS, GRADING_SENSORS
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.assets.inventory import slide_inventory
@@ -16,7 +17,7 @@ from giant_assets.platform.assets.roi import roi_evaluation
 from giant_assets.platform.assets.scores import benchmark_metrics, item_predictions
 from giant_assets.platform.checks import ITEM_CHECKS
 from giant_assets.platform.io_manager import ParquetDuckDBIOManager
-from giant_assets.platform.partitions import results_partitions
+from giant_assets.platform.partitions import results_partitions, split_key
 from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource, StorageResource
 from giant_assets.platform.sensors import SENSORS
 
@@ -42,6 +43,15 @@ ALL_ASSETS = [
     *GRADING_ASSETS,
 ]
 ALL_CHECKS = [*ITEM_CHECKS]
+PROVIDER_TAG = "giant/provider"  # the run queue bounds the runs at once per value (dagster_home/postgres)
+
+
+def cell_tags(partition_key: str) -> dict[str, str]:
+    """A cell's run tags: the provider its experiment calls (``offline`` for agents without a model)."""
+    experiment = RESOURCES["experiments"].get(split_key(partition_key)[0])
+    return {PROVIDER_TAG: experiment.provider if experiment.agent in MODEL_MODES else "offline"}
+
+
 # one cell of the results grid, end to end: what a backfill of an experiment row (or benchmark column)
 # runs per partition, from the UI or `dagster job backfill -j evaluate_cell --partitions ...`; its steps
 # run in the run's own process (one import of the code location per cell, not one per step)
@@ -49,7 +59,11 @@ evaluate_cell = define_asset_job(
     "evaluate_cell",
     selection=AssetSelection.assets(*CELL_ASSETS),
     partitions_def=results_partitions,
-    config={"execution": {"config": {"in_process": {}}}},
+    config=PartitionedConfig(
+        partitions_def=results_partitions,
+        run_config_for_partition_key_fn=lambda _: {"execution": {"config": {"in_process": {}}}},
+        tags_for_partition_key_fn=cell_tags,
+    ),
 )
 ALL_SENSORS = [*SENSORS, *GRADING_SENSORS]
 RESOURCES = {

@@ -40,10 +40,17 @@ def cell(context: AssetExecutionContext) -> tuple[str, str]:
 
 def storage_key(partition_key: str) -> str:
     """Where a partition lives in the store: ``<experiment>/<benchmark>`` for a results cell."""
-    if isinstance(partition_key, MultiPartitionKey):
-        keys = partition_key.keys_by_dimension
-        return f"{keys[EXPERIMENT]}/{keys[BENCHMARK]}"
-    if "|" in partition_key:
-        benchmark, experiment = partition_key.split("|", 1)
+    if isinstance(partition_key, MultiPartitionKey) or "|" in partition_key:
+        experiment, benchmark = split_key(partition_key)
         return f"{experiment}/{benchmark}"
     return partition_key
+
+
+def split_key(partition_key: str) -> tuple[str, str]:
+    """(experiment, benchmark) of a results-grid partition key (``<benchmark>|<experiment>``)."""
+    keys = (
+        partition_key.keys_by_dimension
+        if isinstance(partition_key, MultiPartitionKey)
+        else dict(zip((BENCHMARK, EXPERIMENT), partition_key.split("|", 1), strict=True))
+    )
+    return keys[EXPERIMENT], keys[BENCHMARK]

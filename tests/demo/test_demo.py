@@ -18,7 +18,7 @@ import shapely
 
 from giant_assets.multipathqa.sample import sample_regions_path
 
-# one worker runs the whole module, so the module-scoped demo runs once under `-n 2 --dist loadgroup`
+# one worker runs the whole module (xdist group), so the session-scoped demo runs once per suite
 pytestmark = pytest.mark.xdist_group("demo")
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ DEMO_KEY = "sk-demo-test-4a7e19c2SECRET0000000000"  # what the demo sends the lo
 EXPERIMENTS = ["random", "demo-giant", "demo-thumbnail", "demo-patch"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: xdist may interleave other modules between its tests
 def demo(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path) -> tuple[Path, str]:
     tmp = tmp_path_factory.mktemp("demo")
     home = tmp / "dagster_home"

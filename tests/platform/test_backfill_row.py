@@ -80,6 +80,7 @@ def test_backfill_of_one_experiment_row_through_the_cli_and_daemon(
             assert sorted(r.tags.get("dagster/partition") for r in runs) == sorted(keys)
             assert {r.status for r in runs} == {DagsterRunStatus.SUCCESS}
             assert len({r.tags.get("dagster/backfill") for r in runs}) == 1  # one backfill, five runs
+            assert {r.tags.get("giant/provider") for r in runs} == {"offline"}  # the queue's provider tag
     finally:
         os.killpg(daemon.pid, signal.SIGTERM)
         try:
