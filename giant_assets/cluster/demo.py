@@ -122,7 +122,12 @@ def _run(root: Path, cluster: Cluster, model) -> tuple[str, bool]:
     print(f"\nModel server: {len(arrivals)} requests over {span:.0f}s, at most {peak} in any 60 s window "
           f"(shared limit {LIMIT_RPM}/min)")  # fmt: skip
     _materialize(
-        "leaderboard", AssetSelection.assets("leaderboard"), instance, ALL_ASSETS, ALL_CHECKS, RESOURCES
+        "leaderboard",
+        AssetSelection.assets("leaderboard", "leaderboard_long"),
+        instance,
+        ALL_ASSETS,
+        ALL_CHECKS,
+        RESOURCES,
     )
     print("\nLeaderboard:")
     print(leaderboard_markdown(ParquetStore(cluster.data_dir).read("leaderboard")))

@@ -51,7 +51,7 @@ GRADED = ("demo-giant", "tcga")
 EXPERIMENTS = ("random", "demo-giant", "demo-thumbnail", "demo-patch")
 DEMO_PORT = 47321
 PER_CELL = AssetSelection.assets(*CELL_ASSETS)
-ACROSS = AssetSelection.assets("leaderboard", "experiment_comparisons")
+ACROSS = AssetSelection.assets("leaderboard", "leaderboard_long", "experiment_comparisons")
 
 
 def _run(

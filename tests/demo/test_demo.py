@@ -17,6 +17,8 @@ import pytest
 import shapely
 
 from giant_assets.multipathqa.sample import sample_regions_path
+from giant_assets.platform.definitions import defs
+from tests.report.browser import Browser, chromium_path, file_url
 
 # one worker runs the whole module (xdist group), so the session-scoped demo runs once per suite
 pytestmark = pytest.mark.xdist_group("demo")
@@ -79,6 +81,17 @@ def test_demo_materializes_everything_and_says_where_to_look(demo: tuple[Path, s
     assert sorted(results) == sorted(EXPERIMENTS)
     assert results["demo-giant"]["binding"]["answer_settings"]["runs_per_item"] == 2
     assert len(results["demo-giant"]["metrics"]) == 5 and results["random"]["provenance"]["csv_sha256"]
+
+
+def test_every_table_in_the_duckdb_file_is_an_asset(demo: tuple[Path, str]) -> None:
+    data, _ = demo
+    with duckdb.connect(str(data / "giant.duckdb"), read_only=True) as con:
+        views = {
+            row[0] for row in con.sql("select view_name from duckdb_views() where not internal").fetchall()
+        }
+    assets = {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert "leaderboard_long" in views and "trajectory_steps" in views
+    assert views <= assets, views - assets
 
 
 def test_giant_trajectories_have_crops_read_pictures_and_a_viewer(demo: tuple[Path, str]) -> None:
@@ -158,3 +171,25 @@ def test_the_demo_key_is_stored_nowhere(demo: tuple[Path, str]) -> None:
         for path in root.rglob("*"):
             if path.is_file():
                 assert DEMO_KEY.encode() not in path.read_bytes(), path
+
+
+def test_the_demo_viewer_shows_every_giant_step_in_chromium(demo: tuple[Path, str]) -> None:
+    """What a user opens after `make demo`: the index lists every item, and an item page shows each
+    run's overview and crops decoded, one figure per step the trajectory_steps table records."""
+    data, _ = demo
+    site = data / "viewer" / "demo-giant"
+    with Browser(chromium_path()) as browser:
+        browser.open(file_url(site / "index.html"))
+        rows = browser.eval("document.querySelectorAll('#items tbody tr').length")
+        assert rows == 14  # every item of the sample, with or without a slide
+        browser.open(file_url(site / "tcga_slidebench" / "0" / "index.html"))
+        images = browser.eval("[...document.images].map(i => [i.complete, i.naturalWidth])")
+        crops = sql(
+            data,
+            "select count(*) n from trajectory_steps where experiment = 'demo-giant' "
+            "and benchmark_name = 'tcga_slidebench' and benchmark_id = '0' and action = 'crop'",
+        ).at[0, "n"]
+        assert len(images) == 2 + crops  # an overview per run plus every crop
+        assert all(done and width > 0 for done, width in images)
+        assert browser.eval("document.querySelectorAll('section.run').length") == 2
+        assert browser.problems() == []

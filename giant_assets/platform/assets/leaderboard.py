@@ -1,7 +1,7 @@
 """Assets across experiments: the leaderboard with the paper's rows, and paired comparisons."""
 
 import pandas as pd
-from dagster import AssetExecutionContext, MetadataValue, asset
+from dagster import AssetExecutionContext, AssetOut, MetadataValue, asset, multi_asset
 
 from giant_assets.eval.comparisons import experiment_comparisons as compare_experiments
 from giant_assets.eval.leaderboard import leaderboard_long, leaderboard_markdown, leaderboard_table
@@ -18,17 +18,29 @@ COMPARISON_COLUMNS_SHOWN = [
 ]
 
 
-@asset(group_name="compare", kinds={"pandas", "matplotlib"})
+@multi_asset(
+    outs={
+        "leaderboard": AssetOut(
+            description="one row per experiment plus the paper's rows, mean ± std",
+            kinds={"pandas", "matplotlib"},
+        ),
+        "leaderboard_long": AssetOut(
+            description="one row per known (experiment, benchmark) cell", kinds={"pandas"}
+        ),
+    },
+    group_name="compare",
+)
 def leaderboard(
     context: AssetExecutionContext,
     benchmark_metrics: pd.DataFrame,
     multipathqa_csv: pd.DataFrame,
     storage: StorageResource,
-) -> pd.DataFrame:
-    """One row per experiment plus the paper's rows, one column per benchmark in ``mean ± std``.
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One row per experiment plus the paper's rows, one column per benchmark in ``mean ± std``, and the
+    same cells in long form (``experiment, source, benchmark, mean, std``).
 
     Also writes the chart (``results/leaderboard.png``) and one ``results/<experiment>/results.json``
-    per experiment with its settings and provenance; the long form is the ``leaderboard_long`` view.
+    per experiment with its settings and provenance.
     """
     from giant_assets.report.charts import leaderboard_chart_png  # matplotlib: only when drawing
 
@@ -36,7 +48,6 @@ def leaderboard(
     table = leaderboard_table(benchmark_metrics)
     out_dir = storage.root / "results"
     chart = leaderboard_chart_png(long, out_dir / "leaderboard.png")
-    storage.store().write("leaderboard_long", long)
     results = write_results_json(benchmark_metrics, multipathqa_csv, out_dir, storage.root / "experiments")
     context.add_output_metadata(
         {
@@ -45,9 +56,11 @@ def leaderboard(
             "chart": MetadataValue.path(str(chart)),
             "chart_md": MetadataValue.md(f"![leaderboard]({chart})"),
             "results_json": MetadataValue.json([str(p) for p in results]),
-        }
+        },
+        output_name="leaderboard",
     )
-    return table
+    context.add_output_metadata({"cells": len(long)}, output_name="leaderboard_long")
+    return table, long
 
 
 @asset(group_name="compare", kinds={"numpy"})
