@@ -126,9 +126,6 @@ def main() -> None:
     end_to_end()
 
 
-if __name__ == "__main__":
-    main()
-
 
 # ---- end to end: a `predictions` materialization through the `dagster` CLI (issue 14) ----------------
 
@@ -277,3 +274,7 @@ def end_to_end() -> None:
     verdict = "met" if worst >= TARGET_EFFICIENCY else "MISSED"
     print(f"end-to-end worst efficiency {worst:.0%} of ideal C/(2L) (target >= {TARGET_EFFICIENCY:.0%}: "
           f"{verdict}); start-up: CLI start to first model call; after: last reply to CLI exit")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
