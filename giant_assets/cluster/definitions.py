@@ -8,7 +8,7 @@ tagged ``giant/provider`` with its experiment's provider (``platform.definitions
 the run queue bounds how many run at once per provider.
 """
 
-from dagster import AssetSelection, Definitions, PartitionedConfig, define_asset_job
+from dagster import AssetSelection, Definitions, define_asset_job
 
 from giant_assets.cluster.celery_app import executor
 from giant_assets.platform import definitions as platform
@@ -21,11 +21,7 @@ evaluate = define_asset_job(
     "evaluate",
     selection=AssetSelection.assets(*EVALUATE_ASSETS),
     partitions_def=results_partitions,
-    config=PartitionedConfig(
-        partitions_def=results_partitions,
-        run_config_for_partition_key_fn=lambda _: {},
-        tags_for_partition_key_fn=platform.cell_tags,
-    ),
+    config=platform.cell_config({}),
 )
 
 defs = Definitions.merge(platform.defs, Definitions(jobs=[evaluate], executor=executor))

@@ -52,6 +52,15 @@ def cell_tags(partition_key: str) -> dict[str, str]:
     return {PROVIDER_TAG: experiment.provider if experiment.agent in MODEL_MODES else "offline"}
 
 
+def cell_config(run_config: dict) -> PartitionedConfig:
+    """A grid job's config: the same ``run_config`` for every cell, and each cell's provider tag."""
+    return PartitionedConfig(
+        partitions_def=results_partitions,
+        run_config_for_partition_key_fn=lambda _: run_config,
+        tags_for_partition_key_fn=cell_tags,
+    )
+
+
 # one cell of the results grid, end to end: what a backfill of an experiment row (or benchmark column)
 # runs per partition, from the UI or `dagster job backfill -j evaluate_cell --partitions ...`; its steps
 # run in the run's own process (one import of the code location per cell, not one per step)
@@ -59,11 +68,7 @@ evaluate_cell = define_asset_job(
     "evaluate_cell",
     selection=AssetSelection.assets(*CELL_ASSETS),
     partitions_def=results_partitions,
-    config=PartitionedConfig(
-        partitions_def=results_partitions,
-        run_config_for_partition_key_fn=lambda _: {"execution": {"config": {"in_process": {}}}},
-        tags_for_partition_key_fn=cell_tags,
-    ),
+    config=cell_config({"execution": {"config": {"in_process": {}}}}),
 )
 ALL_SENSORS = [*SENSORS, *GRADING_SENSORS]
 RESOURCES = {
