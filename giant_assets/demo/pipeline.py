@@ -128,6 +128,10 @@ def _report(root: Path, submission: Path) -> None:
         "\nLeaderboard (bootstrap mean ± std over all items, 1000 replicates; the paper's rows below ours):"
     )
     print(leaderboard_markdown(board))
+    print(
+        "(the scripted model picks an option from a hash of the prompt and how dark its last view was, and a "
+        "PANDA grade from that darkness: its numbers show the plumbing on 14 items, not skill)"
+    )
     pair = store.query(
         "select benchmark_name, experiment_a, experiment_b, n_shared, round(diff_pct, 1) diff_pct, "
         "round(ci_low_pct, 1) ci_low_pct, round(ci_high_pct, 1) ci_high_pct, round(p_le_0, 3) p_le_0 "
