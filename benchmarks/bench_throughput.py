@@ -126,7 +126,6 @@ def main() -> None:
     end_to_end()
 
 
-
 # ---- end to end: a `predictions` materialization through the `dagster` CLI (issue 14) ----------------
 
 E2E_ITEMS = 64
