@@ -54,12 +54,17 @@ def _stat_fields(pid: int) -> list[str] | None:
 
 
 def leftover_pids(session: int, pipe_inodes: set[int]) -> list[int]:
-    """Processes in the judge's session or holding one of its pipes (not this process or its children)."""
+    """Processes in the judge's session or holding one of its pipes (never this process).
+
+    Parentage is not a criterion: an escaped grandchild is re-parented when the judge dies, possibly to
+    this process when it is a child subreaper; other judges' processes hold neither the session nor
+    these pipes (pipes are not inherited across ``Popen``), so they are never matched.
+    """
     me, found = os.getpid(), []
     targets = {f"pipe:[{inode}]" for inode in pipe_inodes}
     for pid in _pids():
         fields = _stat_fields(pid)
-        if pid == me or fields is None or (int(fields[1]) == me and pid != session):
+        if pid == me or fields is None:
             continue
         if int(fields[3]) == session:
             found.append(pid)

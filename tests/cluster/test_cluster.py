@@ -93,23 +93,26 @@ def _scenario(cluster: Cluster, model, env: dict[str, str], experiments: Path) -
         procs.start("daemon", daemon_command())
         procs.run("backfill", backfill_command("evaluate", partitions, tags))
 
-        # kill worker-1 mid-predictions: concurrency 1 runs items in order, so its first item is done
-        victim = None
+        # kill the worker running a partition's predictions mid-way (whichever worker the queue gave it):
+        # concurrency 1 runs items in order, so its first item is done and a later one is in flight
+        victim, victim_worker = None, None
         deadline = time.monotonic() + 240
         while victim is None:
-            assert time.monotonic() < deadline, "worker-1 never caught mid-partition"
+            assert time.monotonic() < deadline, "no worker caught mid-partition"
             for run in job_runs(instance, "evaluate"):
                 if run.status.value in FINISHED:
                     continue
-                if step_workers(instance, run.run_id).get("predictions", "").startswith("worker-1@"):
+                worker = step_workers(instance, run.run_id).get("predictions", "").split("@")[0]
+                if worker in WORKERS:
                     benchmark = run.tags["dagster/partition"].split("|")[0]
                     done = len(journal_rows(journals / f"{benchmark}.jsonl"))
                     prompts = prompts_of(items, benchmark)
                     distinct = len(set(prompts.values())) == len(prompts)  # requests attributable to items
                     if distinct and 2 <= done < 2 * len(prompts):  # the first item's 2 runs, not all
-                        victim = run
+                        victim, victim_worker = run, worker
+                        break
             time.sleep(0.2)
-        procs.kill("worker-1")
+        procs.kill(victim_worker)
         killed_at = time.monotonic()
         finished = {b: {(r["benchmark_id"], r["run_index"]) for r in journal_rows(journals / f"{b}.jsonl")}
                     for b in BENCHMARK_NAMES}  # fmt: skip
@@ -117,7 +120,7 @@ def _scenario(cluster: Cluster, model, env: dict[str, str], experiments: Path) -
         expected_runs = 2 * len(prompts_of(items, victim_benchmark))
         assert 0 < len(finished[victim_benchmark]) < expected_runs
 
-        # the others finish on worker-2; the victim waits for a worker that is gone: cancel it
+        # the others finish on the other worker; the victim waits for a worker that is gone: cancel it
         deadline = time.monotonic() + 300
         while True:
             runs = job_runs(instance, "evaluate")
@@ -130,8 +133,8 @@ def _scenario(cluster: Cluster, model, env: dict[str, str], experiments: Path) -
         wait_for_runs(instance, "evaluate", len(partitions), 120)
         assert instance.get_run_by_id(victim.run_id).status.value == "CANCELED"
 
-        # re-run the partition on a restarted worker-1 (and worker-2)
-        procs.start("worker-1b", worker_command("worker-1"))
+        # re-run the partition on the restarted worker (and the other one)
+        procs.start(f"{victim_worker}-restarted", worker_command(victim_worker))
         procs.run("rerun", backfill_command("evaluate", [victim.tags["dagster/partition"]], tags))
         runs = wait_for_runs(instance, "evaluate", len(partitions) + 1, 300)
 
