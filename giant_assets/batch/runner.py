@@ -196,9 +196,10 @@ async def execute(
         try:
             row_base = {**base, "started_at": _now()}
             try:
-                answer = await asyncio.wait_for(
-                    agent.answer(agent_item(item), base["run_index"]), timeout=settings.item_timeout_s
-                )
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation (Ctrl-C)
+                # that lands as the answer completes, and the batch would then run on to the end
+                async with asyncio.timeout(settings.item_timeout_s):
+                    answer = await agent.answer(agent_item(item), base["run_index"])
                 kind = (answer.error_kind or AGENT_ERROR) if answer.error else None
                 row = result_row(row_base, item, answer, kind, answer.error)
             except TimeoutError:
