@@ -132,7 +132,7 @@ def test_index_lists_every_item_with_its_numbers_and_links_that_resolve(tmp_path
     assert {r["data-steps"] for r in rows} == {"6"}
     counts = " ".join(" ".join(page.text).split())
     assert "5 items" in counts and "3 correct" in counts and "2 wrong" in counts and "2 with errors" in counts
-    assert "10 runs, 30 steps" in counts and "accuracy 60.0%" in counts and "$0.0600" in counts
+    assert "10 runs, 30 steps" in counts and "accuracy over all items 60.0%" in counts and "$0.0600" in counts
     for href in {h for h in page.links("a", "href") if not h.startswith("..")}:
         assert (site.index.parent / unquote(href)).is_file(), href
     for src in page.links("link", "href") + page.links("script", "src"):

@@ -209,7 +209,8 @@ def index_counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "correct": correct,
         "wrong": outcomes.count("wrong"),
         "unscored": outcomes.count("unscored"),
-        "accuracy_pct": 100.0 * correct / scored if scored else None,
+        # as the headline counts it: every item, an unscored one (no slide) counting wrong
+        "accuracy_pct": 100.0 * correct / len(rows) if rows else None,
         "with_errors": sum(bool(r["errors"]) for r in rows),
         "runs": sum(r["n_runs"] for r in rows),
         "steps": sum(r["n_steps"] for r in rows),
