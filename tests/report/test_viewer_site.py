@@ -190,3 +190,12 @@ def test_rebuilding_a_benchmark_replaces_its_pages_and_keeps_the_others(tmp_path
     assert [r["data-benchmark"] for r in rows] == ["tcga", "gtex"]
     assert sorted(p.name for p in (site.index.parent / "tcga").iterdir()) == ["b"]
     assert [r["benchmark_id"] for r in site.rows] == ["b", "g"]
+
+
+def test_index_accuracy_counts_items_without_a_slide_as_wrong() -> None:
+    from giant_assets.report.viewer.pages import index_counts
+
+    row = {"errors": [], "n_runs": 1, "n_steps": 2, "cost_usd": 0.0}
+    rows = [row | {"outcome": o} for o in ("correct", "wrong", "unscored", "correct")]
+    counts = index_counts(rows)
+    assert counts["accuracy_pct"] == 50.0 and counts["scored"] == 3 and counts["unscored"] == 1
