@@ -91,7 +91,13 @@ def vote_items(predictions: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     usable = predictions[predictions["error_kind"].fillna("") != SLIDE_UNAVAILABLE]
     voted = vote_frame(usable, ITEM_KEY, run_col="run_index", label_col="predicted_label")
     errors = (
-        usable.assign(failed=usable["error_kind"].notna()).groupby(ITEM_KEY, as_index=False)["failed"].sum()
+        usable.assign(
+            failed=usable["error_kind"].notna(),
+            no_label=usable["error_kind"].eq(NO_ANSWER),
+            null_grade=usable["extraction"].fillna("").str.startswith(PANDA_NULL_REASON),
+        )
+        .groupby(ITEM_KEY, as_index=False)[["failed", "no_label", "null_grade"]]
+        .sum()
     )
     ids = predictions[["config_hash", "agent", "model"]].drop_duplicates()
     out = base.merge(voted, on=ITEM_KEY, how="left").merge(errors, on=ITEM_KEY, how="left")
@@ -102,13 +108,19 @@ def vote_items(predictions: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     out["n_runs"] = out["n_runs"].fillna(0).astype("int64")
     out["n_votes"] = out["n_votes"].fillna(0).astype("int64")
     out["n_failed_runs"] = out.pop("failed").fillna(0).astype("int64")
+    out["n_no_label_runs"] = out.pop("no_label").fillna(0).astype("int64")
+    out["n_null_grade_runs"] = out.pop("null_grade").fillna(0).astype("int64")
     for col in ("config_hash", "agent", "model"):
         out[col] = ids[col].iloc[0] if len(ids) else None
     return out
 
 
 def benchmark_metrics_row(benchmark: str, voted: pd.DataFrame, predictions: pd.DataFrame) -> dict:
-    """Headline metric over all items with its bootstrap (as percentages), coverage, errors and cost."""
+    """Headline metric over all items with its bootstrap (as percentages), coverage, errors and cost.
+
+    ``voted`` comes from ``vote_items`` (its label counts reflect the current extraction); ``predictions``
+    are the stored runs (errors, tokens and cost do not depend on extraction).
+    """
     metric_types = voted["metric_type"].unique().tolist()
     if len(metric_types) > 1:
         raise ValueError(f"{benchmark}: items disagree on metric_type: {metric_types}")
@@ -131,8 +143,8 @@ def benchmark_metrics_row(benchmark: str, voted: pd.DataFrame, predictions: pd.D
         "n_agent_errors": int(kinds.get(AGENT_ERROR, 0)),
         "n_timeouts": int(kinds.get(TIMEOUT, 0)),
         "n_max_retries_exceeded": int(kinds.get(MAX_RETRIES_EXCEEDED, 0)),
-        "n_no_label": int(kinds.get(NO_ANSWER, 0)),
-        "n_null_grades": int(predictions["extraction"].fillna("").str.startswith(PANDA_NULL_REASON).sum()),
+        "n_no_label": int(voted["n_no_label_runs"].sum()),
+        "n_null_grades": int(voted["n_null_grade_runs"].sum()),
         # answers read from the whole reply because it had no <response>...</response> tags
         "n_untagged_responses": int(predictions["response_tagged"].eq(False).sum()),
         "cost_usd": float(predictions["cost_usd"].sum()),

@@ -411,8 +411,11 @@ def test_rescoring_reads_the_stored_answers_again_and_keeps_failed_runs() -> Non
     assert scored["error_kind"].fillna("ok").tolist() == ["ok", "ok", "agent_error"]
     assert scored["correct"].tolist() == [True, True, False]
     assert preds["predicted_label"].fillna(-1).tolist() == [-1, 1, -1]  # the input is not modified
-    row = benchmark_metrics_row("tcga_slidebench", vote_items(scored, items), scored)
+    row = benchmark_metrics_row("tcga_slidebench", vote_items(scored, items), preds)
     assert row["value"] == pytest.approx(accuracy_score([2, 3, 1], [2, 3, -1]))
+    # label counts follow the re-extraction, error counts the stored runs
+    assert preds["error_kind"].eq("no_answer").sum() == 1 and row["n_no_label"] == 0
+    assert row["n_agent_errors"] == 1
 
 
 @pytest.mark.parametrize(("policy", "label"), [("benign", 0), ("no_answer", None)])

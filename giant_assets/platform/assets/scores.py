@@ -9,18 +9,6 @@ from giant_assets.platform.partitions import cell, results_partitions
 from giant_assets.platform.resources import ExperimentsResource, StorageResource
 
 
-def _scored_runs(
-    context: AssetExecutionContext,
-    predictions: pd.DataFrame,
-    benchmark_items: pd.DataFrame,
-    experiments: ExperimentsResource,
-) -> tuple[str, str, pd.DataFrame, pd.DataFrame]:
-    name, benchmark = cell(context)
-    items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
-    runs = rescore(predictions, items, experiments.get(name).panda_null_grade)
-    return name, benchmark, items, runs
-
-
 @asset(
     partitions_def=results_partitions, group_name="evaluate", kinds={"pandas"}, code_version=EXTRACTOR_VERSION
 )
@@ -36,13 +24,13 @@ def item_predictions(
     Re-materializing re-scores from what is stored, with no model call. Also exported as a grading
     submission, ``<data_dir>/exports/<experiment>/<benchmark>.csv``.
     """
-    name, benchmark, items, runs = _scored_runs(context, predictions, benchmark_items, experiments)
+    name, benchmark = cell(context)
+    items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
+    runs = rescore(predictions, items, experiments.get(name).panda_null_grade)
     voted = vote_items(runs, items)
     voted.insert(0, "experiment", name)
     export = write_submission(voted, submission_path(storage.root, name, benchmark))
-    changed = int(
-        (runs["predicted_label"].astype("Int64") != predictions["predicted_label"]).fillna(True).sum()
-    )
+    changed = int((runs["predicted_label"].fillna(-1) != predictions["predicted_label"].fillna(-1)).sum())
     context.add_output_metadata(
         {
             "submission_export": MetadataValue.path(str(export)),
@@ -61,16 +49,12 @@ def item_predictions(
     partitions_def=results_partitions, group_name="evaluate", kinds={"numpy"}, code_version=EXTRACTOR_VERSION
 )
 def benchmark_metrics(
-    context: AssetExecutionContext,
-    item_predictions: pd.DataFrame,
-    predictions: pd.DataFrame,
-    benchmark_items: pd.DataFrame,
-    experiments: ExperimentsResource,
+    context: AssetExecutionContext, item_predictions: pd.DataFrame, predictions: pd.DataFrame
 ) -> pd.DataFrame:
     """The benchmark's metric over ALL its items (missing slides and failed runs count wrong), with
     1000-replicate bootstrap mean ± std and 95% interval, coverage beside it."""
-    name, benchmark, _, runs = _scored_runs(context, predictions, benchmark_items, experiments)
-    row = {"experiment": name} | benchmark_metrics_row(benchmark, item_predictions, runs)
+    name, benchmark = cell(context)
+    row = {"experiment": name} | benchmark_metrics_row(benchmark, item_predictions, predictions)
     context.add_output_metadata(
         {
             "metric": row["metric_type"],
