@@ -148,6 +148,5 @@ def steps_frame(predictions: pd.DataFrame) -> pd.DataFrame:
                     "error": step.get("error"),
                 }
             )
-    columns = {k: "object" for k in keys} | {"run_index": "int64"} | STEP_COLUMNS
-    columns = {k: v for k, v in columns.items() if k in keys or k in STEP_COLUMNS}
+    columns = {k: ("int64" if k == "run_index" else "object") for k in keys} | STEP_COLUMNS
     return pd.DataFrame.from_records(records, columns=list(columns)).astype(columns)
