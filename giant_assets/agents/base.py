@@ -78,7 +78,11 @@ class AgentAnswer:
 
 
 class Agent(Protocol):
-    """Answers one item; ``run_index`` distinguishes repeated runs (for seeding and voting)."""
+    """Answers one item; ``run_index`` distinguishes repeated runs (for seeding and voting).
+
+    An agent may also define ``prefetch(item) -> None``: start, without waiting, the slide reads its
+    next ``answer`` for ``item`` will need; the batch runner calls it for the runs about to start.
+    """
 
     name: str
     model: str

@@ -31,6 +31,7 @@ from typing import Any
 import openslide
 
 from giant_assets.agents.base import AgentAnswer, AgentItem, Step
+from giant_assets.agents.overviews import Overview, OverviewCache
 from giant_assets.agents.pricing import PriceTable, load_price_table
 from giant_assets.agents.providers import (
     ChatModel,
@@ -43,7 +44,7 @@ from giant_assets.agents.providers import (
     ToolSpec,
 )
 from giant_assets.slides.access import InvalidRegion, SlideError, encode_image, media_type, open_slide
-from giant_assets.slides.views import SlideView, overview, region
+from giant_assets.slides.views import SlideView, region
 
 MAX_RETRIES_EXCEEDED = "max_retries_exceeded"
 PLACEHOLDERS = ("width", "height", "max_steps", "analysis_steps", "image_size")
@@ -215,11 +216,17 @@ class GiantAgent:
         self.image_format = image_format
         self.random_crops = random_crops
         self.seed = seed
+        self.overviews = OverviewCache(image_size, image_format)
 
     def __repr__(self) -> str:
         return f"GiantAgent(name={self.name!r}, chat={self.chat!r}, max_steps={self.max_steps})"
 
+    def prefetch(self, item: AgentItem) -> None:
+        """Start reading ``item``'s slide overview now, ahead of its runs (the batch runner calls this)."""
+        self.overviews.prefetch(item.wsi_path)
+
     async def aclose(self) -> None:
+        await self.overviews.aclose()
         await self.chat.aclose()
 
     def system_prompt(self, width: int, height: int) -> str:
@@ -253,7 +260,7 @@ class GiantAgent:
                 "(a tool call at the last step every time)"
             )
             return AgentAnswer("", steps, message, MAX_RETRIES_EXCEEDED, self.max_attempts)
-        except (openslide.OpenSlideError, OSError) as exc:
+        except (openslide.OpenSlideError, OSError, SlideError) as exc:
             return _failed(steps, f"slide unavailable: reading {item.wsi_path} failed: {exc}")
         finally:
             await asyncio.to_thread(slide.close)
@@ -268,18 +275,17 @@ class GiantAgent:
         cache_key: str,
     ) -> AgentAnswer | None:
         """One attempt from scratch: an answer (or a failed AgentAnswer), or None when step T was a crop."""
-        width, height = slide.dimensions
-        view = await asyncio.to_thread(overview, slide, self.image_size)
-        steps.append(_view_step(len(steps), "thumbnail", view, attempt))
-        w, h = view.image.size
+        first = await self.overviews.get(str(item.wsi_path))
+        steps.append(_overview_step(len(steps), first, attempt))
+        width, height = first.width, first.height
+        w, h = first.image_size
         intro = (
             f"{item.prompt}\n\nThe slide is {width} x {height} level-0 pixels. The overview below shows all "
             f"of it in {w} x {h} pixels (1 pixel is about {width / w:.1f} level-0 pixels)."
         )
-        overview_part = await self._image_part(view, "overview of the whole slide")
         messages = [
             Message.system(self.system_prompt(width, height)),
-            Message.user(TextPart(intro), overview_part, TextPart(self._turns_left(self.max_steps))),
+            Message.user(TextPart(intro), first.part, TextPart(self._turns_left(self.max_steps))),
         ]
         tools = (SLIDE_ZOOM,) if self.protocol == "tools" else ()
         for call in range(1, self.max_steps + 1):
@@ -412,10 +418,11 @@ class GiantAgent:
         return ImagePart(data, media_type(self.image_format), label)
 
 
-def _view_step(index: int, action: str, view: SlideView, attempt: int) -> Step:
+def _overview_step(index: int, first: Overview, attempt: int) -> Step:
     return Step(
-        index, action, box=list(view.box), level=view.level, image_size=list(view.image.size), attempt=attempt
-    )
+        index, "thumbnail", box=list(first.box), level=first.level, image_size=list(first.image_size),
+        attempt=attempt,
+    )  # fmt: skip
 
 
 def _cache_key(model: str, item: AgentItem, run_index: int, attempt: int) -> str:

@@ -221,10 +221,22 @@ async def execute(
             await asyncio.sleep(settings.progress_every_s)
             progress()
 
+    # agents that read slides before their first model call (GIANT's overview) start those reads for the
+    # next ``concurrency`` runs ahead of their turn, so a run does not read while it holds a model slot
+    prefetch = getattr(agent, "prefetch", None)
+    prefetched = 0
+
+    def read_ahead(upto: int) -> None:
+        nonlocal prefetched
+        while prefetch is not None and prefetched < min(upto, len(pending)):
+            prefetch(agent_item(pending[prefetched][1]))
+            prefetched += 1
+
     beat = asyncio.create_task(heartbeat())
     tasks: list[asyncio.Task] = []
     try:
         for index, (base, item) in enumerate(pending):
+            read_ahead(index + 1 + max(1, settings.concurrency))
             await semaphore.acquire()
             if settings.budget_usd > 0 and spent >= settings.budget_usd:
                 semaphore.release()

@@ -6,6 +6,7 @@ Nothing here reads the environment: resources resolve their ``GIANT_*`` variable
 
 from dagster import AssetSelection, Definitions, PartitionedConfig, define_asset_job
 
+from giant_assets.core.shutdown import skip_final_collection
 from giant_assets.experiments.spec import MODEL_MODES
 from giant_assets.platform.assets.grading import GRADING_ASSETS, GRADING_SENSORS
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
@@ -16,6 +17,7 @@ from giant_assets.platform.assets.report import trajectory_pictures, trajectory_
 from giant_assets.platform.assets.roi import roi_evaluation
 from giant_assets.platform.assets.scores import benchmark_metrics, item_predictions
 from giant_assets.platform.checks import ITEM_CHECKS
+from giant_assets.platform.executor import IN_PROCESS, in_process_or_multiprocess
 from giant_assets.platform.io_manager import ParquetDuckDBIOManager
 from giant_assets.platform.partitions import results_partitions, split_key
 from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource, StorageResource
@@ -68,7 +70,7 @@ evaluate_cell = define_asset_job(
     "evaluate_cell",
     selection=AssetSelection.assets(*CELL_ASSETS),
     partitions_def=results_partitions,
-    config=cell_config({"execution": {"config": {"in_process": {}}}}),
+    config=cell_config({"execution": {"config": IN_PROCESS}}),
 )
 ALL_SENSORS = [*SENSORS, *GRADING_SENSORS]
 RESOURCES = {
@@ -84,4 +86,6 @@ defs = Definitions(
     jobs=[evaluate_cell],
     sensors=ALL_SENSORS,
     resources=RESOURCES,
+    executor=in_process_or_multiprocess,  # a run's steps in its own process unless configured otherwise
 )
+skip_final_collection()  # a CLI run ends ~0.75 s sooner (giant_assets/core/shutdown.py)

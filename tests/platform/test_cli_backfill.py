@@ -4,8 +4,9 @@ side by side in every table, the leaderboard and comparisons over them, metrics 
 scikit-learn from DuckDB, and clear nonzero-exit errors for a wrong partition, an undeclared experiment,
 bad config, missing upstream, a partition range, and a name whose answer settings changed.
 
-Runs use the in-process executor (``execution: in_process``) so each CLI call pays Dagster's import
-once instead of once per step; the storage path (Parquet per partition + DuckDB views) is the same.
+Runs use the in-process executor (the code location's default, also passed explicitly here) so each
+CLI call pays Dagster's import once instead of once per step; the last test checks the default and
+that ``multiprocess`` can still be chosen in run config.
 """
 
 import json
@@ -213,3 +214,20 @@ def test_a_name_rerun_with_other_answer_settings_fails_naming_them(cli_env: dict
     assert sql(cli_env, "select distinct experiment, benchmark_name from predictions").values.tolist() == [
         ["random", "gtex"]
     ]
+
+
+def test_runs_execute_in_their_own_process_unless_configured_multiprocess(cli_env: dict[str, str]) -> None:
+    def run(*config: str) -> str:
+        args = [DAGSTER, "asset", "materialize", "-m", "giant_assets.platform.definitions"]
+        done = subprocess.run(
+            [*args, "--select", "multipathqa_csv", *config], env=cli_env, cwd=REPO, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0 and "RUN_SUCCESS" in done.stdout + done.stderr, done.stderr[-3000:]
+        return done.stdout + done.stderr
+
+    default = run()
+    assert "Executing steps in process" in default and "multiprocess" not in default
+    multi = run("--config-json", json.dumps({"execution": {"config": {"multiprocess": {}}}}))
+    assert "Executing steps using multiprocess executor" in multi
+    assert 'Launching subprocess for "multipathqa_csv"' in multi

@@ -1,0 +1,129 @@
+"""The overview every GIANT run starts from: read once per slide file, ahead of need, off the event loop.
+
+Every run of an item starts from the same image (the whole slide with its guides, encoded for the
+model), every attempt of a run and every run of an item repeat it, and the VQA benchmarks ask several
+questions about one slide. ``OverviewCache`` makes it once per slide file (path, size and modification
+time) in a worker thread (OpenSlide's tile decoding and Pillow's resampling and encoding release the
+GIL, so reads run beside the event loop and beside each other, ``workers`` at a time, oldest request
+first) and keeps the newest ``capacity`` results (about 200 KB each: the encoded image, not the pixels).
+
+``prefetch`` starts the read before a run needs it: the batch runner calls it for the runs about to
+start, so a run's first model call does not wait for its slide to be read while it holds a model slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from giant_assets.agents.providers import ImagePart
+from giant_assets.slides.access import encode_image, media_type, open_slide
+from giant_assets.slides.views import overview
+
+OVERVIEW_LABEL = "overview of the whole slide"
+
+
+@dataclass(frozen=True)
+class Overview:
+    """The whole slide as first shown to the model, and what its trajectory step records."""
+
+    width: int  # level-0 slide size
+    height: int
+    box: tuple[int, int, int, int]  # level-0 box shown (the whole slide)
+    level: int  # pyramid level read
+    image_size: tuple[int, int]  # pixels sent
+    part: ImagePart  # the encoded image
+
+
+def read_overview(path: str, long_side: int, image_format: str) -> Overview:
+    """Open ``path``, make its guided overview at ``long_side`` and encode it (blocking: run in a thread)."""
+    slide = open_slide(path)
+    try:
+        width, height = slide.dimensions
+        view = overview(slide, long_side)
+        data = encode_image(view.image, image_format)
+    finally:
+        slide.close()
+    part = ImagePart(data, media_type(image_format), OVERVIEW_LABEL)
+    return Overview(int(width), int(height), view.box, view.level, view.image.size, part)
+
+
+class OverviewCache:
+    """Overviews of slide files at one size and format, computed once each; see the module docstring."""
+
+    def __init__(self, long_side: int, image_format: str, capacity: int = 64, workers: int | None = None):
+        self.long_side = long_side
+        self.image_format = image_format
+        self.capacity = max(1, capacity)
+        self._workers = max(1, workers or os.cpu_count() or 1)
+        self._slots: asyncio.Semaphore | None = None  # made in the running loop
+        self._entries: OrderedDict[tuple, asyncio.Task[Overview]] = OrderedDict()
+        self.reads = 0  # overviews actually read (for tests and benchmarks)
+
+    def prefetch(self, path: str | None) -> None:
+        """Start reading ``path``'s overview unless it is cached or under way (must run in the loop)."""
+        key = _file_key(path)
+        if key is not None:
+            self._entry(key)
+
+    async def get(self, path: str) -> Overview:
+        """``path``'s overview: cached, under way (awaited), or read now.
+
+        A failed read is not kept: the next call reads again, and its error reaches the caller.
+        """
+        key = _file_key(path)
+        if key is None:  # not a readable file now: read directly, so the caller sees OpenSlide's error
+            return await asyncio.to_thread(read_overview, path, self.long_side, self.image_format)
+        task = self._entry(key)
+        try:
+            return await asyncio.shield(task)  # a cancelled run must not cancel a read others may share
+        except Exception:
+            if self._entries.get(key) is task:
+                del self._entries[key]
+            raise
+
+    async def aclose(self) -> None:
+        """Cancel reads not yet started; reads in worker threads finish on their own."""
+        for task in self._entries.values():
+            task.cancel()
+        self._entries.clear()
+
+    def _entry(self, key: tuple) -> asyncio.Task[Overview]:
+        task = self._entries.get(key)
+        if task is not None:
+            self._entries.move_to_end(key)
+            return task
+        task = asyncio.ensure_future(self._read(key[0]))
+        task.add_done_callback(_consume_exception)
+        self._entries[key] = task
+        excess = len(self._entries) - self.capacity
+        if excess > 0:  # drop the least recently used finished reads; reads under way stay
+            for old in [k for k, t in self._entries.items() if t.done()][:excess]:
+                del self._entries[old]
+        return task
+
+    async def _read(self, path: str) -> Overview:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self._workers)
+        async with self._slots:
+            self.reads += 1
+            return await asyncio.to_thread(read_overview, path, self.long_side, self.image_format)
+
+
+def _file_key(path: str | None) -> tuple | None:
+    """(path, size, modification time): a replaced or rewritten slide file is read again."""
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (path, st.st_size, st.st_mtime_ns)
+
+
+def _consume_exception(task: asyncio.Task) -> None:
+    """Mark a failed read's exception as seen: a prefetch nobody awaited must not log a warning."""
+    if not task.cancelled():
+        task.exception()

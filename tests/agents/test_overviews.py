@@ -1,0 +1,188 @@
+"""The overview cache (read once per slide file, ahead of need) and the batch runner's read-ahead, over
+real generated slides and the loopback model server."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from giant_assets.agents.base import AgentItem
+from giant_assets.agents.giant import GiantAgent
+from giant_assets.agents.overviews import OverviewCache, read_overview
+from giant_assets.agents.pricing import ModelPrice, PriceTable
+from giant_assets.agents.providers import OpenAIResponsesModel
+from giant_assets.batch.journal import Journal
+from giant_assets.batch.runner import BatchSettings, run_batch
+from giant_assets.demo.scripted_model import ScriptedModelServer, demo_policy
+from giant_assets.slides.access import encode_image, open_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN, SlideDesign, write_pyramidal_slide
+from giant_assets.slides.views import overview
+
+PRICES = PriceTable({"scripted-vlm": ModelPrice(0.0, 0.0)})
+PROMPT = 'Which organ?\n1. Lung\n2. Liver\n3. Skin\nAnswer as JSON {"answer": N}.'
+
+
+@pytest.fixture(scope="module")
+def slide_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("overviews")
+    first = write_pyramidal_slide(root / "a.svs", ONE_LESION_DESIGN, levels=4, svs=True)
+    shutil.copyfile(first, root / "b.svs")  # same pixels, another file: read on its own
+    return root
+
+
+class RecordingAgent(GiantAgent):
+    """The real GIANT agent, logging when the runner asks it to read ahead and when a run starts."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.events: list[tuple[str, str]] = []
+
+    def prefetch(self, item: AgentItem) -> None:
+        self.events.append(("prefetch", item.benchmark_id))
+        super().prefetch(item)
+
+    async def answer(self, item: AgentItem, run_index: int):
+        self.events.append(("answer", item.benchmark_id))
+        return await super().answer(item, run_index)
+
+
+def rows(slides: list[Path]) -> list[dict]:
+    return [
+        {"benchmark_name": "tcga", "benchmark_id": f"q{i}", "prompt": PROMPT, "options": ["Lung", "Liver",
+         "Skin"], "wsi_path": str(p), "truth_label": 1, "wsi_status": "ok"}
+        for i, p in enumerate(slides)
+    ]  # fmt: skip
+
+
+def run(agent: GiantAgent, items: list[dict], tmp_path: Path, runs: int, concurrency: int):
+    async def go():
+        try:
+            return await run_batch(
+                agent,
+                items,
+                config_hash="h",
+                journal=Journal(tmp_path / "journal.jsonl"),
+                settings=BatchSettings(runs_per_item=runs, concurrency=concurrency),
+                log=lambda _: None,
+            )
+        finally:
+            await agent.aclose()
+
+    return asyncio.run(go())
+
+
+def sent_overviews(srv: ScriptedModelServer) -> list[bytes]:
+    """The first image of every first call (the overview), as the JPEG bytes the server received."""
+    return [next(t for t in r.turns if t.images).images[0] for r in srv.requests if r.assistant_turns == 0]
+
+
+def test_runs_and_items_of_one_slide_share_one_read(slide_dir: Path, tmp_path: Path) -> None:
+    a, b = slide_dir / "a.svs", slide_dir / "b.svs"
+    with ScriptedModelServer(rule=demo_policy) as srv:
+        agent = GiantAgent(OpenAIResponsesModel("scripted-vlm", base_url=srv.openai_base_url), prices=PRICES)
+        outcome = run(agent, rows([a, a, b]), tmp_path, runs=3, concurrency=4)
+    assert outcome.executed == 9 and all(r["error_kind"] is None for r in outcome.rows)
+    assert agent.overviews.reads == 2  # two slide files, nine runs
+    # what every run sent is exactly the overview made directly from the slide (the oracle)
+    slide = open_slide(a)
+    try:
+        expected = base64.b64decode(encode_image(overview(slide, 1000).image))
+    finally:
+        slide.close()
+    assert sent_overviews(srv) == [expected] * 9
+    assert Image.open(io.BytesIO(expected)).size == (1000, 750)
+
+
+def test_runner_reads_ahead_of_each_run_by_the_concurrency(slide_dir: Path, tmp_path: Path) -> None:
+    n, concurrency = 10, 2
+    copies = []
+    for i in range(n):
+        copies.append(tmp_path / f"s{i}.svs")
+        shutil.copyfile(slide_dir / "a.svs", copies[-1])
+    with ScriptedModelServer(rule=demo_policy) as srv:
+        agent = RecordingAgent(
+            OpenAIResponsesModel("scripted-vlm", base_url=srv.openai_base_url), prices=PRICES
+        )
+        outcome = run(agent, rows(copies), tmp_path, runs=1, concurrency=concurrency)
+    assert outcome.executed == n and agent.overviews.reads == n
+    order = agent.events
+    assert [bid for kind, bid in order if kind == "prefetch"] == [f"q{i}" for i in range(n)]
+    for i in range(n):
+        started = order.index(("answer", f"q{i}"))
+        ahead = sum(kind == "prefetch" for kind, _ in order[:started])
+        # every run's read was started before the run, and no more than ~2x the concurrency ahead of it
+        assert i + 1 <= ahead <= min(n, i + 2 * concurrency + 2)
+    assert sum(kind == "prefetch" for kind, _ in order[: order.index(("answer", "q0"))]) < n
+
+
+def test_a_rewritten_slide_is_read_again(tmp_path: Path) -> None:
+    path = write_pyramidal_slide(tmp_path / "s.svs", ONE_LESION_DESIGN, levels=4, svs=True)
+    cache = OverviewCache(500, "JPEG")
+
+    async def go() -> tuple:
+        first = await cache.get(str(path))
+        again = await cache.get(str(path))
+        smaller = SlideDesign(2048, 1536)
+        write_pyramidal_slide(path, smaller, levels=3, svs=True)
+        third = await cache.get(str(path))
+        return first, again, third
+
+    first, again, third = asyncio.run(go())
+    assert again is first and cache.reads == 2
+    assert (first.width, first.height) == (4096, 3072) and (third.width, third.height) == (2048, 1536)
+    assert third == read_overview(str(path), 500, "JPEG")
+
+
+def test_a_failed_read_is_not_kept(tmp_path: Path) -> None:
+    path = tmp_path / "broken.svs"
+    path.write_bytes(b"II*\x00 not really a slide")
+    cache = OverviewCache(500, "JPEG")
+
+    async def go() -> None:
+        for _ in range(2):
+            with pytest.raises(Exception, match="broken.svs"):
+                await cache.get(str(path))
+        assert not cache._entries
+
+    asyncio.run(go())
+    assert cache.reads == 2  # read again on the second call, failed again
+
+
+def test_a_cancelled_run_does_not_cancel_a_shared_read(slide_dir: Path) -> None:
+    cache = OverviewCache(500, "JPEG")
+
+    async def go():
+        first = asyncio.create_task(cache.get(str(slide_dir / "a.svs")))
+        second = asyncio.create_task(cache.get(str(slide_dir / "a.svs")))
+        await asyncio.sleep(0)
+        first.cancel()
+        return await second, first
+
+    shown, first = asyncio.run(go())
+    assert first.cancelled() and shown.image_size == (500, 375) and cache.reads == 1
+
+
+def test_capacity_drops_the_least_recently_used(slide_dir: Path, tmp_path: Path) -> None:
+    paths = []
+    for i in range(3):
+        paths.append(str(tmp_path / f"c{i}.svs"))
+        shutil.copyfile(slide_dir / "a.svs", paths[-1])
+    cache = OverviewCache(200, "JPEG", capacity=2)
+
+    async def go() -> None:
+        await cache.get(paths[0])
+        await cache.get(paths[1])
+        await cache.get(paths[0])  # now the most recent
+        await cache.get(paths[2])  # evicts paths[1]
+        await cache.get(paths[0])
+        assert cache.reads == 3
+        await cache.get(paths[1])
+        assert cache.reads == 4
+
+    asyncio.run(go())
