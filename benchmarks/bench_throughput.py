@@ -1,8 +1,10 @@
 """GIANT items through concurrent agent calls against the loopback model with a fixed latency.
 
 Each item is a real navigation (guided overview, one 1000 px crop, answer: 2 Responses API calls through
-the openai SDK, slide_zoom tool) over a
-generated 4-level Aperio-style .svs slide (JPEG tiles, as real WSIs have). With concurrency C and
+the openai SDK, slide_zoom tool) over its own copy of a generated 4-level Aperio-style .svs slide (JPEG
+tiles, as real WSIs have): every item reads its overview from a file of its own, so the overview cache
+(one read per slide file) saves nothing here that a benchmark of distinct slides would not. With
+concurrency C and
 model latency L the ideal rate is C / (2 L) items/s; the achieved rate shows what slide reads, image
 encoding and HTTP cost on top. The model server runs
 in its own process, as a remote API would, so its request parsing does not compete with the client for
@@ -19,6 +21,7 @@ import json
 import multiprocessing as mp
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -50,16 +53,24 @@ def crop_then_answer(req: RecordedRequest) -> Reply:
     return crop_reply(2400, 800, 1024, 768) if req.assistant_turns == 0 else answer_reply("2")
 
 
-async def run_batch(base_url: str, slide: Path, n_items: int, concurrency: int) -> tuple[float, int]:
+def slide_copies(directory: Path, n: int) -> list[Path]:
+    """``n`` copies of one generated slide, one file per item (``slide-000.svs`` ...)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    first = write_pyramidal_slide(directory / "slide-000.svs", DESIGN, levels=4, svs=True)
+    for i in range(1, n):
+        shutil.copyfile(first, directory / f"slide-{i:03d}.svs")
+    return [directory / f"slide-{i:03d}.svs" for i in range(n)]
+
+
+async def run_batch(base_url: str, slides: list[Path], n_items: int, concurrency: int) -> tuple[float, int]:
     agent = GiantAgent(OpenAIResponsesModel("scripted-vlm", base_url=base_url), max_steps=5, prices=PRICES)
     sem = asyncio.Semaphore(concurrency)
     prompt = "Which organ?\n1. Lung\n2. Liver\n3. Skin"
 
     async def one(i: int) -> bool:
         async with sem:
-            ans = await agent.answer(
-                AgentItem("tcga", str(i), prompt, ["Lung", "Liver", "Skin"], str(slide)), 0
-            )
+            slide = str(slides[i % len(slides)])
+            ans = await agent.answer(AgentItem("tcga", str(i), prompt, ["Lung", "Liver", "Skin"], slide), 0)
             return ans.error is None and ans.text == json.dumps({"answer": "2"})
 
     started = time.perf_counter()
@@ -100,9 +111,9 @@ class _ServerProcess:
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        slide = write_pyramidal_slide(Path(tmp) / "s.svs", DESIGN, levels=4, svs=True)
+        slides = slide_copies(Path(tmp), max(n for n, _, _ in RUNS))
         with _ServerProcess(0.0) as url:  # harness cost alone: L = 0, one at a time
-            wall, ok = asyncio.run(run_batch(url, slide, 16, 1))
+            wall, ok = asyncio.run(run_batch(url, slides, 16, 1))
         per_item = wall / 16
         print(
             f"harness time per item with a 0 s model, serial: {per_item * 1000:.0f} ms (slide reads, JPEG, "
@@ -113,7 +124,7 @@ def main() -> None:
         for n_items, concurrency, latency in RUNS:
             server = _ServerProcess(latency)
             with server as url:
-                wall, ok = asyncio.run(run_batch(url, slide, n_items, concurrency))
+                wall, ok = asyncio.run(run_batch(url, slides, n_items, concurrency))
             assert ok == n_items and server.requests == CALLS_PER_ITEM * n_items
             ideal = concurrency / (CALLS_PER_ITEM * latency)
             rate = n_items / wall
@@ -130,8 +141,9 @@ def main() -> None:
 
 E2E_ITEMS = 64
 E2E_CONCURRENCY = (8, 16)
-# the CLI's default executor runs the step in a subprocess (a second start-up); in_process does not
-E2E_EXECUTORS = {"multiprocess": None, "in_process": {"execution": {"config": {"in_process": {}}}}}
+# the code location's default executor runs a run's steps in its own process; multiprocess (Dagster's
+# usual default) starts a subprocess per step, which imports the code location a second time
+E2E_EXECUTORS = {"default": None, "multiprocess": {"execution": {"config": {"multiprocess": {}}}}}
 E2E_CELLS = [(c, executor) for c in E2E_CONCURRENCY for executor in E2E_EXECUTORS]
 E2E_LATENCY = 1.0
 E2E_KEY_ENV = "GIANT_BENCH_KEY"
@@ -146,19 +158,19 @@ def _e2e_serve(latency: float, conn, stop) -> None:
         conn.send([r.received_at for r in srv.requests])  # time.monotonic(): one clock for all processes
 
 
-def _e2e_csv(path: Path, n_items: int, slide_name: str) -> Path:
-    """``n_items`` tcga questions in the real CSV's format, all on one slide."""
+def _e2e_csv(path: Path, slides: list[Path]) -> Path:
+    """One tcga question per slide, in the real CSV's format."""
     with open(sample_csv_path(), newline="", encoding="utf-8") as fh:
         template = next(r for r in csv.DictReader(fh) if r["benchmark_name"] == "tcga")
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(template))
         writer.writeheader()
-        for i in range(n_items):
-            writer.writerow(template | {"benchmark_id": str(i), "image_path": slide_name})
+        for i, slide in enumerate(slides):
+            writer.writerow(template | {"benchmark_id": str(i), "image_path": slide.name})
     return path
 
 
-def _e2e_setup(tmp: Path, slide: Path, url: str) -> dict[str, str]:
+def _e2e_setup(tmp: Path, slides: list[Path], url: str) -> dict[str, str]:
     """A Dagster home, data dir, CSV and one experiment per measurement (distinct seeds, so distinct
     journals: nothing is reused between measurements); ingested and synced, untimed."""
     home = tmp / "dagster_home"
@@ -176,8 +188,8 @@ def _e2e_setup(tmp: Path, slide: Path, url: str) -> dict[str, str]:
         "DAGSTER_HOME": str(home),
         "GIANT_DATA_DIR": str(tmp / "data"),
         "GIANT_CSV_SOURCE": "local",
-        "GIANT_CSV_PATH": str(_e2e_csv(tmp / "questions.csv", E2E_ITEMS, slide.name)),
-        "GIANT_WSI_ROOT": str(slide.parent),
+        "GIANT_CSV_PATH": str(_e2e_csv(tmp / "questions.csv", slides)),
+        "GIANT_WSI_ROOT": str(slides[0].parent),
         "GIANT_EXPERIMENTS": str(tmp / "experiments.yaml"),
         E2E_KEY_ENV: "sk-bench-not-a-secret",
     }
@@ -189,16 +201,11 @@ def _e2e_setup(tmp: Path, slide: Path, url: str) -> dict[str, str]:
 
 def _e2e_cli(
     env: dict[str, str], select: str, partition: str | None = None, config: dict | None = None
-) -> None:
-    args = [
-        DAGSTER_CLI,
-        "asset",
-        "materialize",
-        "-m",
-        "giant_assets.platform.definitions",
-        "--select",
-        select,
-    ]
+) -> float:
+    """Run ``dagster asset materialize``; return the CPU seconds it used (its child processes included)."""
+    args = [DAGSTER_CLI, "asset", "materialize", "-m", "giant_assets.platform.definitions"]
+    args += ["--select", select]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         args
         + (["--partition", partition] if partition else [])
@@ -207,22 +214,29 @@ def _e2e_cli(
         capture_output=True,
         text=True,
     )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0 or "RUN_SUCCESS" not in done.stdout + done.stderr:
         raise RuntimeError(
             f"dagster {select} {partition or ''} failed:\n{(done.stdout + done.stderr)[-3000:]}"
         )
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
-def _runner_only(url: str, slide: Path, concurrency: int) -> tuple[float, float]:
+def _runner_only(url: str, slides: list[Path], concurrency: int) -> tuple[float, float]:
     """(items/s, CPU s per item) of the agent calls alone, as ``run_batch`` above measures them."""
     cpu = time.process_time()
-    wall, ok = asyncio.run(run_batch(url, slide, E2E_ITEMS, concurrency))
+    wall, ok = asyncio.run(run_batch(url, slides, E2E_ITEMS, concurrency))
     assert ok == E2E_ITEMS
     return E2E_ITEMS / wall, (time.process_time() - cpu) / E2E_ITEMS
 
 
 def end_to_end() -> None:
-    """64 items through ``dagster asset materialize --select predictions`` beside the runner alone."""
+    """64 items through ``dagster asset materialize --select predictions`` beside the runner alone.
+
+    CPU per item is reported twice: all of the CLI process's CPU over the items, and the marginal
+    cost (minus the CPU of materializing the same cell again with every run already journalled: the
+    fixed cost of a CLI run, start-up and exit included), which is what compares with the runner's own.
+    """
     ctx = mp.get_context("spawn")
     conn, child = ctx.Pipe()
     stop = ctx.Event()
@@ -232,30 +246,29 @@ def end_to_end() -> None:
     rows = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            slide = write_pyramidal_slide(Path(tmp) / "wsi" / "s.svs", DESIGN, levels=4, svs=True)
-            env = _e2e_setup(Path(tmp), slide, url)
-            runner = {c: _runner_only(url, slide, c) for c in E2E_CONCURRENCY}
+            slides = slide_copies(Path(tmp) / "wsi", E2E_ITEMS)
+            env = _e2e_setup(Path(tmp), slides, url)
+            runner = {c: _runner_only(url, slides, c) for c in E2E_CONCURRENCY}
             for c, executor in E2E_CELLS:
-                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                partition, config = f"tcga|e2e-c{c}-{executor}", E2E_EXECUTORS[executor]
                 started = time.monotonic()
-                _e2e_cli(env, "predictions", f"tcga|e2e-c{c}-{executor}", E2E_EXECUTORS[executor])
+                cpu = _e2e_cli(env, "predictions", partition, config)
                 ended = time.monotonic()
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / E2E_ITEMS
-                rows.append((c, executor, *runner[c], started, ended, cpu))
+                fixed = _e2e_cli(env, "predictions", partition, config)  # every run reused: fixed cost
+                rows.append((c, executor, *runner[c], started, ended, cpu, fixed))
     finally:
         stop.set()
         arrivals = sorted(conn.recv())
         server.join(10)
     ideal_of = {c: c / (CALLS_PER_ITEM * E2E_LATENCY) for c in E2E_CONCURRENCY}
-    print(f"\nend to end: {E2E_ITEMS} items, `dagster asset materialize --select predictions`, L = "
-          f"{E2E_LATENCY:.0f} s, {CALLS_PER_ITEM} calls per item; the runner alone beside it (load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")  # fmt: skip
+    print(f"\nend to end: {E2E_ITEMS} items (one slide file each), `dagster asset materialize --select "
+          f"predictions`, L = {E2E_LATENCY:.0f} s, {CALLS_PER_ITEM} calls per item; the runner alone beside "
+          f"it (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")  # fmt: skip
     print(f"{'C':>3} {'ideal':>6} {'runner':>7} {'eff':>5} {'CPU/item':>9} | {'executor':>12} "
-          f"{'CLI wall':>8} {'items/s':>8} {'eff':>5} {'CPU/item':>9} {'start-up':>8} {'calls':>6} "
-          f"{'after':>6}")  # fmt: skip
-    worst = 1.0
-    for c, executor, runner_rate, runner_cpu, started, ended, cpu in rows:
+          f"{'CLI wall':>8} {'items/s':>8} {'eff':>5} {'CPU/item':>9} {'marginal':>9} {'start-up':>8} "
+          f"{'calls':>6} {'after':>6}")  # fmt: skip
+    worst, cpu_ok = 1.0, True
+    for c, executor, runner_rate, runner_cpu, started, ended, cpu, fixed in rows:
         mine = [t for t in arrivals if started <= t <= ended]
         assert len(mine) == CALLS_PER_ITEM * E2E_ITEMS, f"C={c}: {len(mine)} model calls"
         wall = ended - started
@@ -265,14 +278,23 @@ def end_to_end() -> None:
             mine[-1] + E2E_LATENCY - mine[0],
             ended - mine[-1] - E2E_LATENCY,
         )
-        worst = min(worst, rate / ideal)
+        marginal = (cpu - fixed) / E2E_ITEMS
+        if executor == "default":
+            worst = min(worst, rate / ideal)
+            cpu_ok = cpu_ok and marginal <= runner_cpu
         eff = runner_rate / ideal
         runner = f"{c:>3} {ideal:>6.1f} {runner_rate:>7.2f} {eff:>5.0%} {runner_cpu * 1e3:>7.0f}ms"
         print(f"{runner} | {executor:>12} {wall:>7.1f}s {rate:>8.2f} {rate / ideal:>5.0%} "
-              f"{cpu * 1000:>7.0f}ms {startup:>7.1f}s {calls:>5.1f}s {after:>5.1f}s")  # fmt: skip
+              f"{cpu / E2E_ITEMS * 1e3:>7.0f}ms {marginal * 1e3:>7.0f}ms {startup:>7.1f}s {calls:>5.1f}s "
+              f"{after:>5.1f}s")  # fmt: skip
     verdict = "met" if worst >= TARGET_EFFICIENCY else "MISSED"
-    print(f"end-to-end worst efficiency {worst:.0%} of ideal C/(2L) (target >= {TARGET_EFFICIENCY:.0%}: "
-          f"{verdict}); start-up: CLI start to first model call; after: last reply to CLI exit")  # fmt: skip
+    print(f"end-to-end (default executor) worst efficiency {worst:.0%} of ideal C/(2L) (target >= "
+          f"{TARGET_EFFICIENCY:.0%}: {verdict}); marginal CPU per item <= the runner's: "
+          f"{'met' if cpu_ok else 'MISSED'}")  # fmt: skip
+    print(
+        "start-up: CLI start to first model call; after: last reply to CLI exit; marginal: CPU/item "
+        "minus a re-run of the same cell with every run journalled (the fixed cost of a CLI run)"
+    )
 
 
 if __name__ == "__main__":

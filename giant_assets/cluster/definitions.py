@@ -8,7 +8,7 @@ tagged ``giant/provider`` with its experiment's provider (``platform.definitions
 the run queue bounds how many run at once per provider.
 """
 
-from dagster import AssetSelection, Definitions, define_asset_job
+from dagster import AssetSelection, define_asset_job
 
 from giant_assets.cluster.celery_app import executor
 from giant_assets.platform import definitions as platform
@@ -24,4 +24,4 @@ evaluate = define_asset_job(
     config=platform.cell_config({}),
 )
 
-defs = Definitions.merge(platform.defs, Definitions(jobs=[evaluate], executor=executor))
+defs = platform.build_definitions(executor=executor, jobs=(evaluate,))

@@ -4,7 +4,7 @@ Nothing here reads the environment: resources resolve their ``GIANT_*`` variable
 ``giant_assets.core.settings`` for the list).
 """
 
-from dagster import AssetSelection, Definitions, PartitionedConfig, define_asset_job
+from dagster import AssetSelection, Definitions, ExecutorDefinition, PartitionedConfig, define_asset_job
 
 from giant_assets.core.shutdown import skip_final_collection
 from giant_assets.experiments.spec import MODEL_MODES
@@ -17,7 +17,7 @@ from giant_assets.platform.assets.report import trajectory_pictures, trajectory_
 from giant_assets.platform.assets.roi import roi_evaluation
 from giant_assets.platform.assets.scores import benchmark_metrics, item_predictions
 from giant_assets.platform.checks import ITEM_CHECKS
-from giant_assets.platform.executor import IN_PROCESS, in_process_or_multiprocess
+from giant_assets.platform.executor import in_process_or_multiprocess
 from giant_assets.platform.io_manager import ParquetDuckDBIOManager
 from giant_assets.platform.partitions import results_partitions, split_key
 from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource, StorageResource
@@ -65,12 +65,12 @@ def cell_config(run_config: dict) -> PartitionedConfig:
 
 # one cell of the results grid, end to end: what a backfill of an experiment row (or benchmark column)
 # runs per partition, from the UI or `dagster job backfill -j evaluate_cell --partitions ...`; its steps
-# run in the run's own process (one import of the code location per cell, not one per step)
+# run in the run's own process (the default executor: one import of the code location per cell)
 evaluate_cell = define_asset_job(
     "evaluate_cell",
     selection=AssetSelection.assets(*CELL_ASSETS),
     partitions_def=results_partitions,
-    config=cell_config({"execution": {"config": IN_PROCESS}}),
+    config=cell_config({}),
 )
 ALL_SENSORS = [*SENSORS, *GRADING_SENSORS]
 RESOURCES = {
@@ -80,12 +80,20 @@ RESOURCES = {
     "experiments": ExperimentsResource(),
 }
 
-defs = Definitions(
-    assets=ALL_ASSETS,
-    asset_checks=ALL_CHECKS,
-    jobs=[evaluate_cell],
-    sensors=ALL_SENSORS,
-    resources=RESOURCES,
-    executor=in_process_or_multiprocess,  # a run's steps in its own process unless configured otherwise
-)
+
+def build_definitions(
+    executor: ExecutorDefinition = in_process_or_multiprocess, jobs: tuple = ()
+) -> Definitions:
+    """The code location's definitions; another executor (the cluster's Celery) and jobs may be given."""
+    return Definitions(
+        assets=ALL_ASSETS,
+        asset_checks=ALL_CHECKS,
+        jobs=[evaluate_cell, *jobs],
+        sensors=ALL_SENSORS,
+        resources=RESOURCES,
+        executor=executor,
+    )
+
+
+defs = build_definitions()  # a run's steps in its own process unless its run config says multiprocess
 skip_final_collection()  # a CLI run ends ~0.75 s sooner (giant_assets/core/shutdown.py)
