@@ -36,6 +36,7 @@ class AnthropicChatModel(SDKChatModel):
     default_base_url = "https://api.anthropic.com"
     default_key_env = "ANTHROPIC_API_KEY"
     sdk = anthropic
+    response_type = anthropic.types.Message
 
     def __init__(
         self, model: str, *, thinking_budget: int | None = None, cache: bool = True, **kwargs: Any
@@ -45,31 +46,34 @@ class AnthropicChatModel(SDKChatModel):
         super().__init__(model, **kwargs)
 
     def _make_client(self, key: str) -> anthropic.AsyncAnthropic:
+        # Every request gets this client's ``timeout_s``. The typed ``messages.create`` would derive a
+        # non-streaming timeout from ``max_tokens`` (and refuse a large ``max_tokens`` without streaming),
+        # but only on a client left at the SDK's default timeout, which this one never is; its other
+        # extras (warnings about deprecated model names, tracing span names) do not concern us.
         return anthropic.AsyncAnthropic(
             api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s
         )
 
-    async def _send(
-        self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None, headers: dict
-    ) -> Any:
+    def _body(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None
+    ) -> dict[str, Any]:
         max_tokens = (self.max_tokens or DEFAULT_MAX_TOKENS) + (self.thinking_budget or 0)
-        kwargs: dict[str, Any] = {
+        body: dict[str, Any] = {
             "model": self.name,
             "max_tokens": max_tokens,
             "messages": to_messages(messages, cache=self.cache),
-            "extra_headers": headers,
         }
         system = "\n\n".join(m.text for m in messages if m.role == "system")
         if system:
             block: dict[str, Any] = {"type": "text", "text": system}
-            kwargs["system"] = [block | {"cache_control": EPHEMERAL}] if self.cache else [block]
+            body["system"] = [block | {"cache_control": EPHEMERAL}] if self.cache else [block]
         if tools:
-            kwargs["tools"] = [
+            body["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
             ]
         if self.thinking_budget:
-            kwargs["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
-        return await self._client.messages.create(**kwargs)
+            body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
+        return body
 
     def _reply(self, response: Any) -> ModelReply:
         blocks = response.content

@@ -1,4 +1,13 @@
-"""What the three wire formats share: key handling, the retry loop, SDK error classification."""
+"""What the three wire formats share: key handling, the retry loop, sending, SDK error classification.
+
+Each wire module builds its request body as plain JSON data under the wire's own field names, and
+``_send`` posts it with the SDK's raw-request method (``client.post(path, cast_to=..., body=...)``, the
+SDKs' documented way to make custom requests) rather than the typed ``create``. ``create`` would first
+walk the body with the SDK's type-driven transform (``openai._utils._transform``), an identity on data
+already in wire format that costs milliseconds of GIL-held CPU per request, as the images in it are
+large base64 strings. Everything else is the SDK's own: headers and auth, the client's timeout, the
+HTTP transport, the exception classes ``_classify`` maps, and the parsed response model (``cast_to``).
+"""
 
 from __future__ import annotations
 
@@ -25,10 +34,11 @@ class SDKChatModel(abc.ABC):
 
     provider = ""
     api = ""
-    endpoint = ""  # for messages: the path under base_url
+    endpoint = ""  # the path under base_url that requests are posted to
     default_base_url = ""
     default_key_env = ""
     sdk: ModuleType  # the ``openai`` or ``anthropic`` package: its exception classes
+    response_type: type  # the SDK's model of a reply, which the SDK parses the response body into
 
     def __init__(
         self,
@@ -69,10 +79,20 @@ class SDKChatModel(abc.ABC):
         """The SDK's async client, with ``max_retries=0``."""
 
     @abc.abstractmethod
-    async def _send(
-        self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None, headers: dict
-    ) -> Any:
-        """One SDK call (one HTTP attempt); returns the SDK's parsed response object."""
+    def _body(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None
+    ) -> dict[str, Any]:
+        """The request body: plain JSON data in the wire format, sent as it is."""
+
+    def _request_options(self, headers: dict[str, Any]) -> dict[str, Any]:
+        """The SDK's per-request options (``RequestOptions``): our extra headers."""
+        return {"headers": headers}
+
+    async def _send(self, body: dict[str, Any], headers: dict[str, Any]) -> Any:
+        """One HTTP attempt: POST ``body`` to ``endpoint``; returns the SDK's parsed ``response_type``."""
+        return await self._client.post(
+            self.endpoint, cast_to=self.response_type, body=body, options=self._request_options(headers)
+        )
 
     @abc.abstractmethod
     def _reply(self, response: Any) -> ModelReply:
@@ -93,8 +113,9 @@ class SDKChatModel(abc.ABC):
     ) -> ModelReply:
         """One model call with retries; raises a ProviderError subclass with a redacted message."""
         headers = self._auth_override()
+        body = self._body(messages, tools, cache_key)  # once: the SDKs do not change it
         response, attempts, waited, latency = await with_retries(
-            lambda: self._send(messages, tools, cache_key, headers),
+            lambda: self._send(body, headers),
             self._classify,
             where=f"{self.provider} {self.url}",
             policy=self.retry,

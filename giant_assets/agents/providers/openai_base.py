@@ -25,6 +25,11 @@ class OpenAIModel(SDKChatModel):
     def _make_client(self, key: str) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
 
+    def _request_options(self, headers: dict[str, Any]) -> dict[str, Any]:
+        # the security both wires' typed ``create`` asks for: the API key as a bearer token only
+        # (``post``'s default would also admit an admin key from the environment)
+        return {"headers": headers, "security": {"bearer_auth": True}}
+
 
 def tool_arguments(raw: str) -> dict[str, Any] | None:
     """A tool call's JSON arguments as a dict; None when they are not a JSON object."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from openai.types.chat import ChatCompletion
+
 from giant_assets.agents.providers.messages import (
     ImagePart,
     Message,
@@ -23,26 +25,23 @@ from giant_assets.agents.providers.openai_base import OpenAIModel, tool_argument
 class OpenAIChatModel(OpenAIModel):
     api = "chat"
     endpoint = "/chat/completions"
+    response_type = ChatCompletion
 
-    async def _send(
-        self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None, headers: dict
-    ) -> Any:
-        kwargs: dict[str, Any] = {
-            "model": self.name,
-            "messages": to_messages(messages),
-            "extra_headers": headers,
-        }
+    def _body(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.name, "messages": to_messages(messages)}
         if tools:
-            kwargs["tools"] = [
+            body["tools"] = [
                 {"type": "function",
                  "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
                 for t in tools
             ]  # fmt: skip
         if self.reasoning_effort:
-            kwargs["reasoning_effort"] = self.reasoning_effort
+            body["reasoning_effort"] = self.reasoning_effort
         if self.max_tokens is not None:
-            kwargs["max_completion_tokens"] = self.max_tokens
-        return await self._client.chat.completions.create(**kwargs)
+            body["max_completion_tokens"] = self.max_tokens
+        return body
 
     def _reply(self, response: Any) -> ModelReply:
         message = response.choices[0].message

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from openai.types.responses import Response
+
 from giant_assets.agents.providers.base import dump
 from giant_assets.agents.providers.messages import (
     ImagePart,
@@ -28,33 +30,29 @@ from giant_assets.agents.providers.openai_base import OpenAIModel, tool_argument
 class OpenAIResponsesModel(OpenAIModel):
     api = "responses"
     endpoint = "/responses"
+    response_type = Response
 
-    async def _send(
-        self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None, headers: dict
-    ) -> Any:
-        kwargs: dict[str, Any] = {
-            "model": self.name,
-            "input": to_input(messages),
-            "store": False,
-            "extra_headers": headers,
-        }
+    def _body(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.name, "input": to_input(messages), "store": False}
         system = "\n\n".join(m.text for m in messages if m.role == "system")
         if system:
-            kwargs["instructions"] = system
+            body["instructions"] = system
         if tools:
-            kwargs["tools"] = [
+            body["tools"] = [
                 {"type": "function", "name": t.name, "description": t.description,
                  "parameters": t.parameters, "strict": False}
                 for t in tools
             ]  # fmt: skip
         if self.reasoning_effort:
-            kwargs["reasoning"] = {"effort": self.reasoning_effort, "summary": "auto"}
-            kwargs["include"] = ["reasoning.encrypted_content"]
+            body["reasoning"] = {"effort": self.reasoning_effort, "summary": "auto"}
+            body["include"] = ["reasoning.encrypted_content"]
         if cache_key:
-            kwargs["prompt_cache_key"] = cache_key
+            body["prompt_cache_key"] = cache_key
         if self.max_tokens is not None:
-            kwargs["max_output_tokens"] = self.max_tokens
-        return await self._client.responses.create(**kwargs)
+            body["max_output_tokens"] = self.max_tokens
+        return body
 
     def _reply(self, response: Any) -> ModelReply:
         texts, calls, reasoning = [], [], []
