@@ -12,17 +12,19 @@ import asyncio
 import math
 import random
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-import redis
 from aiolimiter import AsyncLimiter
-from limits import RateLimitItem, RateLimitItemPerSecond
-from limits.aio.storage import RedisStorage
-from limits.aio.strategies import MovingWindowRateLimiter, SlidingWindowCounterRateLimiter
-from limits.errors import StorageError
 
 from giant_assets.core.settings import RATE_LIMIT_REDIS_URL_ENV, RATE_LIMIT_WINDOW_ENV, env
+
+if TYPE_CHECKING:
+    from limits import RateLimitItem
+    from limits.aio.strategies import MovingWindowRateLimiter, SlidingWindowCounterRateLimiter
+
+# redis and limits are imported inside the shared limiter's methods: every provider (and so the Dagster
+# definitions) imports this module, and only runs with GIANT_RATE_LIMIT_REDIS_URL set use them.
 
 
 class RateLimiter(Protocol):
@@ -91,6 +93,8 @@ class SharedRateLimiter:
 
     def check(self) -> None:
         """Fail now, with a clear message, when the store does not answer."""
+        import redis
+
         try:
             with redis.Redis.from_url(self.url, socket_connect_timeout=2, socket_timeout=2) as client:
                 client.ping()
@@ -112,6 +116,9 @@ class SharedRateLimiter:
             n -= part
 
     async def _take(self, strategy: Any, item: RateLimitItem, cost: int) -> None:
+        import redis
+        from limits.errors import StorageError
+
         while True:
             try:
                 if await strategy.hit(item, NAMESPACE, *self.key, cost=cost):
@@ -126,6 +133,9 @@ class SharedRateLimiter:
         """The async Redis client belongs to one event loop: make it (again) in the running one."""
         loop = asyncio.get_running_loop()
         if self._strategies is None or self._loop is not loop:
+            from limits.aio.storage import RedisStorage
+            from limits.aio.strategies import MovingWindowRateLimiter, SlidingWindowCounterRateLimiter
+
             storage = RedisStorage(
                 "async+" + self.url,
                 implementation="redispy",
@@ -180,6 +190,8 @@ def _per_window(per_minute: float, window_s: int, guard: bool = True) -> RateLim
     and a busy client delays some more than others, which would crowd more than the limit into one of
     the provider's windows (seen: 128 in 60 s at the server for 120 admitted per 60 s, on a loaded box).
     """
+    from limits import RateLimitItemPerSecond
+
     amount = max(1, math.floor(per_minute * window_s / 60))
     return RateLimitItemPerSecond(amount, window_s + (math.ceil(window_s / 12) if guard else 0))
 

@@ -16,17 +16,20 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import shapely
 from numpy.typing import ArrayLike
-from shapely.geometry.base import BaseGeometry
 
 from giant_assets.geometry.boxes import as_boxes
-from giant_assets.geometry.polygons import to_polygon
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
+
+if TYPE_CHECKING:
+    from shapely.geometry.base import BaseGeometry
+
+# shapely (and geometry.polygons, built on it) is imported inside the functions that draw geometries:
+# loading the Dagster definitions imports this module, and most processes never score a region.
 
 REGION_KINDS = ("box", "polygon")
 REFERENCE_COLUMNS = ("benchmark_name", "benchmark_id", "region_id", "kind", "coords", "label")
@@ -46,6 +49,10 @@ class Region:
 
     def geometry(self) -> BaseGeometry:
         """The region as a shapely geometry; raises ValueError if it is malformed or has zero area."""
+        import shapely
+
+        from giant_assets.geometry.polygons import to_polygon
+
         name = f"region {self.region_id!r}" if self.region_id else "region"
         if self.kind == "box":
             box = as_boxes(self.coords, f"{name} box [x, y, w, h]")
@@ -89,6 +96,8 @@ def evaluate_viewed_regions(
     min_view_inside: float | None = 0.5,
 ) -> RoiScore:
     """Score the boxes an agent viewed (in step order) against reference regions."""
+    import shapely
+
     for name, value in (
         ("min_iou", min_iou),
         ("min_reference_covered", min_reference_covered),

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from huggingface_hub import hf_hub_download
-from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
-
 MULTIPATHQA_REPO = "tbuckley/MultiPathQA"
 MULTIPATHQA_FILENAME = "MultiPathQA.csv"
 
@@ -24,6 +21,10 @@ def download_multipathqa(
     local_files_only: bool = False,
 ) -> Path:
     """Download (or reuse the cached copy of) the CSV; ``HF_TOKEN`` is read by huggingface_hub itself."""
+    # imported here, not at module level: the Dagster definitions import this module, few runs download
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
     try:
         path = hf_hub_download(
             repo_id=repo_id,

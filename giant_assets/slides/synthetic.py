@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import tifffile
 
 BACKGROUND = (242, 242, 242)
 TISSUE = (226, 160, 196)
@@ -88,6 +87,8 @@ def write_pyramidal_slide(
     level_factor: int = 2,
 ) -> Path:
     """Write a tiled pyramid with ``levels`` levels (downsample ``level_factor**k``); ``svs``: Aperio SVS."""
+    import tifffile  # ~15 ms to import; the Dagster definitions import this module, few runs write slides
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     w, h = design.width, design.height

@@ -20,15 +20,16 @@ import shutil
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from giant_assets.core.files import atomic_write_bytes
 from giant_assets.core.paths import confined_path, decode_component
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.report.viewer.pages import index_counts, index_row
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
 
 STATIC_FILES = ("viewer.css", "viewer.js")
 ROWS_DIR = "_rows"
@@ -49,6 +50,8 @@ def _money(value: float) -> str:
 
 
 def _environment() -> Environment:
+    from jinja2 import Environment, PackageLoader, StrictUndefined  # only when a site is written
+
     env = Environment(
         loader=PackageLoader("giant_assets.report.viewer", "templates"),
         autoescape=True,

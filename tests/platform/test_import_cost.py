@@ -1,0 +1,78 @@
+"""Loading the code location imports only what loading needs.
+
+Every ``dagster asset materialize`` process imports ``giant_assets.platform.definitions`` before its first
+model call. The libraries below are used only inside functions most runs never call (region scoring, the
+shared Redis rate limit, HuggingFace download, the HTML viewer, writing synthetic slides, the model SDKs),
+so the import must leave them out of ``sys.modules``. Checked in a fresh interpreter: behaviour, not time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+# imported lazily, by the functions that use them (module -> where it is imported)
+DEFERRED = {
+    "shapely": "geometry/roi.py: Region.geometry, evaluate_viewed_regions",
+    "redis": "batch/ratelimit.py: SharedRateLimiter",
+    "limits": "batch/ratelimit.py: SharedRateLimiter, _per_window",
+    "jinja2": "report/viewer/site.py: _environment",
+    "huggingface_hub": "multipathqa/download.py: download_multipathqa",
+    "tifffile": "slides/synthetic.py: write_pyramidal_slide",
+    "openai": "agents/providers (model calls only)",
+    "anthropic": "agents/providers (model calls only)",
+}
+
+CHILD = """
+import json, sys
+from giant_assets.platform.definitions import ALL_ASSETS, CELL_ASSETS, defs
+
+watched = json.loads(sys.argv[1])
+after_import = sorted(m for m in watched if m in sys.modules)
+jobs = {job.name: job for job in defs.resolve_all_job_defs()}
+graph = defs.resolve_asset_graph()
+keys = lambda assets: sorted(k.to_user_string() for a in assets for k in a.keys)
+print(json.dumps({
+    "after_import": after_import,
+    "after_resolve": sorted(m for m in watched if m in sys.modules),
+    "declared_jobs": sorted(job.name for job in defs.jobs),
+    "jobs": {name: sorted(k.to_user_string() for k in job.asset_layer.executable_asset_keys)
+             for name, job in jobs.items()},
+    "graph_assets": sorted(k.to_user_string() for k in graph.get_all_asset_keys()),
+    "all_assets": keys(ALL_ASSETS),
+    "cell_assets": keys(CELL_ASSETS),
+}))
+"""
+
+
+def test_loading_definitions_leaves_optional_libraries_unimported() -> None:
+    # each watched library is installed: its absence from sys.modules below means "not imported"
+    missing = [name for name in DEFERRED if importlib.util.find_spec(name) is None]
+    assert not missing, f"not installed, so the check below would prove nothing: {missing}"
+
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(sorted(DEFERRED))],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+
+    imported = {name: DEFERRED[name] for name in out["after_import"]}
+    assert not imported, f"importing the definitions imported {imported}"
+    assert out["after_resolve"] == [], "resolving the jobs imported optional libraries"
+
+    # the Definitions still resolve: every declared job, and the implicit asset job over every asset
+    assert set(out["declared_jobs"]) <= set(out["jobs"]) and "evaluate_cell" in out["declared_jobs"]
+    assert out["jobs"]["evaluate_cell"] == out["cell_assets"]
+    assert len(out["all_assets"]) == len(set(out["all_assets"])) > len(out["cell_assets"])
+    assert set(out["graph_assets"]) == set(out["all_assets"])
+    implicit = [keys for name, keys in out["jobs"].items() if name.startswith("__ASSET_JOB")]
+    assert implicit and set().union(*map(set, implicit)) == set(out["all_assets"])
