@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from openai.types.responses import Response
-
 from giant_assets.agents.providers.base import dump
 from giant_assets.agents.providers.messages import (
     ImagePart,
@@ -30,7 +28,7 @@ from giant_assets.agents.providers.openai_base import OpenAIModel, tool_argument
 class OpenAIResponsesModel(OpenAIModel):
     api = "responses"
     endpoint = "/responses"
-    response_type = Response
+    response_type_name = "openai.types.responses:Response"
 
     def _body(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None
