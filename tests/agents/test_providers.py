@@ -8,8 +8,6 @@ import base64
 import io
 import logging
 import socket
-import subprocess
-import sys
 from datetime import UTC, datetime
 
 import pytest
@@ -352,29 +350,3 @@ def test_make_chat_model_follows_the_experiment(key_env: str) -> None:
     anthropic = make_chat_model(Experiment(**base, provider="anthropic", thinking_budget=0), None)
     assert anthropic.thinking_budget is None
     asyncio.run(anthropic.aclose())
-
-
-SDK_OF = [("responses", "openai"), ("chat", "openai"), ("messages", "anthropic")]
-
-
-@pytest.mark.parametrize(("api", "sdk"), SDK_OF)
-def test_the_sdk_loads_on_the_first_request_not_when_the_model_is_made(api: str, sdk: str) -> None:
-    """A batch reads its first slides while the SDK loads; making a model (key checks) needs no SDK."""
-    code = f"""
-import asyncio, sys
-from giant_assets.agents.providers import make_chat_model
-from giant_assets.demo.scripted_model import ScriptedModelServer, demo_policy
-from giant_assets.experiments.spec import Experiment
-from giant_assets.agents.providers import Message, TextPart
-with ScriptedModelServer(rule=demo_policy) as srv:
-    url = srv.base_url if {api!r} == "messages" else srv.openai_base_url
-    provider = "anthropic" if {api!r} == "messages" else "openai"
-    exp = Experiment(name="e", agent="giant", provider=provider, model="m", api={api!r}, base_url=url)
-    model = make_chat_model(exp, None)
-    print({sdk!r} in sys.modules)
-    reply = asyncio.run(model.complete([Message.user(TextPart("Which organ? 1. Lung 2. Liver"))]))
-    print({sdk!r} in sys.modules, bool(reply.text or reply.tool_calls))
-"""
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["False", "True", "True"]

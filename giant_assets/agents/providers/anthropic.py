@@ -9,7 +9,9 @@ previous steps' prefix from the cache and writes only what is new.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import anthropic
 
 from giant_assets.agents.providers.base import SDKChatModel, dump
 from giant_assets.agents.providers.messages import (
@@ -23,9 +25,6 @@ from giant_assets.agents.providers.messages import (
     Usage,
 )
 
-if TYPE_CHECKING:
-    import anthropic
-
 EPHEMERAL = {"type": "ephemeral"}
 DEFAULT_MAX_TOKENS = 4096  # Anthropic requires max_tokens; the thinking budget comes on top
 
@@ -36,8 +35,8 @@ class AnthropicChatModel(SDKChatModel):
     endpoint = "/v1/messages"
     default_base_url = "https://api.anthropic.com"
     default_key_env = "ANTHROPIC_API_KEY"
-    sdk_module = "anthropic"
-    response_type_name = "anthropic.types:Message"
+    sdk = anthropic
+    response_type = anthropic.types.Message
 
     def __init__(
         self, model: str, *, thinking_budget: int | None = None, cache: bool = True, **kwargs: Any
@@ -51,7 +50,7 @@ class AnthropicChatModel(SDKChatModel):
         # non-streaming timeout from ``max_tokens`` (and refuse a large ``max_tokens`` without streaming),
         # but only on a client left at the SDK's default timeout, which this one never is; its other
         # extras (warnings about deprecated model names, tracing span names) do not concern us.
-        return self.sdk.AsyncAnthropic(
+        return anthropic.AsyncAnthropic(
             api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s
         )
 

@@ -12,11 +12,9 @@ HTTP transport, the exception classes ``_classify`` maps, and the parsed respons
 from __future__ import annotations
 
 import abc
-import importlib
 import json
 import random
 from collections.abc import Sequence
-from functools import cached_property
 from types import ModuleType
 from typing import Any
 
@@ -39,8 +37,8 @@ class SDKChatModel(abc.ABC):
     endpoint = ""  # the path under base_url that requests are posted to
     default_base_url = ""
     default_key_env = ""
-    sdk_module = ""  # the SDK package (``openai``, ``anthropic``), imported on the first request
-    response_type_name = ""  # "module:Class" of the SDK's model of a reply (``cast_to``)
+    sdk: ModuleType  # the ``openai`` or ``anthropic`` package: its exception classes
+    response_type: type  # the SDK's model of a reply, which the SDK parses the response body into
 
     def __init__(
         self,
@@ -66,6 +64,7 @@ class SDKChatModel(abc.ABC):
         self.timeout_s = timeout_s
         self.max_tokens = max_tokens
         self._rng = random.Random(seed)
+        self._client = self._make_client(self._key.reveal() if self._key else NO_KEY)
 
     def __repr__(self) -> str:
         name = type(self).__name__
@@ -74,24 +73,6 @@ class SDKChatModel(abc.ABC):
     @property
     def url(self) -> str:
         return f"{self.base_url}{self.endpoint}"
-
-    # The SDK is imported, and its client made, on the first request, not when the model is made: a
-    # batch starts reading its first slides (in threads, off the GIL) while the SDK loads (~0.35 s for
-    # openai), and constructing a model (key checks included) costs nothing.
-    @cached_property
-    def sdk(self) -> ModuleType:
-        """The SDK package: its client, exception classes and ``Omit``."""
-        return importlib.import_module(self.sdk_module)
-
-    @cached_property
-    def response_type(self) -> type:
-        """The SDK's model of a reply, which the SDK parses the response body into."""
-        module, name = self.response_type_name.split(":")
-        return getattr(importlib.import_module(module), name)
-
-    @cached_property
-    def _client(self) -> Any:
-        return self._make_client(self._key.reveal() if self._key else NO_KEY)
 
     @abc.abstractmethod
     def _make_client(self, key: str) -> Any:
@@ -125,8 +106,7 @@ class SDKChatModel(abc.ABC):
         return self._key.redact(text) if self._key else text
 
     async def aclose(self) -> None:
-        if "_client" in self.__dict__:  # made on the first request
-            await self._client.close()
+        await self._client.close()
 
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec] = (), cache_key: str | None = None

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import openai
 
 from giant_assets.agents.providers.base import SDKChatModel
-
-if TYPE_CHECKING:
-    import openai
 
 
 class OpenAIModel(SDKChatModel):
@@ -17,15 +16,14 @@ class OpenAIModel(SDKChatModel):
     provider = "openai"
     default_base_url = "https://api.openai.com/v1"
     default_key_env = "OPENAI_API_KEY"
-    sdk_module = "openai"
+    sdk = openai
 
     def __init__(self, model: str, *, reasoning_effort: str | None = None, **kwargs: Any) -> None:
         self.reasoning_effort = reasoning_effort
         super().__init__(model, **kwargs)
 
     def _make_client(self, key: str) -> openai.AsyncOpenAI:
-        sdk = self.sdk
-        return sdk.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
+        return openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
 
     def _request_options(self, headers: dict[str, Any]) -> dict[str, Any]:
         # the security both wires' typed ``create`` asks for: the API key as a bearer token only

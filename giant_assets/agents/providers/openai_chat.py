@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from openai.types.chat import ChatCompletion
+
 from giant_assets.agents.providers.messages import (
     ImagePart,
     Message,
@@ -23,7 +25,7 @@ from giant_assets.agents.providers.openai_base import OpenAIModel, tool_argument
 class OpenAIChatModel(OpenAIModel):
     api = "chat"
     endpoint = "/chat/completions"
-    response_type_name = "openai.types.chat:ChatCompletion"
+    response_type = ChatCompletion
 
     def _body(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None

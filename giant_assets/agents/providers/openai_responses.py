@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from openai.types.responses import Response
+
 from giant_assets.agents.providers.base import dump
 from giant_assets.agents.providers.messages import (
     ImagePart,
@@ -28,7 +30,7 @@ from giant_assets.agents.providers.openai_base import OpenAIModel, tool_argument
 class OpenAIResponsesModel(OpenAIModel):
     api = "responses"
     endpoint = "/responses"
-    response_type_name = "openai.types.responses:Response"
+    response_type = Response
 
     def _body(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None
