@@ -27,6 +27,7 @@ import numpy as np
 import openslide
 
 from giant_assets.agents.base import AgentAnswer, AgentItem, Step
+from giant_assets.agents.overviews import OverviewCache
 from giant_assets.agents.pricing import PriceTable, load_price_table
 from giant_assets.agents.providers import ChatModel, ImagePart, Message, ModelReply, ProviderError, TextPart
 from giant_assets.batch.ratelimit import RateLimiter
@@ -37,7 +38,7 @@ from giant_assets.eval.voting import majority_vote
 from giant_assets.experiments.spec import Experiment
 from giant_assets.slides.access import SlideError, encode_image, media_type, open_slide
 from giant_assets.slides.tissue import sample_patches, tissue_mask
-from giant_assets.slides.views import SlideView, overview, region
+from giant_assets.slides.views import region
 
 PATCH_CONCURRENCY = 5  # patch calls of one item in flight at once (the shared limiter still paces them)
 IMAGE_FORMAT = "JPEG"
@@ -84,7 +85,7 @@ class _SlideBaseline:
         steps: list[Step] = []
         try:
             return await self._answer(slide, item, run_index, steps)
-        except (openslide.OpenSlideError, OSError) as exc:
+        except (openslide.OpenSlideError, OSError, SlideError) as exc:
             return _failed(steps, f"slide unavailable: reading {item.wsi_path} failed: {exc}", True)
         finally:
             await asyncio.to_thread(slide.close)
@@ -94,18 +95,16 @@ class _SlideBaseline:
     ) -> AgentAnswer:
         raise NotImplementedError
 
-    async def _ask(self, item: AgentItem, note: str, view: SlideView) -> ModelReply:
+    async def _ask(self, item: AgentItem, note: str, image: ImagePart) -> ModelReply:
         """One call: the system prompt, then the note, the question and the image."""
-        image = await asyncio.to_thread(encode_image, view.image, IMAGE_FORMAT)
-        messages = [
-            Message.system(SYSTEM_PROMPT),
-            Message.user(
-                TextPart(f"{note}\n\n{item.prompt}"), ImagePart(image, media_type(IMAGE_FORMAT), self.name)
-            ),
-        ]
+        messages = [Message.system(SYSTEM_PROMPT), Message.user(TextPart(f"{note}\n\n{item.prompt}"), image)]
         return await self.chat.complete(messages)
 
-    def _step(self, index: int, action: str, view: SlideView, reply: ModelReply) -> Step:
+    def _step(
+        self, index: int, action: str, shown: tuple[Sequence[int], int, Sequence[int]], reply: ModelReply
+    ) -> Step:
+        """A call's step; ``shown`` is the level-0 box, pyramid level and pixel size of its image."""
+        box, level, image_size = shown
         usage = reply.usage
         cost = self.prices.cost(
             self.model,
@@ -117,9 +116,9 @@ class _SlideBaseline:
         return Step(
             index,
             action,
-            box=list(view.box),
-            level=view.level,
-            image_size=list(view.image.size),
+            box=list(box),
+            level=level,
+            image_size=list(image_size),
             text=reply.text,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
@@ -134,22 +133,35 @@ class _SlideBaseline:
 
 
 class ThumbnailAgent(_SlideBaseline):
-    """One call with the whole slide; see the module docstring."""
+    """One call with the whole slide; see the module docstring. The thumbnail is read once per slide
+    file and ahead of the run (``agents/overviews.py``), as GIANT's overview is."""
 
     name = "thumbnail"
+
+    def __init__(self, chat: ChatModel, experiment: Experiment, prices: PriceTable | None = None) -> None:
+        super().__init__(chat, experiment, prices)
+        size = experiment.resolved_thumbnail_size
+        self.thumbnails = OverviewCache(size, IMAGE_FORMAT, guides=False, label=self.name)
+
+    def prefetch(self, item: AgentItem) -> None:
+        """Start reading ``item``'s thumbnail now, ahead of its runs (the batch runner calls this)."""
+        self.thumbnails.prefetch(item.wsi_path)
+
+    async def aclose(self) -> None:
+        await self.thumbnails.aclose()
+        await super().aclose()
 
     async def _answer(
         self, slide: openslide.OpenSlide, item: AgentItem, run_index: int, steps: list[Step]
     ) -> AgentAnswer:
-        size = self.experiment.resolved_thumbnail_size
-        view = await asyncio.to_thread(overview, slide, size, False)
-        width, height = slide.dimensions
-        note = THUMBNAIL_NOTE.format(width=width, height=height, w=view.image.size[0], h=view.image.size[1])
+        thumb = await self.thumbnails.get(str(item.wsi_path))
+        w, h = thumb.image_size
+        note = THUMBNAIL_NOTE.format(width=thumb.width, height=thumb.height, w=w, h=h)
         try:
-            reply = await self._ask(item, note, view)
+            reply = await self._ask(item, note, thumb.part)
         except ProviderError as exc:
             return _failed(steps, f"model call failed at step 0: {exc}")
-        steps.append(self._step(0, "answer", view, reply))
+        steps.append(self._step(0, "answer", (thumb.box, thumb.level, thumb.image_size), reply))
         return AgentAnswer(text=reply.text, steps=steps)
 
 
@@ -176,7 +188,10 @@ class PatchAgent(_SlideBaseline):
                 note = PATCH_NOTE.format(
                     w=view.image.size[0], h=view.image.size[1], width=width, height=height
                 )
-                return self._step(index, "patch", view, await self._ask(item, note, view))
+                data = await asyncio.to_thread(encode_image, view.image, IMAGE_FORMAT)
+                image = ImagePart(data, media_type(IMAGE_FORMAT), self.name)
+                reply = await self._ask(item, note, image)
+                return self._step(index, "patch", (view.box, view.level, view.image.size), reply)
 
         results = await asyncio.gather(*(one(i, box) for i, box in enumerate(boxes)), return_exceptions=True)
         steps.extend(r for r in results if isinstance(r, Step))  # paid calls stay in the trajectory

@@ -1,11 +1,12 @@
-"""The overview every GIANT run starts from: read once per slide file, ahead of need, off the event loop.
+"""The overview a run starts from: read once per slide file, ahead of need, off the event loop.
 
-Every run of an item starts from the same image (the whole slide with its guides, encoded for the
-model), every attempt of a run and every run of an item repeat it, and the VQA benchmarks ask several
-questions about one slide. ``OverviewCache`` makes it once per slide file (path, size and modification
-time) in a worker thread (OpenSlide's tile decoding and Pillow's resampling and encoding release the
-GIL, so reads run beside the event loop and beside each other, ``workers`` at a time, oldest request
-first) and keeps the newest ``capacity`` results (about 200 KB each: the encoded image, not the pixels).
+Every GIANT run of an item starts from the same image (the whole slide with its guides, encoded for the
+model), as every thumbnail-baseline run does (without guides); every attempt of a run and every run of
+an item repeat it, and the VQA benchmarks ask several questions about one slide. ``OverviewCache``
+makes it once per slide file (path, size and modification time) in a worker thread (OpenSlide's tile
+decoding and Pillow's resampling and encoding release the GIL, so reads run beside the event loop and
+beside each other, ``workers`` at a time, oldest request first) and keeps the newest ``capacity``
+results (about 200 KB each: the encoded image, not the pixels).
 
 ``prefetch`` starts the read before a run needs it: the batch runner calls it for the runs about to
 start, so a run's first model call does not wait for its slide to be read while it holds a model slot.
@@ -37,25 +38,37 @@ class Overview:
     part: ImagePart  # the encoded image
 
 
-def read_overview(path: str, long_side: int, image_format: str) -> Overview:
-    """Open ``path``, make its guided overview at ``long_side`` and encode it (blocking: run in a thread)."""
+def read_overview(
+    path: str, long_side: int, image_format: str, guides: bool = True, label: str = OVERVIEW_LABEL
+) -> Overview:
+    """Open ``path``, make its overview at ``long_side`` and encode it (blocking: run in a thread)."""
     slide = open_slide(path)
     try:
         width, height = slide.dimensions
-        view = overview(slide, long_side)
+        view = overview(slide, long_side, guides)
         data = encode_image(view.image, image_format)
     finally:
         slide.close()
-    part = ImagePart(data, media_type(image_format), OVERVIEW_LABEL)
+    part = ImagePart(data, media_type(image_format), label)
     return Overview(int(width), int(height), view.box, view.level, view.image.size, part)
 
 
 class OverviewCache:
     """Overviews of slide files at one size and format, computed once each; see the module docstring."""
 
-    def __init__(self, long_side: int, image_format: str, capacity: int = 64, workers: int | None = None):
+    def __init__(
+        self,
+        long_side: int,
+        image_format: str,
+        guides: bool = True,
+        label: str = OVERVIEW_LABEL,
+        capacity: int = 64,
+        workers: int | None = None,
+    ) -> None:
         self.long_side = long_side
         self.image_format = image_format
+        self.guides = guides
+        self.label = label
         self.capacity = max(1, capacity)
         self._workers = max(1, workers or os.cpu_count() or 1)
         self._slots: asyncio.Semaphore | None = None  # made in the running loop
@@ -75,7 +88,7 @@ class OverviewCache:
         """
         key = _file_key(path)
         if key is None:  # not a readable file now: read directly, so the caller sees OpenSlide's error
-            return await asyncio.to_thread(read_overview, path, self.long_side, self.image_format)
+            return await asyncio.to_thread(self._read_now, path)
         task = self._entry(key)
         try:
             return await asyncio.shield(task)  # a cancelled run must not cancel a read others may share
@@ -109,7 +122,10 @@ class OverviewCache:
             self._slots = asyncio.Semaphore(self._workers)
         async with self._slots:
             self.reads += 1
-            return await asyncio.to_thread(read_overview, path, self.long_side, self.image_format)
+            return await asyncio.to_thread(self._read_now, path)
+
+    def _read_now(self, path: str) -> Overview:
+        return read_overview(path, self.long_side, self.image_format, self.guides, self.label)
 
 
 def _file_key(path: str | None) -> tuple | None:

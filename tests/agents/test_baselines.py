@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections import Counter
 from pathlib import Path
@@ -16,10 +17,14 @@ from giant_assets.agents.baselines import PatchAgent, ThumbnailAgent
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.providers import RetryPolicy, make_chat_model
 from giant_assets.agents.registry import make_agent
+from giant_assets.batch.journal import Journal
+from giant_assets.batch.runner import BatchSettings, run_batch
 from giant_assets.demo.scripted_model import RecordedRequest, Reply, ScriptedModelServer
 from giant_assets.experiments.spec import Experiment
 from giant_assets.multipathqa.prompts import render_prompt
+from giant_assets.slides.access import encode_image, open_slide
 from giant_assets.slides.synthetic import LESION, TISSUE, Blob, SlideDesign, write_pyramidal_slide
+from giant_assets.slides.views import overview
 
 # a large tissue section with a large dark lesion: patches land on both, so the vote has two camps
 DESIGN = SlideDesign(
@@ -110,6 +115,35 @@ def test_thumbnail_one_call_at_the_configured_size(slide_path, provider, api, si
     )
     assert (step.input_tokens, step.output_tokens) == (1500, 40)
     assert step.cost_usd == pytest.approx((1500 * 2.0 + 40 * 8.0) / 1e6)
+
+
+def test_thumbnail_read_once_per_slide_file_and_ahead_through_the_runner(slide_path, tmp_path) -> None:
+    rows = [
+        {"benchmark_name": "tcga_expert_vqa", "benchmark_id": bid, "prompt": make_item(slide_path).prompt,
+         "options": OPTIONS, "wsi_path": str(slide_path), "truth_label": 2}
+        for bid in ("1", "2")
+    ]  # fmt: skip
+    with ScriptedModelServer(rule=lambda _: Reply('{"answer": 2}')) as server:
+        agent = build(experiment(server, "thumbnail", thumbnail_size=700))
+
+        async def go():
+            try:
+                return await run_batch(
+                    agent, rows, config_hash="h", journal=Journal(tmp_path / "j.jsonl"),
+                    settings=BatchSettings(runs_per_item=3, concurrency=2), log=lambda _: None,
+                )  # fmt: skip
+            finally:
+                await agent.aclose()
+
+        outcome = asyncio.run(go())
+    assert outcome.executed == 6 and all(r["correct"] for r in outcome.rows)
+    assert agent.thumbnails.reads == 1  # six runs over two questions on one slide file
+    slide = open_slide(slide_path)
+    try:  # the oracle: the unguided overview made directly from the slide
+        expected = base64.b64decode(encode_image(overview(slide, 700, guides=False).image))
+    finally:
+        slide.close()
+    assert [r.turns[-1].images[0] for r in server.requests] == [expected] * 6
 
 
 def test_patch_thirty_calls_in_tissue_voted(slide_path) -> None:
