@@ -71,7 +71,8 @@ class OverviewCache:
         self.label = label
         self.capacity = max(1, capacity)
         self._workers = max(1, workers or os.cpu_count() or 1)
-        self._slots: asyncio.Semaphore | None = None  # made in the running loop
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the reads and slots belong to
+        self._slots: asyncio.Semaphore | None = None
         self._entries: OrderedDict[tuple, asyncio.Task[Overview]] = OrderedDict()
         self.reads = 0  # overviews actually read (for tests and benchmarks)
 
@@ -104,6 +105,10 @@ class OverviewCache:
         self._entries.clear()
 
     def _entry(self, key: tuple) -> asyncio.Task[Overview]:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a new event loop (another asyncio.run): start afresh in it
+            self._loop, self._slots = loop, asyncio.Semaphore(self._workers)
+            self._entries.clear()
         task = self._entries.get(key)
         if task is not None:
             self._entries.move_to_end(key)
@@ -118,8 +123,7 @@ class OverviewCache:
         return task
 
     async def _read(self, path: str) -> Overview:
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self._workers)
+        assert self._slots is not None  # made by _entry in this loop
         async with self._slots:
             self.reads += 1
             return await asyncio.to_thread(self._read_now, path)

@@ -186,3 +186,18 @@ def test_capacity_drops_the_least_recently_used(slide_dir: Path, tmp_path: Path)
         assert cache.reads == 4
 
     asyncio.run(go())
+
+
+def test_one_cache_serves_successive_event_loops(slide_dir: Path, tmp_path: Path) -> None:
+    paths = []
+    for i in range(4):
+        paths.append(str(tmp_path / f"l{i}.svs"))
+        shutil.copyfile(slide_dir / "a.svs", paths[-1])
+    cache = OverviewCache(300, "JPEG", workers=1)
+
+    async def two(a: str, b: str) -> list:  # one worker: the second read waits on the first
+        return await asyncio.gather(cache.get(a), cache.get(b))
+
+    first = asyncio.run(two(paths[0], paths[1]))
+    second = asyncio.run(two(paths[2], paths[3]))  # another loop (another asyncio.run), same cache
+    assert first == second and cache.reads == 4
