@@ -36,6 +36,14 @@ def slide_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def file_copies(slide: Path, directory: Path, n: int) -> list[Path]:
+    """``n`` copies of ``slide``: the same pixels in files of their own (each read on its own)."""
+    copies = [directory / f"copy{i}.svs" for i in range(n)]
+    for copy in copies:
+        shutil.copyfile(slide, copy)
+    return copies
+
+
 class RecordingAgent(GiantAgent):
     """The real GIANT agent, logging when the runner asks it to read ahead and when a run starts."""
 
@@ -101,10 +109,7 @@ def test_runs_and_items_of_one_slide_share_one_read(slide_dir: Path, tmp_path: P
 
 def test_runner_reads_ahead_of_each_run_by_the_concurrency(slide_dir: Path, tmp_path: Path) -> None:
     n, concurrency = 10, 2
-    copies = []
-    for i in range(n):
-        copies.append(tmp_path / f"s{i}.svs")
-        shutil.copyfile(slide_dir / "a.svs", copies[-1])
+    copies = file_copies(slide_dir / "a.svs", tmp_path, n)
     with ScriptedModelServer(rule=demo_policy) as srv:
         agent = RecordingAgent(
             OpenAIResponsesModel("scripted-vlm", base_url=srv.openai_base_url), prices=PRICES
@@ -169,10 +174,7 @@ def test_a_cancelled_run_does_not_cancel_a_shared_read(slide_dir: Path) -> None:
 
 
 def test_capacity_drops_the_least_recently_used(slide_dir: Path, tmp_path: Path) -> None:
-    paths = []
-    for i in range(3):
-        paths.append(str(tmp_path / f"c{i}.svs"))
-        shutil.copyfile(slide_dir / "a.svs", paths[-1])
+    paths = [str(p) for p in file_copies(slide_dir / "a.svs", tmp_path, 3)]
     cache = OverviewCache(200, "JPEG", capacity=2)
 
     async def go() -> None:
@@ -189,10 +191,7 @@ def test_capacity_drops_the_least_recently_used(slide_dir: Path, tmp_path: Path)
 
 
 def test_one_cache_serves_successive_event_loops(slide_dir: Path, tmp_path: Path) -> None:
-    paths = []
-    for i in range(4):
-        paths.append(str(tmp_path / f"l{i}.svs"))
-        shutil.copyfile(slide_dir / "a.svs", paths[-1])
+    paths = [str(p) for p in file_copies(slide_dir / "a.svs", tmp_path, 4)]
     cache = OverviewCache(300, "JPEG", workers=1)
 
     async def two(a: str, b: str) -> list:  # one worker: the second read waits on the first
