@@ -23,6 +23,7 @@ from giant_assets.demo.scripted_model import ScriptedModelServer, demo_policy
 from giant_assets.slides.access import encode_image, open_slide
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, SlideDesign, write_pyramidal_slide
 from giant_assets.slides.views import overview
+from tests.support.corrupt_slides import corrupt_smallest_level_tiles
 
 PRICES = PriceTable({"scripted-vlm": ModelPrice(0.0, 0.0)})
 PROMPT = 'Which organ?\n1. Lung\n2. Liver\n3. Skin\nAnswer as JSON {"answer": N}.'
@@ -200,3 +201,21 @@ def test_one_cache_serves_successive_event_loops(slide_dir: Path, tmp_path: Path
     first = asyncio.run(two(paths[0], paths[1]))
     second = asyncio.run(two(paths[2], paths[3]))  # another loop (another asyncio.run), same cache
     assert first == second and cache.reads == 4
+
+
+def test_an_undecodable_slide_fails_its_own_runs_only(slide_dir: Path, tmp_path: Path) -> None:
+    bad, good, other = file_copies(slide_dir / "a.svs", tmp_path, 3)
+    assert corrupt_smallest_level_tiles(bad) > 0  # opens fine; the 200 px overview's tiles do not decode
+    with ScriptedModelServer(rule=demo_policy) as srv:
+        agent = GiantAgent(
+            OpenAIResponsesModel("scripted-vlm", base_url=srv.openai_base_url), image_size=200, prices=PRICES
+        )
+        outcome = run(agent, rows([good, bad, other]), tmp_path, runs=2, concurrency=2)
+    by_item = {(r["benchmark_id"], r["run_index"]): r for r in outcome.rows}
+    assert len(by_item) == 6 and outcome.executed == 6
+    for run_index in (0, 1):
+        assert by_item[("q0", run_index)]["error"] is None and by_item[("q2", run_index)]["error"] is None
+        failed = by_item[("q1", run_index)]
+        assert failed["error"].startswith("slide unavailable") and str(bad) in failed["error"]
+    assert len(srv.requests) == 2 * 2 * 2  # two good items x two runs x (crop + answer); none for the bad
+    assert not any(key[0] == str(bad) for key in agent.overviews._entries)  # the failure was not kept
