@@ -59,7 +59,7 @@ PATCH_NOTE = (
 
 
 class _SlideBaseline:
-    """What both baselines share: the model, prices, opening the slide, one model call as one Step."""
+    """What both baselines share: the model, prices, slide errors, one model call as one Step."""
 
     name = ""
 
@@ -78,21 +78,15 @@ class _SlideBaseline:
             return _failed(
                 [], f"slide unavailable: item {item.benchmark_id} has no resolved slide path", True
             )
-        try:
-            slide = await asyncio.to_thread(open_slide, item.wsi_path)
-        except SlideError as exc:
-            return _failed([], f"slide unavailable: {exc}", True)
         steps: list[Step] = []
         try:
-            return await self._answer(slide, item, run_index, steps)
-        except (openslide.OpenSlideError, OSError, SlideError) as exc:
+            return await self._answer(item, run_index, steps)
+        except SlideError as exc:  # missing, unreadable or not a slide: names the file
+            return _failed(steps, f"slide unavailable: {exc}", True)
+        except (openslide.OpenSlideError, OSError) as exc:
             return _failed(steps, f"slide unavailable: reading {item.wsi_path} failed: {exc}", True)
-        finally:
-            await asyncio.to_thread(slide.close)
 
-    async def _answer(
-        self, slide: openslide.OpenSlide, item: AgentItem, run_index: int, steps: list[Step]
-    ) -> AgentAnswer:
+    async def _answer(self, item: AgentItem, run_index: int, steps: list[Step]) -> AgentAnswer:
         raise NotImplementedError
 
     async def _ask(self, item: AgentItem, note: str, image: ImagePart) -> ModelReply:
@@ -151,10 +145,8 @@ class ThumbnailAgent(_SlideBaseline):
         await self.thumbnails.aclose()
         await super().aclose()
 
-    async def _answer(
-        self, slide: openslide.OpenSlide, item: AgentItem, run_index: int, steps: list[Step]
-    ) -> AgentAnswer:
-        thumb = await self.thumbnails.get(str(item.wsi_path))
+    async def _answer(self, item: AgentItem, run_index: int, steps: list[Step]) -> AgentAnswer:
+        thumb = await self.thumbnails.get(str(item.wsi_path))  # no slide handle of its own
         w, h = thumb.image_size
         note = THUMBNAIL_NOTE.format(width=thumb.width, height=thumb.height, w=w, h=h)
         try:
@@ -170,7 +162,14 @@ class PatchAgent(_SlideBaseline):
 
     name = "patch"
 
-    async def _answer(
+    async def _answer(self, item: AgentItem, run_index: int, steps: list[Step]) -> AgentAnswer:
+        slide = await asyncio.to_thread(open_slide, item.wsi_path)
+        try:
+            return await self._vote(slide, item, run_index, steps)
+        finally:
+            await asyncio.to_thread(slide.close)
+
+    async def _vote(
         self, slide: openslide.OpenSlide, item: AgentItem, run_index: int, steps: list[Step]
     ) -> AgentAnswer:
         if item.benchmark_name != PANDA and not item.options:
