@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m giant_assets.demo
 
-# PostgreSQL + Redis from wheels, two Celery workers, the daemon, one shared rate limit (README: Scale out)
+# PostgreSQL + Redis from wheels, two Celery workers, the daemon, one shared rate limit (docs/scale-out.md)
 cluster-demo: $(STAMP)
 	$(BIN)/python -m giant_assets.cluster
 
