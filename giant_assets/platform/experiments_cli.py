@@ -3,6 +3,7 @@
 giant-experiments check            # validate the file (exit 1 with file/experiment/field on error)
 giant-experiments list             # one line per experiment: name, agent, model, config hash
 giant-experiments sync             # add every declared experiment as a partition ($DAGSTER_HOME)
+giant-experiments estimate NAME    # cost and time of what NAME has left to run, per benchmark
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ from giant_assets.platform.resources import ExperimentsResource
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="giant-experiments", description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["check", "list", "sync"])
+    parser.add_argument("command", choices=["check", "list", "sync", "estimate"])
+    parser.add_argument("name", nargs="?", help="estimate: the experiment")
+    parser.add_argument(
+        "--benchmark", action="append", default=None, help="estimate: only this benchmark (repeatable)"
+    )
     parser.add_argument(
         "--file", default="", help="experiments file (default $GIANT_EXPERIMENTS or ./experiments.yaml)"
     )
@@ -32,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "list":
         for name, exp in sorted(declared.items()):
             print(f"{name}\t{exp.agent}\t{exp.model or '-'}\truns={exp.runs_per_item}\t{exp.config_hash()}")
+    elif args.command == "estimate":
+        return _estimate(declared, args.name, args.benchmark)
     else:
         from dagster import DagsterInstance
 
@@ -39,6 +46,37 @@ def main(argv: list[str] | None = None) -> int:
 
         added = sync_experiments(DagsterInstance.get(), resource)
         print(f"added {len(added)} experiment partition(s): {', '.join(added) or 'none new'}")
+    return 0
+
+
+def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None) -> int:
+    from giant_assets.agents.estimate import estimate_experiment, render
+    from giant_assets.agents.pricing import load_price_table
+    from giant_assets.core.settings import PRICES_ENV, data_dir, env
+    from giant_assets.core.storage import ParquetStore
+
+    if not name or name not in declared:
+        known = ", ".join(sorted(declared))
+        print(f"error: estimate needs a declared experiment name (one of: {known})", file=sys.stderr)
+        return 2
+    store = ParquetStore(data_dir())
+    if not store.partitions("benchmark_items"):
+        print(
+            f"error: no benchmark_items under {store.root}: materialize multipathqa_csv and "
+            "benchmark_items first (the estimate counts the items with a readable slide)",
+            file=sys.stderr,
+        )
+        return 1
+    items = store.read("benchmark_items")
+    estimates = estimate_experiment(
+        declared[name],
+        items,
+        journals_dir=store.root / "journals",
+        prices=load_price_table(env(PRICES_ENV) or None),
+        benchmarks=benchmarks,
+    )
+    print(f"{name}: {declared[name].agent} / {declared[name].model or '-'}, ranges low-high")
+    print(render(estimates))
     return 0
 
 

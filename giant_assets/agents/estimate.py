@@ -1,0 +1,359 @@
+"""What an experiment will cost and how long it will take, before it spends: a range, not one number.
+
+The token model follows the protocol: a GIANT run makes up to ``max_steps`` model calls, call ``k``
+resending the system prompt, the question, the overview and the ``k - 1`` crops so far (prompt caching
+bills the resent prefix at the cached rate); the thumbnail baseline makes one call with one image; the
+patch baseline ``n_patches`` calls with one patch each. Images are counted by the providers' published
+rules (``pricing.image_tokens``). Three quantities are uncertain and given as a low-high range:
+
+- **calls per GIANT run**: ``max_steps / 2`` to ``max_steps`` (the protocol asks the model to use its
+  steps; reruns after a step budget ran out are not in the range);
+- **hidden reasoning tokens per call**: by reasoning effort / thinking budget (``REASONING_TOKENS``);
+  this is most of the output bill of a reasoning model;
+- **latency per call**: ``LATENCY_S`` by whether the model reasons.
+
+Where the journals already hold finished runs of the same agent and model, the measured means (calls
+per run, output and input tokens per call, latency) replace the assumed ones and the range narrows to
++-25 % around them (``Estimate.measured_runs`` says how many runs that rests on).
+
+Batch prices: OpenAI's Batch API and Anthropic's Message Batches bill every token class at half the
+synchronous rate (``BATCH_DISCOUNT``); a batch round may take up to 24 h, and a GIANT run needs one
+round per step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from giant_assets.agents.pricing import PriceTable, image_tokens
+from giant_assets.experiments.spec import Experiment
+
+BATCH_DISCOUNT = 0.5
+SYSTEM_PROMPT_TOKENS = 700  # the multi-step system prompt with the slide size and step budget
+TOOL_TURN_TOKENS = 60  # a tool call and the tool result's text around each crop
+VISIBLE_OUTPUT_TOKENS = (80, 250)  # text of one reply (tool call or <report>/<response>)
+# hidden reasoning tokens per call (low, high), by OpenAI reasoning effort
+REASONING_TOKENS: dict[str | None, tuple[int, int]] = {
+    None: (0, 0),
+    "minimal": (0, 200),
+    "low": (100, 800),
+    "medium": (300, 1500),
+    "high": (800, 3000),
+}
+LATENCY_S = {True: (8.0, 40.0), False: (1.0, 6.0)}  # per call: reasoning model, other
+MEASURED_SPREAD = 0.25
+OVERVIEW_ASPECT = 0.75  # overview short side / long side (a typical slide)
+
+
+@dataclass(frozen=True)
+class Span:
+    """A low-high range."""
+
+    low: float
+    high: float
+
+    def __mul__(self, k: float) -> Span:
+        return Span(self.low * k, self.high * k)
+
+    def __add__(self, other: Span) -> Span:
+        return Span(self.low + other.low, self.high + other.high)
+
+    def fmt(self, digits: int = 0, unit: str = "") -> str:
+        lo, hi = (f"{v:,.{digits}f}" for v in (self.low, self.high))
+        return f"{unit}{lo}" if lo == hi else f"{unit}{lo}-{unit}{hi}"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Means over finished runs of one agent and model, from the journals."""
+
+    runs: int
+    calls_per_run: float
+    input_per_call: float
+    cached_per_call: float
+    output_per_call: float
+    latency_per_call: float
+    usd_per_run: float
+
+
+@dataclass
+class Estimate:
+    """One experiment on one benchmark."""
+
+    experiment: str
+    benchmark_name: str
+    items: int
+    runs_total: int
+    runs_done: int
+    calls: Span
+    input_tokens: Span
+    cached_tokens: Span
+    output_tokens: Span
+    usd: Span
+    usd_batch: Span
+    hours: Span
+    batch_rounds: int
+    priced: bool
+    measured_runs: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def runs_pending(self) -> int:
+        return self.runs_total - self.runs_done
+
+    def row(self) -> dict[str, Any]:
+        """Flat columns for a table or Dagster metadata."""
+        out: dict[str, Any] = {
+            "experiment": self.experiment,
+            "benchmark_name": self.benchmark_name,
+            "items": self.items,
+            "runs_pending": self.runs_pending,
+            "runs_done": self.runs_done,
+            "batch_rounds": self.batch_rounds,
+            "priced": self.priced,
+            "measured_runs": self.measured_runs,
+        }
+        for name in ("calls", "input_tokens", "cached_tokens", "output_tokens", "usd", "usd_batch", "hours"):
+            span: Span = getattr(self, name)
+            out[f"{name}_low"], out[f"{name}_high"] = span.low, span.high
+        return out
+
+
+def _reasoning_range(exp: Experiment) -> tuple[int, int]:
+    if exp.provider == "anthropic":
+        budget = exp.thinking_budget or 0
+        return (int(budget * 0.3), budget)
+    return REASONING_TOKENS.get(exp.reasoning_effort, (0, 0))
+
+
+def _reasons(exp: Experiment) -> bool:
+    return _reasoning_range(exp)[1] > 0
+
+
+def _calls_per_run(exp: Experiment) -> Span:
+    if exp.agent == "thumbnail":
+        return Span(1, 1)
+    if exp.agent == "patch":
+        return Span(exp.n_patches, exp.n_patches)
+    return Span(max(1, math.ceil(exp.max_steps / 2)), exp.max_steps)
+
+
+def _run_tokens(exp: Experiment, calls: int, question_tokens: float) -> tuple[float, float]:
+    """(input, cached input) tokens of one run of ``calls`` model calls, by the protocol's shape."""
+    size = exp.resolved_image_size
+    model = exp.model
+    if exp.agent == "thumbnail":
+        t = exp.resolved_thumbnail_size
+        return question_tokens + image_tokens(exp.provider, t, round(t * OVERVIEW_ASPECT), model), 0.0
+    if exp.agent == "patch":
+        per_call = question_tokens + image_tokens(exp.provider, exp.patch_size, exp.patch_size, model)
+        return calls * per_call, 0.0
+    overview = image_tokens(exp.provider, size, round(size * OVERVIEW_ASPECT), model)
+    crop = image_tokens(exp.provider, size, size, model) + TOOL_TURN_TOKENS
+    keep = exp.max_images_in_context
+    prefix = SYSTEM_PROMPT_TOKENS + question_tokens + overview
+    total = cached = 0.0
+    for k in range(calls):  # call k carries the first k crops (only the newest `keep` as images)
+        shown = k if keep is None else min(k, keep)
+        text_only = k - shown
+        tokens = prefix + shown * crop + text_only * TOOL_TURN_TOKENS
+        total += tokens
+        if k:  # the previous call's prompt is a cached prefix, unless pruning moved the images
+            cached += prefix + (k - 1) * crop if keep is None or k <= keep else SYSTEM_PROMPT_TOKENS
+    return total, cached
+
+
+def estimate(
+    exp: Experiment,
+    benchmark_name: str,
+    *,
+    items: int,
+    runs_done: int = 0,
+    mean_prompt_chars: float = 600.0,
+    prices: PriceTable,
+    measured: Measured | None = None,
+) -> Estimate:
+    """Cost and time of the runs of ``exp`` on one benchmark that the journal does not hold yet."""
+    runs_total = items * exp.runs_per_item
+    pending = max(0, runs_total - runs_done)
+    question = mean_prompt_chars / 4
+    notes: list[str] = []
+    calls_run = _calls_per_run(exp)
+    reasoning = _reasoning_range(exp)
+    out_low = VISIBLE_OUTPUT_TOKENS[0] + reasoning[0]
+    out_high = VISIBLE_OUTPUT_TOKENS[1] + reasoning[1]
+    in_low, cached_low = _run_tokens(exp, int(calls_run.low), question)
+    in_high, cached_high = _run_tokens(exp, int(calls_run.high), question)
+    latency = Span(*LATENCY_S[_reasons(exp)])
+    if measured is not None and measured.runs:
+        lo, hi = 1 - MEASURED_SPREAD, 1 + MEASURED_SPREAD
+        calls_run = Span(measured.calls_per_run * lo, measured.calls_per_run * hi)
+        out_low, out_high = measured.output_per_call * lo, measured.output_per_call * hi
+        per_run = measured.input_per_call * measured.calls_per_run
+        cached_share = measured.cached_per_call / measured.input_per_call if measured.input_per_call else 0.0
+        in_low, in_high = per_run * lo, per_run * hi
+        cached_low, cached_high = in_low * cached_share, in_high * cached_share
+        latency = Span(measured.latency_per_call * lo, measured.latency_per_call * hi)
+        notes.append(f"from {measured.runs} finished run(s) of {exp.agent}/{exp.model} in the journals")
+    calls = Span(calls_run.low * pending, calls_run.high * pending)
+    input_tokens = Span(in_low * pending, in_high * pending)
+    cached = Span(cached_low * pending, cached_high * pending)
+    output = Span(out_low * calls.low, out_high * calls.high)
+    found = prices.lookup(exp.model) if exp.model else None
+    if found is None:
+        usd = Span(0.0, 0.0)
+        notes.append(f"no price for model {exp.model!r}: USD counted as 0 (set GIANT_PRICES)")
+    else:
+        price = found[1]
+        usd = Span(
+            price.usd(int(input_tokens.low), int(output.low), int(cached.low)),
+            price.usd(int(input_tokens.high), int(output.high), int(cached.high)),
+        )
+    runs_at_once = min(exp.concurrency, max(pending, 1))
+    by_concurrency = Span(calls_run.low * latency.low, calls_run.high * latency.high) * (
+        pending / runs_at_once
+    )
+    by_rate = Span(calls.low, calls.high) * (60.0 / exp.requests_per_minute)
+    hours = Span(max(by_concurrency.low, by_rate.low), max(by_concurrency.high, by_rate.high)) * (1 / 3600)
+    rounds = 0 if not pending else int(calls_run.high) if exp.agent in ("giant", "random_patch") else 1
+    return Estimate(
+        experiment=exp.name,
+        benchmark_name=benchmark_name,
+        items=items,
+        runs_total=runs_total,
+        runs_done=min(runs_done, runs_total),
+        calls=calls,
+        input_tokens=input_tokens,
+        cached_tokens=cached,
+        output_tokens=output,
+        usd=usd,
+        usd_batch=usd * BATCH_DISCOUNT,
+        hours=hours,
+        batch_rounds=rounds,
+        priced=found is not None,
+        measured_runs=measured.runs if measured else 0,
+        notes=notes,
+    )
+
+
+def measure(rows: Iterable[Mapping[str, Any]], *, agent: str, model: str) -> Measured | None:
+    """Means over journal rows of finished, answered runs of ``agent`` and ``model``."""
+    n = calls = inp = cached = out = lat = usd = 0.0
+    for row in rows:
+        if row.get("agent") != agent or row.get("model") != model or row.get("error_kind"):
+            continue
+        steps = _number(row.get("n_steps"))
+        if steps <= 0:
+            continue
+        n += 1
+        calls += steps
+        inp += _number(row.get("input_tokens"))
+        cached += _number(row.get("cached_input_tokens"))
+        out += _number(row.get("output_tokens"))
+        lat += _number(row.get("latency_s"))
+        usd += _number(row.get("cost_usd"))
+    if not n:
+        return None
+    return Measured(int(n), calls / n, inp / calls, cached / calls, out / calls, lat / calls, usd / n)
+
+
+def _number(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return number if math.isfinite(number) and number >= 0 else 0.0
+
+
+def journal_rows(journals_dir: Path) -> Iterable[dict[str, Any]]:
+    """Every parseable row of every journal under ``journals_dir`` (torn lines skipped)."""
+    for path in sorted(Path(journals_dir).glob("*/*.jsonl")):
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(row, dict):
+                    yield row
+
+
+def estimate_experiment(
+    exp: Experiment,
+    items: Any,
+    *,
+    journals_dir: Path,
+    prices: PriceTable,
+    benchmarks: Iterable[str] | None = None,
+) -> list[Estimate]:
+    """One ``Estimate`` per benchmark of ``items`` (the ``benchmark_items`` frame).
+
+    Items without a readable slide are left out (they cost nothing: no model call is made); runs the
+    experiment's journal already holds for the current items are subtracted; the journals' finished
+    runs of the same agent and model, if any, calibrate the token and time model.
+    """
+    from giant_assets.batch.journal import Journal
+    from giant_assets.batch.records import RETRYABLE
+
+    wanted = set(benchmarks) if benchmarks else None
+    measured = measure(journal_rows(journals_dir), agent=exp.agent, model=exp.model)
+    out = []
+    for name, group in items.groupby("benchmark_name", sort=True):
+        if wanted is not None and name not in wanted:
+            continue
+        readable = group[group["wsi_status"] == "ok"] if "wsi_status" in group else group
+        ids = set(readable["benchmark_id"].astype(str))
+        journal = Journal(journals_dir / exp.config_hash() / f"{name}.jsonl")
+        done = sum(
+            1
+            for row in journal.read().values()
+            if str(row.get("benchmark_id")) in ids
+            and int(row.get("run_index", 0)) < exp.runs_per_item
+            and not (exp.retry_failed and row.get("error_kind") in RETRYABLE)
+        )
+        chars = float(readable["prompt"].astype(str).str.len().mean()) if len(readable) else 0.0
+        out.append(
+            estimate(
+                exp,
+                str(name),
+                items=len(readable),
+                runs_done=done,
+                mean_prompt_chars=chars,
+                prices=prices,
+                measured=measured,
+            )
+        )
+    return out
+
+
+def render(estimates: list[Estimate]) -> str:
+    """A plain-text table of estimates with a total line."""
+    header = (
+        f"{'benchmark':<16} {'items':>5} {'runs to do':>10} {'model calls':>15} {'input Mtok':>13} "
+        f"{'output Mtok':>13} {'USD':>17} {'USD batch':>17} {'hours':>11}"
+    )
+    lines = [header]
+    total = None
+    for e in estimates:
+        lines.append(
+            f"{e.benchmark_name:<16} {e.items:>5} {e.runs_pending:>10} {e.calls.fmt():>15} "
+            f"{(e.input_tokens * 1e-6).fmt(1):>13} {(e.output_tokens * 1e-6).fmt(1):>13} "
+            f"{e.usd.fmt(2, '$'):>17} {e.usd_batch.fmt(2, '$'):>17} {e.hours.fmt(1):>11}"
+        )
+        parts = (e.calls, e.input_tokens, e.output_tokens, e.usd, e.usd_batch, e.hours)
+        total = parts if total is None else tuple(a + b for a, b in zip(total, parts, strict=True))
+    if total is not None and len(estimates) > 1:
+        calls, inp, out, usd, usd_b, hours = total
+        runs = sum(e.runs_pending for e in estimates)
+        items = sum(e.items for e in estimates)
+        lines.append(
+            f"{'total':<16} {items:>5} {runs:>10} {calls.fmt():>15} {(inp * 1e-6).fmt(1):>13} "
+            f"{(out * 1e-6).fmt(1):>13} {usd.fmt(2, '$'):>17} {usd_b.fmt(2, '$'):>17} {hours.fmt(1):>11}"
+        )
+    notes = sorted({n for e in estimates for n in e.notes})
+    return "\n".join(lines + [f"note: {n}" for n in notes])

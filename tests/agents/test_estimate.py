@@ -1,0 +1,167 @@
+"""The cost and time estimate: its token model against a real trajectory, the journal, the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+from dagster import DagsterInstance, materialize
+
+from giant_assets.agents.base import AgentItem
+from giant_assets.agents.estimate import _run_tokens, estimate, estimate_experiment, measure
+from giant_assets.agents.giant import GiantAgent
+from giant_assets.agents.pricing import load_price_table
+from giant_assets.agents.providers import OpenAIResponsesModel
+from giant_assets.batch.journal import Journal
+from giant_assets.demo.scripted_model import (
+    RecordedRequest,
+    Reply,
+    ScriptedModelServer,
+    answer_reply,
+    crop_reply,
+)
+from giant_assets.experiments.spec import Experiment
+from giant_assets.platform import experiments_cli
+from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from tests.support.dagster_env import resources_for, write_experiments
+
+PRICES = load_price_table()
+GIANT = Experiment(name="g", agent="giant", provider="openai", model="gpt-5", max_steps=8)
+
+
+def _items(**counts: int) -> pd.DataFrame:
+    rows = [
+        {"benchmark_name": b, "benchmark_id": str(i), "wsi_status": "ok", "prompt": "q" * 400}
+        for b, n in counts.items()
+        for i in range(n)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_token_model_matches_a_real_trajectory_through_the_sdk(tmp_path: Path) -> None:
+    """The estimator's input and cached tokens for an n-call run agree with what a real GIANT run sends
+    (the loopback server counts tokens by the providers' rules, including the cached prefix)."""
+    steps = 6
+
+    def navigate(request: RecordedRequest) -> Reply:
+        k = request.assistant_turns
+        return crop_reply(100 * k, 50 * k, 2048, 2048) if k < steps - 1 else answer_reply("2")
+
+    slide = write_pyramidal_slide(tmp_path / "s.tiff", ONE_LESION_DESIGN, levels=4)
+    prompt = "Which organ is shown?\n" + "\n".join(f"{i}. Organ {i}" for i in range(1, 21))
+
+    async def run(server: ScriptedModelServer):
+        chat = OpenAIResponsesModel("gpt-5", base_url=server.openai_base_url, reasoning_effort="high")
+        agent = GiantAgent(chat, max_steps=steps, image_size=1000)
+        try:
+            return await agent.answer(AgentItem("gtex", "1", prompt, None, str(slide)), 0)
+        finally:
+            await agent.aclose()
+
+    with ScriptedModelServer(rule=navigate) as server:
+        answer = asyncio.run(run(server))
+    assert answer.error is None and len(server.requests) == steps
+    model_in, model_cached = _run_tokens(replace_steps(steps), steps, len(prompt) / 4)
+    assert model_in == pytest.approx(answer.input_tokens, rel=0.2)
+    assert model_cached == pytest.approx(answer.cached_input_tokens, rel=0.25)
+
+
+def replace_steps(steps: int) -> Experiment:
+    return GIANT.model_copy(update={"max_steps": steps})
+
+
+def test_ranges_scale_with_items_runs_and_reasoning_effort() -> None:
+    one = estimate(GIANT, "tcga", items=10, prices=PRICES)
+    assert one.calls.low == 10 * 4 and one.calls.high == 10 * 8  # T/2 to T calls per run
+    x5 = estimate(GIANT.model_copy(update={"runs_per_item": 5}), "tcga", items=10, prices=PRICES)
+    assert x5.usd.low == pytest.approx(5 * one.usd.low) and x5.usd.high == pytest.approx(5 * one.usd.high)
+    low_effort = estimate(
+        GIANT.model_copy(update={"reasoning_effort": "low"}), "tcga", items=10, prices=PRICES
+    )
+    assert low_effort.output_tokens.high < one.output_tokens.high
+    assert one.usd_batch.low == pytest.approx(one.usd.low / 2) and one.usd.low < one.usd.high
+    thumb = estimate(Experiment(name="t", agent="thumbnail", model="gpt-5"), "tcga", items=10, prices=PRICES)
+    assert thumb.calls.low == thumb.calls.high == 10 and thumb.batch_rounds == 1
+    assert one.batch_rounds == 8  # one batch round per GIANT step
+    # price arithmetic at the range's low end: gpt-5 list prices, from the token counts
+    p = PRICES.lookup("gpt-5")[1]
+    expected = p.usd(int(one.input_tokens.low), int(one.output_tokens.low), int(one.cached_tokens.low))
+    assert one.usd.low == pytest.approx(expected)
+
+
+def test_unknown_model_is_flagged_not_priced() -> None:
+    e = estimate(GIANT.model_copy(update={"model": "my-local-vlm"}), "tcga", items=3, prices=PRICES)
+    assert not e.priced and e.usd.high == 0 and "no price for model" in e.notes[0]
+
+
+def _row(bid: str, run: int, **kw) -> dict:
+    base = {"config_hash": GIANT.config_hash(), "agent": "giant", "model": "gpt-5", "benchmark_name": "tcga"}
+    return base | {"benchmark_id": bid, "run_index": run, "truth_label": 1} | kw
+
+
+def test_journal_runs_are_subtracted_and_real_runs_calibrate(tmp_path: Path) -> None:
+    journals = tmp_path / "journals"
+    journal = Journal(journals / GIANT.config_hash() / "tcga.jsonl")
+    journal.append(
+        [
+            _row(
+                "0",
+                0,
+                n_steps=10,
+                input_tokens=60_000,
+                cached_input_tokens=30_000,
+                output_tokens=20_000,
+                latency_s=50.0,
+                cost_usd=0.3,
+            ),  # fmt: skip
+            _row(
+                "1",
+                0,
+                n_steps=6,
+                input_tokens=30_000,
+                cached_input_tokens=15_000,
+                output_tokens=12_000,
+                latency_s=30.0,
+                cost_usd=0.2,
+            ),  # fmt: skip
+            _row("2", 0, error_kind="agent_error"),  # retryable: still to run
+            _row("99", 0, n_steps=3),  # not a current item
+        ]
+    )
+    items = _items(tcga=5, gtex=2)
+    items.loc[items.index[-1], "wsi_status"] = "missing"
+    by_bench = {
+        e.benchmark_name: e for e in estimate_experiment(GIANT, items, journals_dir=journals, prices=PRICES)
+    }
+    tcga, gtex = by_bench["tcga"], by_bench["gtex"]
+    assert (tcga.items, tcga.runs_done, tcga.runs_pending) == (5, 2, 3)
+    assert gtex.items == 1  # the item without a slide makes no call
+    measured = measure(journal.read().values(), agent="giant", model="gpt-5")
+    assert measured.runs == 3 and measured.calls_per_run == pytest.approx(19 / 3)
+    # calibrated: calls per run within +-25 % of the measured mean (8 calls per run)
+    assert tcga.calls.low == pytest.approx(3 * 0.75 * 19 / 3) and tcga.measured_runs == 3
+
+
+def test_cli_estimates_from_materialized_items(data_dir: Path, sample_wsi_root: Path, tmp_path: Path, capsys,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    exps = write_experiments(tmp_path / "e.yaml", {"paid": {"agent": "giant", "model": "gpt-5"}})
+    monkeypatch.setenv("GIANT_EXPERIMENTS", str(exps))
+    assert experiments_cli.main(["estimate", "paid"]) == 1
+    assert "materialize multipathqa_csv and benchmark_items first" in capsys.readouterr().err
+    res = resources_for(data_dir, exps, wsi_root=str(sample_wsi_root))
+    assert materialize(
+        [multipathqa_csv, benchmark_items], resources=res, instance=DagsterInstance.ephemeral()
+    ).success
+    assert experiments_cli.main(["estimate", "paid", "--benchmark", "tcga"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    tcga = next(line for line in out if line.startswith("tcga "))
+    items = duckdb.connect(str(data_dir / "giant.duckdb"), read_only=True).sql(
+        "select count(*) from benchmark_items where benchmark_name = 'tcga' and wsi_status = 'ok'"
+    )
+    readable = items.fetchone()[0]
+    assert tcga.split()[1] == str(readable) and "$" in tcga
+    assert experiments_cli.main(["estimate", "nope"]) == 2
