@@ -45,4 +45,7 @@ ITEM_COLUMNS: tuple[str, ...] = (
     "mpp_x",
     "mpp_y",
     "vendor",
+    "question_fingerprint",  # multipathqa/fingerprint.py: benchmark, rendered prompt, options
+    "slide_digest",  # the slide file's name, size, first and last MiB (None: no resolved slide)
+    "item_fingerprint",  # the question about the slide: what a stored answer is keyed by
 )

@@ -8,6 +8,7 @@ import duckdb
 import pytest
 from dagster import DagsterInstance, materialize
 
+from giant_assets.multipathqa.fingerprint import item_set_fingerprint
 from giant_assets.multipathqa.sample import sample_csv_path
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.checks import ITEM_CHECKS
@@ -31,6 +32,13 @@ def test_sample_materializes_to_duckdb_with_missing_slides_reported(data_dir, sa
     assert status == {"ok": 11, "missing": 2, "unreadable": 1}
     meta = result.asset_materializations_for_node("benchmark_items")[0].metadata
     assert meta["slides_found"].value == 11 and meta["items"].value == 14
+    items = result.output_for_node("benchmark_items")
+    assert (
+        items["item_fingerprint"].str.fullmatch("[0-9a-f]{64}").all() and items["item_fingerprint"].is_unique
+    )
+    assert meta["item_set_fingerprint"].value == item_set_fingerprint(items)
+    stored = con.sql("select count(distinct item_fingerprint) from benchmark_items").fetchone()
+    assert stored == (14,)
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {
         "items_unique_ids": True,

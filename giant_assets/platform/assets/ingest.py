@@ -6,6 +6,7 @@ import pandas as pd
 from dagster import AssetExecutionContext, Config, Failure, MetadataValue, asset
 
 from giant_assets.core.files import file_sha256
+from giant_assets.multipathqa.fingerprint import add_fingerprints, item_set_fingerprint
 from giant_assets.multipathqa.loading import parse_items, read_csv_strings
 from giant_assets.multipathqa.wsi import resolve_items
 from giant_assets.platform.resources import MultiPathQAResource, StorageResource
@@ -47,7 +48,11 @@ def benchmark_items(
     dataset: MultiPathQAResource,
     storage: StorageResource,
 ) -> pd.DataFrame:
-    """One row per valid question: rendered prompt, options, canonical truth label and its slide."""
+    """One row per valid question: rendered prompt, options, canonical truth label and its slide.
+
+    ``item_fingerprint`` identifies the question about the slide (multipathqa/fingerprint.py): stored runs
+    are reused only for the same fingerprint.
+    """
     source = str(multipathqa_csv[SOURCE_FILE_COLUMN].iloc[0]) if len(multipathqa_csv) else "MultiPathQA CSV"
     items, errors = parse_items(multipathqa_csv.drop(columns=[SOURCE_FILE_COLUMN]), source)
     if errors and config.on_invalid_rows == "fail":
@@ -68,7 +73,7 @@ def benchmark_items(
     n_invalid = int((~items["is_valid"]).sum()) if len(items) else 0
     items = items[items["is_valid"]].reset_index(drop=True) if len(items) else items
     wsi_root = dataset.wsi_root_path(storage.root)
-    items = resolve_items(items, wsi_root)
+    items = add_fingerprints(resolve_items(items, wsi_root))
     status = pd.crosstab(items["benchmark_name"], items["wsi_status"]) if len(items) else pd.DataFrame()
     problems = items.loc[
         items["wsi_status"] != "ok", ["benchmark_name", "benchmark_id", "wsi_status", "wsi_error"]
@@ -80,6 +85,7 @@ def benchmark_items(
             "filtered_is_valid_false": n_invalid,
             "skipped_malformed_rows": len(errors),
             "wsi_root": str(wsi_root),
+            "item_set_fingerprint": item_set_fingerprint(items),
             "slide_status_per_benchmark": MetadataValue.md(
                 status.to_markdown() if len(status) else "no items"
             ),
