@@ -9,6 +9,7 @@ DATA_DIR_ENV = "GIANT_DATA_DIR"  # where Parquet files and giant.duckdb live (de
 WSI_ROOT_ENV = "GIANT_WSI_ROOT"  # default WSI root for the items asset
 CSV_SOURCE_ENV = "GIANT_CSV_SOURCE"  # sample | local | huggingface (default sample)
 CSV_PATH_ENV = "GIANT_CSV_PATH"  # the CSV for source local
+ERRATA_ENV = "GIANT_ERRATA"  # the released CSV's known errata: apply | flag | exclude (default apply)
 EXPERIMENTS_ENV = "GIANT_EXPERIMENTS"  # the experiments file (default ./experiments.yaml)
 PRICES_ENV = "GIANT_PRICES"  # optional JSON/YAML file overriding the USD price table
 REGIONS_ENV = "GIANT_REGIONS_PATH"  # reference regions for ROI scores and trajectory pictures

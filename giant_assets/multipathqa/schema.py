@@ -35,6 +35,8 @@ ITEM_COLUMNS: tuple[str, ...] = (
     "truth_label",
     "metric_type",
     "is_valid",
+    "erratum",  # "" or what was done with a known erratum of the released CSV (multipathqa/errata.py)
+    "errata_mode",  # apply | flag | exclude: how the table handled the errata
     "wsi_path",
     "wsi_status",
     "wsi_error",

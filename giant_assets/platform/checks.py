@@ -5,6 +5,7 @@ import pandas as pd
 from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue, asset_check
 
 from giant_assets.multipathqa.benchmarks import PANDA_GRADES
+from giant_assets.multipathqa.errata import ERRATA_MODE_COLUMN, ERRATUM_COLUMN, load_errata, match_errata
 from giant_assets.multipathqa.prompts import missing_options
 from giant_assets.platform.assets.ingest import benchmark_items
 
@@ -83,4 +84,46 @@ def items_prompts_show_options(benchmark_items: pd.DataFrame) -> AssetCheckResul
     )
 
 
-ITEM_CHECKS = [items_unique_ids, items_truth_in_range, items_slides_readable, items_prompts_show_options]
+def errata_mismatches(items: pd.DataFrame) -> pd.DataFrame:
+    """Items whose errata marking disagrees with a fresh match against the errata table: a known erratum
+    asked as released but not flagged, a flagged item that is no erratum, or an applied item still
+    asking the released question."""
+    released = match_errata(items, load_errata()) >= 0 if len(items) else pd.Series([], dtype=bool)
+    flagged = items[ERRATUM_COLUMN].eq("flagged")
+    applied = items[ERRATUM_COLUMN].eq("applied")
+    return items.loc[(released != flagged) | (applied & released)]
+
+
+@asset_check(
+    asset=benchmark_items,
+    description="the released CSV's known errata (reference/multipathqa_errata.csv): named, and each one "
+    "applied, flagged or excluded as the dataset's errata mode says",
+)
+def items_errata(benchmark_items: pd.DataFrame) -> AssetCheckResult:
+    marked = benchmark_items.loc[
+        benchmark_items[ERRATUM_COLUMN] != "",
+        ["benchmark_name", "benchmark_id", ERRATUM_COLUMN, "prompt_template"],
+    ].rename(columns={"prompt_template": "question_asked"})
+    bad = errata_mismatches(benchmark_items)
+    modes = sorted(benchmark_items[ERRATA_MODE_COLUMN].unique()) if len(benchmark_items) else []
+    return AssetCheckResult(
+        passed=bad.empty,
+        severity=AssetCheckSeverity.WARN,
+        metadata={
+            "errata_mode": ", ".join(modes) or "n/a",
+            "errata_items": len(marked),
+            "named": ", ".join(f"{n} {i} ({e})" for n, i, e in marked.iloc[:, :3].itertuples(index=False))
+            or "none",
+            "items": MetadataValue.md(marked.to_markdown(index=False) if len(marked) else "none"),
+            "inconsistent": len(bad),
+        },
+    )
+
+
+ITEM_CHECKS = [
+    items_unique_ids,
+    items_truth_in_range,
+    items_slides_readable,
+    items_prompts_show_options,
+    items_errata,
+]

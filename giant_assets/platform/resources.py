@@ -12,6 +12,7 @@ from dagster import ConfigurableResource
 from giant_assets.core.settings import (
     CSV_PATH_ENV,
     CSV_SOURCE_ENV,
+    ERRATA_ENV,
     HF_ENDPOINT_ENV,
     WSI_ROOT_ENV,
     data_dir,
@@ -23,6 +24,7 @@ from giant_assets.experiments.declared import experiments_path, get_experiment, 
 from giant_assets.experiments.spec import Experiment
 from giant_assets.geometry.roi import load_reference_regions
 from giant_assets.multipathqa.download import MULTIPATHQA_REPO, download_multipathqa
+from giant_assets.multipathqa.errata import DEFAULT_ERRATA_MODE, ERRATA_MODES
 from giant_assets.multipathqa.sample import ensure_sample_slides, sample_csv_path
 
 
@@ -53,6 +55,10 @@ class MultiPathQAResource(ConfigurableResource):
     the generated sample slides under ``<data_dir>/sample_wsi``.
     ``regions_path``: reference regions (level-0 boxes/polygons per item) for ROI scores and pictures;
     empty means ``GIANT_REGIONS_PATH``, or for the sample its bundled regions.
+    ``errata``: what ``benchmark_items`` does with the released CSV's known errata
+    (``reference/multipathqa_errata.csv``): ``apply`` asks the question the official runs asked,
+    ``flag`` asks the released text and marks the rows, ``exclude`` drops them; empty means
+    ``GIANT_ERRATA``, else ``apply``.
     """
 
     source: Literal["", "sample", "local", "huggingface"] = ""
@@ -62,6 +68,15 @@ class MultiPathQAResource(ConfigurableResource):
     hf_revision: str = ""
     hf_endpoint: str = ""
     wsi_root: str = ""
+    errata: Literal["", "apply", "flag", "exclude"] = ""
+
+    @property
+    def errata_mode(self) -> str:
+        """The errata mode in use: the configured one, else ``GIANT_ERRATA``, else ``apply``."""
+        mode = self.errata or env(ERRATA_ENV).strip() or DEFAULT_ERRATA_MODE
+        if mode not in ERRATA_MODES:
+            raise ValueError(f"{ERRATA_ENV}={mode!r}: expected one of {', '.join(ERRATA_MODES)}")
+        return mode
 
     @property
     def kind(self) -> str:

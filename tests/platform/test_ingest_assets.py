@@ -45,7 +45,9 @@ def test_sample_materializes_to_duckdb_with_missing_slides_reported(data_dir, sa
         "items_truth_in_range": True,
         "items_slides_readable": False,
         "items_prompts_show_options": True,
+        "items_errata": True,  # the sample's ids 0..2 are no errata: matched by content, nothing touched
     }
+    assert set(con.sql("select erratum from benchmark_items").fetchall()) == {("",)}
     csv_meta = result.asset_materializations_for_node("multipathqa_csv")[0].metadata
     assert csv_meta["rows"].value == 14 and len(csv_meta["sha256"].value) == 64
 

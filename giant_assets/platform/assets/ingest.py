@@ -6,6 +6,7 @@ import pandas as pd
 from dagster import AssetExecutionContext, Config, Failure, MetadataValue, asset
 
 from giant_assets.core.files import file_sha256
+from giant_assets.multipathqa.errata import handle_errata
 from giant_assets.multipathqa.fingerprint import add_fingerprints, item_set_fingerprint
 from giant_assets.multipathqa.loading import parse_items, read_csv_strings
 from giant_assets.multipathqa.wsi import resolve_items
@@ -51,7 +52,8 @@ def benchmark_items(
     """One row per valid question: rendered prompt, options, canonical truth label and its slide.
 
     ``item_fingerprint`` identifies the question about the slide (multipathqa/fingerprint.py): stored runs
-    are reused only for the same fingerprint.
+    are reused only for the same fingerprint. The released CSV's known errata are handled as the dataset's ``errata`` mode says (``erratum`` marks
+    the rows; multipathqa/errata.py).
     """
     source = str(multipathqa_csv[SOURCE_FILE_COLUMN].iloc[0]) if len(multipathqa_csv) else "MultiPathQA CSV"
     items, errors = parse_items(multipathqa_csv.drop(columns=[SOURCE_FILE_COLUMN]), source)
@@ -72,6 +74,7 @@ def benchmark_items(
         )
     n_invalid = int((~items["is_valid"]).sum()) if len(items) else 0
     items = items[items["is_valid"]].reset_index(drop=True) if len(items) else items
+    items, errata = handle_errata(items, dataset.errata_mode)
     wsi_root = dataset.wsi_root_path(storage.root)
     items = add_fingerprints(resolve_items(items, wsi_root))
     status = pd.crosstab(items["benchmark_name"], items["wsi_status"]) if len(items) else pd.DataFrame()
@@ -86,6 +89,9 @@ def benchmark_items(
             "skipped_malformed_rows": len(errors),
             "wsi_root": str(wsi_root),
             "item_set_fingerprint": item_set_fingerprint(items),
+            "errata_mode": dataset.errata_mode,
+            "errata_found": len(errata),
+            "errata": MetadataValue.md(errata.to_markdown(index=False) if len(errata) else "none"),
             "slide_status_per_benchmark": MetadataValue.md(
                 status.to_markdown() if len(status) else "no items"
             ),
