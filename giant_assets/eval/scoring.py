@@ -204,10 +204,15 @@ def _git_sha() -> str | None:
 
 
 def write_results_json(
-    metrics: pd.DataFrame, raw_csv: pd.DataFrame, out_dir: Path, bindings_dir: Path
+    metrics: pd.DataFrame,
+    raw_csv: pd.DataFrame,
+    out_dir: Path,
+    bindings_dir: Path,
+    errata: dict | None = None,
 ) -> list[Path]:
     """One ``results/<experiment>/results.json`` per experiment: its answer settings (as bound), the
-    metrics of every benchmark it ran, and provenance (package, git, CSV and prompt hashes)."""
+    metrics of every benchmark it ran, and provenance (package, git, CSV and prompt hashes, and
+    ``errata``: the dataset's errata mode and the items it touched, multipathqa/errata.py)."""
     source = raw_csv["source_file"].iloc[0] if "source_file" in raw_csv and len(raw_csv) else None
     csv_sha = None
     if source and Path(source).is_file():
@@ -219,6 +224,7 @@ def write_results_json(
         "csv_source": source,
         "csv_sha256": csv_sha,
         "prompt_templates_sha256": hashlib.sha256(templates.encode()).hexdigest(),
+        "errata": errata,
         "created_at": datetime.now(UTC).isoformat(),
     }
     order = {name: i for i, name in enumerate(BENCHMARK_NAMES)}

@@ -139,3 +139,17 @@ def errata_summary(items: pd.DataFrame) -> dict:
         for name, group in marked.groupby("benchmark_name")
     }
     return {"mode": ", ".join(modes), "items": ids}
+
+
+def errata_text(summary: dict) -> str:
+    """One line for tables and logs, e.g. ``apply: tcga_slidebench 17, 44 (official question asked)``."""
+    what = {
+        "apply": "official question asked",
+        "flag": "released text asked, flagged",
+        "exclude": "known errata left out",
+    }
+    ids = "; ".join(f"{name} {', '.join(ids)}" for name, ids in summary["items"].items())
+    note = what.get(summary["mode"], "")
+    return (
+        f"{summary['mode']}: {ids} ({note})" if ids else f"{summary['mode']}" + (f" ({note})" if note else "")
+    )

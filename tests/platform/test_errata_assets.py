@@ -8,15 +8,19 @@ share an id or the question with the erratum but not its content (they must neve
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
-from dagster import DagsterInstance, materialize
+from dagster import DagsterInstance, SourceAsset, materialize
 
+from giant_assets.core.storage import ParquetStore
 from giant_assets.multipathqa.errata import load_errata
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
+from giant_assets.platform.assets.leaderboard import leaderboard
 from giant_assets.platform.checks import ITEM_CHECKS
 from tests.support.dagster_env import resources_for
 
@@ -179,3 +183,33 @@ def test_bundled_errata_are_the_ten_slidebench_rows_each_with_its_evidence():
     assert errata["source"].str.contains("benchmarks/slidebench_small.csv").all()
     assert errata["evidence"].str.len().gt(0).all()
     assert errata[["image_path", "released_question"]].drop_duplicates().shape[0] == 10
+
+
+def test_leaderboard_and_results_json_say_which_errata_mode_was_used(data_dir, released_format):
+    _materialize(data_dir, released_format, errata="flag")
+    metrics = pd.DataFrame(
+        [
+            {
+                "experiment": "x",
+                "benchmark_name": "tcga_slidebench",
+                "n_items": 4,
+                "n_slide_readable": 4,
+                "n_answered": 4,
+                "boot_mean_pct": 50.0,
+                "boot_std_pct": 25.0,
+                "cost_usd": 0.0,
+            }
+        ]
+    )
+    ParquetStore(data_dir).write("benchmark_metrics", metrics)
+    upstream = [SourceAsset(key=k) for k in ("benchmark_metrics", "multipathqa_csv", "benchmark_items")]
+    result = materialize(
+        [*upstream, leaderboard],
+        selection=[leaderboard],
+        resources=resources_for(data_dir),
+        instance=DagsterInstance.ephemeral(),
+    )
+    meta = result.asset_materializations_for_node("leaderboard")[0].metadata
+    assert meta["errata"].value == "flag: tcga_slidebench 102 (released text asked, flagged)"
+    doc = json.loads((data_dir / "results" / "x" / "results.json").read_text())
+    assert doc["provenance"]["errata"] == {"mode": "flag", "items": {"tcga_slidebench": ["102"]}}

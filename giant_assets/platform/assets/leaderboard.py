@@ -6,6 +6,7 @@ from dagster import AssetExecutionContext, AssetOut, MetadataValue, asset, multi
 from giant_assets.eval.comparisons import experiment_comparisons as compare_experiments
 from giant_assets.eval.leaderboard import leaderboard_long, leaderboard_markdown, leaderboard_table
 from giant_assets.eval.scoring import write_results_json
+from giant_assets.multipathqa.errata import errata_summary, errata_text
 from giant_assets.platform.resources import StorageResource
 
 COMPARISON_COLUMNS_SHOWN = [
@@ -34,13 +35,14 @@ def leaderboard(
     context: AssetExecutionContext,
     benchmark_metrics: pd.DataFrame,
     multipathqa_csv: pd.DataFrame,
+    benchmark_items: pd.DataFrame,
     storage: StorageResource,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One row per experiment plus the paper's rows, one column per benchmark in ``mean ± std``, and the
     same cells in long form (``experiment, source, benchmark, mean, std``).
 
     Also writes the chart (``results/leaderboard.png``) and one ``results/<experiment>/results.json``
-    per experiment with its settings and provenance.
+    per experiment with its settings and provenance (including how the dataset's errata were handled).
     """
     from giant_assets.report.charts import leaderboard_chart_png  # matplotlib: only when drawing
 
@@ -48,11 +50,15 @@ def leaderboard(
     table = leaderboard_table(benchmark_metrics)
     out_dir = storage.root / "results"
     chart = leaderboard_chart_png(long, out_dir / "leaderboard.png")
-    results = write_results_json(benchmark_metrics, multipathqa_csv, out_dir, storage.root / "experiments")
+    errata = errata_summary(benchmark_items)
+    results = write_results_json(
+        benchmark_metrics, multipathqa_csv, out_dir, storage.root / "experiments", errata=errata
+    )
     context.add_output_metadata(
         {
             "leaderboard": MetadataValue.md(leaderboard_markdown(table)),
             "experiments": int((table["source"] == "ours").sum()),
+            "errata": errata_text(errata),
             "chart": MetadataValue.path(str(chart)),
             "chart_md": MetadataValue.md(f"![leaderboard]({chart})"),
             "results_json": MetadataValue.json([str(p) for p in results]),
