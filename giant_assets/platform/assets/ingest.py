@@ -52,8 +52,8 @@ def benchmark_items(
     """One row per valid question: rendered prompt, options, canonical truth label and its slide.
 
     ``item_fingerprint`` identifies the question about the slide (multipathqa/fingerprint.py): stored runs
-    are reused only for the same fingerprint. The released CSV's known errata are handled as the dataset's ``errata`` mode says (``erratum`` marks
-    the rows; multipathqa/errata.py).
+    are reused only for the same fingerprint. The released CSV's known errata are handled as the dataset's
+    ``errata`` mode says (``erratum`` marks the rows; multipathqa/errata.py).
     """
     source = str(multipathqa_csv[SOURCE_FILE_COLUMN].iloc[0]) if len(multipathqa_csv) else "MultiPathQA CSV"
     items, errors = parse_items(multipathqa_csv.drop(columns=[SOURCE_FILE_COLUMN]), source)
