@@ -349,6 +349,17 @@ class ScriptedModelServer:
             self.replies.append(scripted)
         return scripted
 
+    def answer(self, path: str, body: bytes, headers: Mapping[str, str] = ()) -> tuple[int, bytes]:
+        """(status, body) of the reply to one request, as the HTTP handler sends it (no latency): what a
+        batch API (``demo/batch_api.py``) computes for each line of a batch."""
+        request = RecordedRequest(path, Headers(headers), body, time.monotonic())
+        reply = self._next_reply(request)
+        if reply.body is not None:
+            return reply.status, reply.body
+        if reply.status >= 400:
+            return reply.status, _error_body(request, reply)
+        return reply.status, _wire_body(request, reply, self._cached_tokens(request))
+
     def _cached_tokens(self, request: RecordedRequest) -> tuple[int, int, int]:
         """(input tokens, of which cached, of which newly cached) for the request's conversation.
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 import abc
 import json
 import random
+import time
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 
@@ -25,6 +26,9 @@ from giant_assets.agents.providers.keys import Secret, api_key_from_env, is_loop
 from giant_assets.agents.providers.messages import Message, ModelReply, ToolSpec
 from giant_assets.agents.providers.retry import Failure, RetryPolicy, parse_retry_after, with_retries
 from giant_assets.batch.ratelimit import RateLimiter
+
+if TYPE_CHECKING:
+    from giant_assets.agents.providers.batching import BatchRound
 
 NO_KEY = "no-key-configured"  # placeholder the SDK insists on; its auth header is omitted on every call
 
@@ -65,6 +69,7 @@ class SDKChatModel(abc.ABC):
         self.max_tokens = max_tokens
         self._rng = random.Random(seed)
         self._client = self._make_client(self._key.reveal() if self._key else NO_KEY)
+        self.batch: BatchRound | None = None  # batch mode: requests go through provider batches
 
     def __repr__(self) -> str:
         name = type(self).__name__
@@ -114,14 +119,20 @@ class SDKChatModel(abc.ABC):
         """One model call with retries; raises a ProviderError subclass with a redacted message."""
         headers = self._auth_override()
         body = self._body(messages, tools, cache_key)  # once: the SDKs do not change it
-        response, attempts, waited, latency = await with_retries(
-            lambda: self._send(body, headers),
-            self._classify,
-            where=f"{self.provider} {self.url}",
-            policy=self.retry,
-            limiter=self.limiter,
-            rng=self._rng,
-        )
+        if self.batch is not None:
+            started = time.monotonic()
+            data = await self.batch.request(body)
+            response = self.sdk._models.construct_type(type_=self.response_type, value=data)
+            attempts, waited, latency = 1, 0.0, time.monotonic() - started
+        else:
+            response, attempts, waited, latency = await with_retries(
+                lambda: self._send(body, headers),
+                self._classify,
+                where=f"{self.provider} {self.url}",
+                policy=self.retry,
+                limiter=self.limiter,
+                rng=self._rng,
+            )
         try:
             reply = self._reply(response)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:

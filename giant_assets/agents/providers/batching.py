@@ -1,0 +1,450 @@
+"""Batch mode: every model request of an experiment goes through the provider's batch API, at half price.
+
+A run's requests are the same bytes whatever the transport, so each is named by a digest of its wire
+body (its ``custom_id``) and answered from a durable store once any batch has answered it. A *round*
+collects the next request of every run that is waiting for the model into batches (split at the
+provider's request and byte limits), submits them and waits for them to end: a GIANT run advances one
+step per round, a single-call baseline finishes in one.
+
+Two ways to wait (``BatchRound.mode``):
+
+- ``hold``: the process polls until the round's batches end, then the runs go on to their next round.
+- ``detach``: the round is submitted and every waiting run stops with ``BatchPending`` (nothing is
+  journalled for it); a later call of the same runs (the next materialization, launched by the batch
+  sensor when a batch ends) replays them: every request answered before is answered from the store at
+  no cost, and the runs stop again at their first request still open, or go on.
+
+Nothing paid for is asked again: the store (append-only JSONL, fsynced) records each batch before it
+is polled and each answer as soon as its batch ends; a request whose answer is stored, or that sits in
+a batch not yet ended, is never submitted again. Lines that come back errored or expired go into the
+next round, up to ``max_line_attempts`` submissions, then fail their run with a ``ProviderError``.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import hashlib
+import io
+import json
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from giant_assets.agents.providers.errors import ProviderError
+
+BATCH_DISCOUNT = 0.5  # both providers bill batch tokens at half the synchronous rate
+OPENAI_LIMITS = (50_000, 190 * 2**20)  # requests, bytes per input file (published: 50,000 and 200 MB)
+ANTHROPIC_LIMITS = (100_000, 240 * 2**20)  # requests, bytes per batch (published: 100,000 and 256 MB)
+ENDED = "ended"
+
+
+class BatchPending(BaseException):  # noqa: N818 - not an error: the run is waiting, as a cancellation is
+    """The run's next request waits in a submitted batch (detach mode): the run stops, unjournalled.
+
+    A ``BaseException`` so that an agent's ``except Exception`` cannot turn the wait into a failed run.
+    """
+
+    def __init__(self, batch_id: str) -> None:
+        super().__init__(f"waiting on batch {batch_id}")
+        self.batch_id = batch_id
+
+
+def custom_id(endpoint: str, body: dict[str, Any]) -> str:
+    """The request's name in batches: a digest of its endpoint and wire body (64 chars: both APIs' limit)."""
+    blob = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return "g" + hashlib.sha256(endpoint.encode() + b"\0" + blob).hexdigest()[:63]
+
+
+# ---------------------------------------------------------------- the durable store
+
+
+class BatchStore:
+    """One result set's batches on one benchmark: ``batches.jsonl`` (each batch and its status) and
+    ``answers.jsonl`` (each line's outcome), both append-only; the latest record per key wins."""
+
+    def __init__(self, folder: Path, partition: dict[str, str] | None = None) -> None:
+        self.folder = Path(folder)
+        self.partition = partition or {}  # experiment and benchmark, for the sensor
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.answers: dict[str, dict[str, Any]] = {}
+        self._open_by_cid: dict[str, str] = {}
+        self.submissions: dict[str, int] = {}
+        self._load()
+
+    def _read(self, name: str) -> list[dict[str, Any]]:
+        path = self.folder / name
+        if not path.exists():
+            return []
+        rows = []
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue  # a torn last line of a killed writer
+                if isinstance(row, dict):
+                    rows.append(row)
+        return rows
+
+    def _load(self) -> None:
+        for row in self._read("batches.jsonl"):
+            self._index_batch(row)
+        for row in self._read("answers.jsonl"):
+            self.answers[row["custom_id"]] = row
+
+    def _index_batch(self, row: dict[str, Any]) -> None:
+        first = row["batch_id"] not in self.batches
+        self.batches[row["batch_id"]] = row
+        for cid in row.get("custom_ids", []):
+            if first:
+                self.submissions[cid] = self.submissions.get(cid, 0) + 1
+            if row.get("status") == ENDED:
+                self._open_by_cid.pop(cid, None)
+            else:
+                self._open_by_cid[cid] = row["batch_id"]
+
+    def _append(self, name: str, rows: list[dict[str, Any]]) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with open(self.folder / name, "a", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def record_batch(self, row: dict[str, Any]) -> None:
+        row = self.partition | row
+        self._append("batches.jsonl", [row])
+        self._index_batch(row)
+
+    def record_answers(self, rows: list[dict[str, Any]]) -> None:
+        self._append("answers.jsonl", rows)
+        for row in rows:
+            self.answers[row["custom_id"]] = row
+
+    def open_batch(self, cid: str) -> str | None:
+        return self._open_by_cid.get(cid)
+
+    def open_batches(self) -> list[dict[str, Any]]:
+        return [b for b in self.batches.values() if b.get("status") != ENDED]
+
+
+# ---------------------------------------------------------------- the providers' batch APIs
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    ended: bool
+    status: str  # the provider's own status word
+    counts: dict[str, int]
+
+
+class BatchClient(abc.ABC):
+    """One provider's batch API through its official SDK client."""
+
+    limits: tuple[int, int]
+
+    def __init__(self, client: Any, endpoint: str) -> None:
+        self.client = client
+        self.endpoint = endpoint  # the synchronous path each line stands for, e.g. /v1/responses
+
+    @abc.abstractmethod
+    async def submit(self, lines: list[tuple[str, dict[str, Any]]], tag: str) -> str:
+        """Create a batch of (custom_id, body) lines; returns its id."""
+
+    @abc.abstractmethod
+    async def status(self, batch_id: str) -> BatchStatus: ...
+
+    @abc.abstractmethod
+    async def results(self, batch_id: str) -> list[dict[str, Any]]:
+        """Each line's outcome: ``{custom_id, kind: succeeded|errored|expired|canceled, body | error}``."""
+
+    @abc.abstractmethod
+    async def cancel(self, batch_id: str) -> None: ...
+
+    def line_bytes(self, cid: str, body: dict[str, Any]) -> int:
+        return len(json.dumps({"custom_id": cid, "body": body})) + 80
+
+
+class OpenAIBatches(BatchClient):
+    """``/v1/files`` (purpose ``batch``), ``/v1/batches`` over ``/v1/responses`` or chat completions."""
+
+    limits = OPENAI_LIMITS
+    TERMINAL = frozenset({"completed", "expired", "cancelled", "failed"})
+
+    async def submit(self, lines: list[tuple[str, dict[str, Any]]], tag: str) -> str:
+        jsonl = "".join(
+            json.dumps({"custom_id": cid, "method": "POST", "url": self.endpoint, "body": body}) + "\n"
+            for cid, body in lines
+        ).encode()
+        upload = await self.client.files.create(
+            file=("giant-batch.jsonl", io.BytesIO(jsonl)), purpose="batch"
+        )
+        batch = await self.client.batches.create(
+            input_file_id=upload.id,
+            endpoint=self.endpoint,
+            completion_window="24h",
+            metadata={"giant_round": tag},
+        )
+        return batch.id
+
+    async def status(self, batch_id: str) -> BatchStatus:
+        batch = await self.client.batches.retrieve(batch_id)
+        counts = batch.request_counts.model_dump() if batch.request_counts else {}
+        return BatchStatus(batch.status in self.TERMINAL, batch.status, counts)
+
+    async def results(self, batch_id: str) -> list[dict[str, Any]]:
+        batch = await self.client.batches.retrieve(batch_id)
+        out = []
+        for file_id in (batch.output_file_id, batch.error_file_id):
+            if not file_id:
+                continue
+            content = await self.client.files.content(file_id)
+            for raw in content.text.splitlines():
+                line = json.loads(raw)
+                response, error = line.get("response"), line.get("error")
+                if response and response.get("status_code", 500) < 400:
+                    out.append(
+                        {"custom_id": line["custom_id"], "kind": "succeeded", "body": response["body"]}
+                    )
+                elif response:
+                    status = response.get("status_code")
+                    out.append(
+                        {
+                            "custom_id": line["custom_id"],
+                            "kind": "errored",
+                            "status": status,
+                            "error": json.dumps(response.get("body"))[:500],
+                        }
+                    )
+                else:
+                    code = (error or {}).get("code", "")
+                    kind = (
+                        "expired"
+                        if code == "batch_expired"
+                        else "canceled"
+                        if "cancel" in code
+                        else "errored"
+                    )
+                    out.append({"custom_id": line["custom_id"], "kind": kind, "error": str(error)[:500]})
+        return out
+
+    async def cancel(self, batch_id: str) -> None:
+        await self.client.batches.cancel(batch_id)
+
+
+class AnthropicBatches(BatchClient):
+    """``/v1/messages/batches`` and its results."""
+
+    limits = ANTHROPIC_LIMITS
+
+    async def submit(self, lines: list[tuple[str, dict[str, Any]]], tag: str) -> str:
+        requests = [{"custom_id": cid, "params": body} for cid, body in lines]
+        batch = await self.client.messages.batches.create(requests=requests)
+        return batch.id
+
+    async def status(self, batch_id: str) -> BatchStatus:
+        batch = await self.client.messages.batches.retrieve(batch_id)
+        counts = batch.request_counts.model_dump() if batch.request_counts else {}
+        return BatchStatus(batch.processing_status == "ended", batch.processing_status, counts)
+
+    async def results(self, batch_id: str) -> list[dict[str, Any]]:
+        out = []
+        async for line in await self.client.messages.batches.results(batch_id):
+            result = line.result
+            row: dict[str, Any] = {"custom_id": line.custom_id, "kind": result.type}
+            if result.type == "succeeded":
+                row["body"] = result.message.model_dump(mode="json", exclude_none=True)
+            elif result.type == "errored":
+                row["error"] = json.dumps(result.error.model_dump(mode="json"))[:500]
+            out.append(row)
+        return out
+
+    async def cancel(self, batch_id: str) -> None:
+        await self.client.messages.batches.cancel(batch_id)
+
+
+def batch_client(model: Any) -> BatchClient:
+    """The batch API of an ``SDKChatModel``'s provider and wire format, over the model's own SDK client."""
+    if model.provider == "anthropic":
+        return AnthropicBatches(model._client, "/v1/messages")
+    return OpenAIBatches(model._client, "/v1" + model.endpoint)
+
+
+# ---------------------------------------------------------------- rounds
+
+
+class BatchRound:
+    """Collects the next request of every live run into batches, one round at a time."""
+
+    def __init__(
+        self,
+        client: BatchClient,
+        store: BatchStore,
+        *,
+        mode: str = "hold",
+        poll_s: float = 60.0,
+        max_requests: int | None = None,
+        max_line_attempts: int = 3,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        if mode not in ("hold", "detach"):
+            raise ValueError(f"batch mode {mode!r}: use 'hold' or 'detach'")
+        self.client = client
+        self.store = store
+        self.mode = mode
+        self.poll_s = poll_s
+        limit_n, self.max_bytes = client.limits
+        self.max_requests = min(max_requests or limit_n, limit_n)
+        self.max_line_attempts = max_line_attempts
+        self.log = log
+        self.live = 0
+        self._waiting: dict[str, tuple[dict[str, Any], list[asyncio.Future]]] = {}
+        self._watchers: dict[str, asyncio.Task] = {}
+        self.rounds = 0
+        self.submitted_requests = 0
+        self.pending_batches: set[str] = set()  # detach: batches the stopped runs wait on
+
+    @asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        """Wrap one run: the round closes once every live run waits for the model."""
+        self.live += 1
+        try:
+            yield
+        finally:
+            self.live -= 1
+            self._maybe_submit()
+
+    async def request(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The reply body to one request: from the store, from an open batch, or from a new round."""
+        cid = custom_id(self.client.endpoint, body)
+        while True:
+            answer = self.store.answers.get(cid)
+            if answer is not None and answer["kind"] == "succeeded":
+                return answer["body"]
+            if (
+                answer is not None
+                and answer["kind"] == "errored"
+                and 400 <= (answer.get("status") or 0) < 500
+            ):
+                raise ProviderError(
+                    f"batch line {cid[:12]} refused: {answer.get('error')}", answer.get("status")
+                )
+            submitted = self.store.submissions.get(cid, 0)
+            open_id = self.store.open_batch(cid)
+            if open_id is None and submitted >= self.max_line_attempts:
+                kind = answer["kind"] if answer else "lost"
+                raise ProviderError(
+                    f"batch line {cid[:12]}: {kind} in each of {submitted} batches "
+                    f"(max {self.max_line_attempts}): {(answer or {}).get('error', '')}"
+                )
+            if open_id is not None:
+                await self._wait(open_id)
+                continue
+            future = asyncio.get_running_loop().create_future()
+            self._waiting.setdefault(cid, (body, []))[1].append(future)
+            self._maybe_submit()
+            await future
+
+    async def _wait(self, batch_id: str) -> None:
+        """Until the batch ends and its answers are stored; detach: one look, and stop if still running."""
+        task = self._watchers.get(batch_id)
+        if task is None:
+            task = self._watchers[batch_id] = asyncio.ensure_future(self._watch(batch_id))
+        if not await asyncio.shield(task):
+            self.pending_batches.add(batch_id)
+            raise BatchPending(batch_id)
+
+    async def _watch(self, batch_id: str) -> bool:
+        """Poll the batch (hold: until it ends; detach: once); store its answers when it has ended."""
+        while True:
+            status = await self.client.status(batch_id)
+            if status.ended:
+                results = await self.client.results(batch_id)
+                seen = {r["custom_id"] for r in results}
+                lost = [cid for cid in self.store.batches[batch_id].get("custom_ids", []) if cid not in seen]
+                results += [{"custom_id": cid, "kind": "expired", "error": "no result line"} for cid in lost]
+                for row in results:
+                    row["batch_id"] = batch_id
+                self.store.record_answers(results)
+                record = self.store.batches[batch_id] | {
+                    "status": ENDED,
+                    "provider_status": status.status,
+                    "ended_at": time.time(),
+                    "counts": status.counts,
+                }
+                self.store.record_batch(record)
+                failed = sum(r["kind"] != "succeeded" for r in results)
+                self.log(
+                    f"batch {batch_id} {status.status}: {len(results) - failed} answered, {failed} "
+                    f"errored/expired/cancelled (re-sent next round, up to {self.max_line_attempts} times)"
+                )
+                return True
+            if self.mode == "detach":
+                self.log(f"batch {batch_id} {status.status} {status.counts}: runs stop until it ends")
+                return False
+            await asyncio.sleep(self.poll_s)
+
+    def _maybe_submit(self) -> None:
+        waiting_runs = sum(len(futures) for _, futures in self._waiting.values())
+        if waiting_runs and waiting_runs >= self.live:
+            requests, self._waiting = self._waiting, {}
+            asyncio.ensure_future(self._submit_round(requests))
+
+    async def _submit_round(self, requests: dict[str, tuple[dict[str, Any], list[asyncio.Future]]]) -> None:
+        self.rounds += 1
+        tag = uuid.uuid4().hex[:16]
+        chunks = self._chunks([(cid, body) for cid, (body, _) in requests.items()])
+        futures = [f for _, fs in requests.values() for f in fs]
+        try:
+            ids = []
+            for n, chunk in enumerate(chunks):
+                batch_id = await self.client.submit(chunk, f"{tag}-{n}")
+                self.store.record_batch(
+                    {
+                        "batch_id": batch_id,
+                        "custom_ids": [cid for cid, _ in chunk],
+                        "status": "submitted",
+                        "submitted_at": time.time(),
+                        "round_tag": f"{tag}-{n}",
+                        "requests": len(chunk),
+                    }
+                )
+                ids.append(batch_id)
+            self.submitted_requests += len(requests)
+            self.log(
+                f"round {self.rounds}: {len(requests)} request(s) in {len(ids)} batch(es) {', '.join(ids)}"
+            )
+        except Exception as exc:  # the runs fail with the reason; nothing is half-recorded
+            error = ProviderError(f"batch submission failed: {type(exc).__name__}: {exc}"[:500])
+            for future in futures:
+                if not future.done():
+                    future.set_exception(error)
+            return
+        for future in futures:
+            if not future.done():
+                future.set_result(None)  # each request loops: it now finds its open batch
+
+    def _chunks(self, lines: list[tuple[str, dict[str, Any]]]) -> list[list[tuple[str, dict[str, Any]]]]:
+        chunks: list[list[tuple[str, dict[str, Any]]]] = [[]]
+        size = 0
+        for cid, body in lines:
+            n = self.client.line_bytes(cid, body)
+            if chunks[-1] and (len(chunks[-1]) >= self.max_requests or size + n > self.max_bytes):
+                chunks.append([])
+                size = 0
+            chunks[-1].append((cid, body))
+            size += n
+        return chunks
+
+    async def cancel_open(self) -> list[str]:
+        """Cancel every batch of this store that has not ended (an experiment's run was cancelled)."""
+        ids = [b["batch_id"] for b in self.store.open_batches()]
+        for batch_id in ids:
+            await self.client.cancel(batch_id)
+        return ids

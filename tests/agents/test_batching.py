@@ -1,0 +1,175 @@
+"""Batch mode through the official SDKs against a loopback server speaking both batch APIs."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from giant_assets.agents.base import AgentItem
+from giant_assets.agents.giant import GiantAgent
+from giant_assets.agents.providers import AnthropicChatModel, OpenAIResponsesModel
+from giant_assets.agents.providers.batching import BatchPending, BatchRound, BatchStore, batch_client
+from giant_assets.agents.providers.errors import ProviderError
+from giant_assets.demo.batch_api import BatchAPIServer
+from giant_assets.demo.scripted_model import (
+    RecordedRequest,
+    Reply,
+    ScriptedModelServer,
+    answer_reply,
+    crop_reply,
+)
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+
+STEPS = 3  # two crops, then the answer
+PROMPT = "Which organ?\n1. Lung\n2. Liver\n3. Skin"
+
+
+def navigate(request: RecordedRequest) -> Reply:
+    k = request.assistant_turns
+    return (
+        crop_reply(64 * k, 32 * k, 512, 512)
+        if k < STEPS - 1
+        else answer_reply(str(1 + len(request.text) % 3))
+    )
+
+
+@pytest.fixture(scope="module")
+def slide(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_pyramidal_slide(tmp_path_factory.mktemp("s") / "s.tiff", ONE_LESION_DESIGN, levels=3)
+
+
+def _model(provider: str, server: BatchAPIServer | ScriptedModelServer):
+    if provider == "openai":
+        return OpenAIResponsesModel("gpt-5", base_url=server.openai_base_url, reasoning_effort="low")
+    return AnthropicChatModel("claude-sonnet-4-5", base_url=server.base_url, thinking_budget=1024)
+
+
+def _items(slide: Path, n: int) -> list[AgentItem]:
+    return [AgentItem("gtex", str(i), f"{PROMPT}\n(item {i})", None, str(slide)) for i in range(n)]
+
+
+async def _run_all(agent: GiantAgent, items: list[AgentItem], batch: BatchRound | None) -> list:
+    async def one(item: AgentItem):
+        if batch is None:
+            return await agent.answer(item, 0)
+        async with batch.run():
+            try:
+                return await agent.answer(item, 0)
+            except BatchPending as pending:
+                return pending
+
+    try:
+        return await asyncio.gather(*(one(item) for item in items))
+    finally:
+        await agent.aclose()
+
+
+def _batched(provider: str, api: BatchAPIServer, store: Path, mode: str = "hold", **kw) -> tuple:
+    chat = _model(provider, api)
+    chat.batch = BatchRound(
+        batch_client(chat), BatchStore(store), mode=mode, poll_s=0.01, log=lambda _: None, **kw
+    )
+    return GiantAgent(chat, max_steps=STEPS, image_size=500), chat.batch
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_hold_mode_one_round_per_step_same_answers_as_direct_calls(slide, tmp_path, provider) -> None:
+    items = _items(slide, 4)
+    with ScriptedModelServer(rule=navigate) as direct:
+        sync = asyncio.run(
+            _run_all(GiantAgent(_model(provider, direct), max_steps=STEPS, image_size=500), items, None)
+        )
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=3) as api:
+        agent, batch = _batched(provider, api, tmp_path / "store")
+        answers = asyncio.run(_run_all(agent, items, batch))
+        # every run waiting for the model is in the same round: 3 rounds of 4 requests, each answered once
+        assert batch.rounds == STEPS and batch.submitted_requests == 4 * STEPS
+        assert len(api.batches) == STEPS and all(len(b.lines) == 4 for b in api.batches.values())
+        assert set(api.answered.values()) == {1} and len(api.answered) == 4 * STEPS
+        assert (
+            sorted(b.status for b in api.batches.values())
+            == ["completed" if provider == "openai" else "ended"] * 3
+        )
+        # the batch line is the synchronous request: same requests, same answers
+        assert [r.body for r in model.requests] != [] and len(model.requests) == len(direct.requests)
+    assert [a.text for a in answers] == [a.text for a in sync]
+    assert all(a.error is None for a in answers)
+    assert [len(a.steps) for a in answers] == [len(a.steps) for a in sync]
+
+
+def test_detach_stops_each_round_and_a_new_process_resumes_without_paying_twice(slide, tmp_path) -> None:
+    items = _items(slide, 3)
+    store = tmp_path / "store"
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=2) as api:
+        results, rounds = [], 0
+        for _ in range(10):  # each pass is a new materialization: a new store object read from disk
+            agent, batch = _batched("openai", api, store, mode="detach")
+            results = asyncio.run(_run_all(agent, items, batch))
+            rounds += 1
+            if not any(isinstance(r, BatchPending) for r in results):
+                break
+        assert all(not isinstance(r, BatchPending) and r.error is None for r in results)
+        assert set(api.answered.values()) == {1}, "a request was paid for twice"
+        assert len(api.answered) == 3 * STEPS and len(api.batches) == STEPS
+    # a pass submits a round and looks once (not ended yet: polls_to_finish=2); the next pass finds it
+    # ended, goes on and submits the next round: STEPS rounds take STEPS + 1 passes
+    assert rounds == STEPS + 1
+
+
+def test_expired_lines_are_resent_next_round_then_fail_their_run(slide, tmp_path) -> None:
+    items = _items(slide, 4)
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        api.next_outcomes = ["expire_half"]  # the first batch: half its lines expire
+        agent, batch = _batched("openai", api, tmp_path / "a")
+        answers = asyncio.run(_run_all(agent, items, batch))
+        assert all(a.error is None for a in answers)
+        assert batch.rounds == STEPS + 1  # the expired half went into an extra round
+        assert set(api.answered.values()) == {1}
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        api.next_outcomes = ["expired"] * 5
+        agent, batch = _batched("anthropic", api, tmp_path / "b", max_line_attempts=2)
+        answers = asyncio.run(_run_all(agent, items[:2], batch))
+        assert all(a.error and "expired in each of 2 batches" in a.error for a in answers)
+        assert len(api.batches) == 2 and not api.answered
+
+
+def test_a_refused_line_fails_its_run_only(slide, tmp_path) -> None:
+    def rule(request: RecordedRequest) -> Reply:
+        return Reply(status=400, text="image too large") if "(item 1)" in request.text else navigate(request)
+
+    with ScriptedModelServer(rule=rule) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        agent, batch = _batched("openai", api, tmp_path / "s")
+        answers = asyncio.run(_run_all(agent, _items(slide, 3), batch))
+    assert answers[1].error and "refused" in answers[1].error and "image too large" in answers[1].error
+    assert answers[0].error is None and answers[2].error is None
+
+
+def test_requests_split_at_the_provider_limit(slide, tmp_path) -> None:
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        agent, batch = _batched("openai", api, tmp_path / "s", max_requests=2)
+        answers = asyncio.run(_run_all(agent, _items(slide, 5), batch))
+        assert all(a.error is None for a in answers)
+        assert batch.rounds == STEPS and len(api.batches) == 3 * STEPS  # 5 requests per round: 2 + 2 + 1
+        assert max(len(b.lines) for b in api.batches.values()) == 2
+
+
+def test_cancel_open_batches(slide, tmp_path) -> None:
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=50) as api:
+        agent, batch = _batched("anthropic", api, tmp_path / "s", mode="detach")
+        results = asyncio.run(_run_all(agent, _items(slide, 2), batch))
+        assert all(isinstance(r, BatchPending) for r in results)
+        agent, batch = _batched("anthropic", api, tmp_path / "s", mode="detach")
+        cancelled = asyncio.run(batch.cancel_open())
+        assert cancelled == list(api.batches) and all(b.cancelled for b in api.batches.values())
+
+
+def test_store_refuses_nothing_silently(tmp_path) -> None:
+    store = BatchStore(tmp_path)
+    store.record_batch({"batch_id": "b1", "custom_ids": ["x"], "status": "submitted"})
+    (tmp_path / "answers.jsonl").write_text('{"custom_id": "x", "kind": "succ')  # a torn line of a kill
+    again = BatchStore(tmp_path)
+    assert again.open_batch("x") == "b1" and again.answers == {} and again.submissions == {"x": 1}
+    with pytest.raises(ProviderError):
+        raise ProviderError("x")
