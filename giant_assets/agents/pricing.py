@@ -104,6 +104,25 @@ class PriceTable:
         self.prices = dict(prices)
         self._warned: set[str] = set()
 
+    def scaled(self, factor: float) -> PriceTable:
+        """Every rate times ``factor`` (batch APIs bill every token class at half the synchronous rate)."""
+
+        def scale(rate: float | None) -> float | None:
+            return None if rate is None else rate * factor
+
+        return PriceTable(
+            {
+                name: ModelPrice(
+                    p.input_per_mtok * factor,
+                    p.output_per_mtok * factor,
+                    p.is_default,
+                    scale(p.cached_input_per_mtok),
+                    scale(p.cache_write_per_mtok),
+                )
+                for name, p in self.prices.items()
+            }
+        )
+
     def lookup(self, model: str) -> tuple[str, ModelPrice] | None:
         if model in self.prices:
             return model, self.prices[model]

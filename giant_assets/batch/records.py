@@ -30,6 +30,12 @@ RETRYABLE = frozenset({AGENT_ERROR, TIMEOUT})
 ANSWERED = frozenset({None, NO_ANSWER})
 
 
+class RunWaiting(BaseException):  # noqa: N818 - not an error: the run is waiting, as a cancellation is
+    """Raised inside a run that cannot finish now (its model request waits in a provider batch): the
+    runner journals nothing for it and counts it as waiting. A ``BaseException`` so that an agent's
+    ``except Exception`` cannot turn the wait into a failed run."""
+
+
 class RunRecord(BaseModel):
     """One finished run of one item: the answer, its label, what it cost, and how it got there."""
 

@@ -7,10 +7,12 @@ run as one ``records.RunRecord``; ``run_batch`` does both under the journal lock
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +28,7 @@ from giant_assets.batch.records import (
     SLIDE_UNAVAILABLE,
     TIMEOUT,
     RunRecord,
+    RunWaiting,
 )
 from giant_assets.eval.extraction import extract_label
 
@@ -37,9 +40,11 @@ class BatchSettings:
     runs_per_item: int = 1
     concurrency: int = 4
     budget_usd: float = 0.0  # 0 means no cap
-    item_timeout_s: float = 900.0
+    item_timeout_s: float | None = 900.0  # None: no limit (batch mode)
     retry_failed: bool = True  # re-run (item, run) pairs whose last attempt was an agent error/timeout
     progress_every_s: float = 10.0
+    # wraps each run (batch mode: the round counts the runs in flight); None: nothing
+    run_scope: Callable[[], AbstractAsyncContextManager] | None = None
 
 
 @dataclass
@@ -52,7 +57,12 @@ class BatchOutcome:
     not_started: int = 0
     budget_stopped: bool = False
     cost_usd_new: float = 0.0
+    waiting: int = 0  # runs stopped unfinished: their model request waits in a provider batch
     log_lines: list[str] = field(default_factory=list)
+
+
+def _scope(settings: BatchSettings) -> AbstractAsyncContextManager:
+    return settings.run_scope() if settings.run_scope is not None else contextlib.nullcontext()
 
 
 def agent_item(item: dict[str, Any]) -> AgentItem:
@@ -198,7 +208,7 @@ async def execute(
             try:
                 # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation (Ctrl-C)
                 # that lands as the answer completes, and the batch would then run on to the end
-                async with asyncio.timeout(settings.item_timeout_s):
+                async with asyncio.timeout(settings.item_timeout_s), _scope(settings):
                     answer = await agent.answer(agent_item(item), base["run_index"])
                 kind = (answer.error_kind or AGENT_ERROR) if answer.error else None
                 row = result_row(row_base, item, answer, kind, answer.error)
@@ -206,6 +216,9 @@ async def execute(
                 row = result_row(
                     row_base, item, None, TIMEOUT, f"no answer within {settings.item_timeout_s}s"
                 )
+            except RunWaiting:  # its request waits in a provider batch: nothing to journal yet
+                outcome.waiting += 1
+                return
             except Exception as exc:  # an agent bug fails its own item, never the batch
                 row = result_row(row_base, item, None, AGENT_ERROR, f"{type(exc).__name__}: {exc}")
             journal.append([row])

@@ -10,9 +10,9 @@ expired results), processing_status in_progress -> canceling -> ended.
 
 Each line is answered, when its batch finishes, by a ``ScriptedModelServer``'s rule through the same
 code that answers a synchronous request, so a batch line and a direct call get the same reply. A batch
-finishes after ``polls_to_finish`` retrievals; ``next_outcomes`` makes the next batches expire (all
-lines, or ``expire_half``) or fail validation. ``answered`` counts, per custom id, how often a line was
-answered (paid for): a client that resubmits an answered request shows up there.
+finishes after ``polls_to_finish`` retrievals (one number, or a list: one per batch); ``next_outcomes``
+makes the next batches expire (all lines, or ``expire_half``) or fail validation. ``answered`` counts,
+per custom id, how often a line was answered (paid for): a client that resubmits one shows up there.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ class _Batch:
     input_file_id: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     polls: int = 0
+    polls_to_finish: int = 1
     outcome: str = "completed"  # completed | expired | expire_half | failed
     cancelled: bool = False
     status: str = ""
@@ -56,8 +57,11 @@ class _Batch:
 class BatchAPIServer:
     """Loopback batch APIs on 127.0.0.1 answering lines with ``model``'s rule; a context manager."""
 
-    def __init__(self, model: ScriptedModelServer, polls_to_finish: int = 2, port: int = 0) -> None:
+    def __init__(
+        self, model: ScriptedModelServer, polls_to_finish: int | list[int] = 2, port: int = 0
+    ) -> None:
         self.model = model
+        # retrievals until a batch ends: one number for every batch, or one per batch in creation order
         self.polls_to_finish = polls_to_finish
         self.next_outcomes: list[str] = []
         self.answered: Counter[str] = Counter()
@@ -116,6 +120,8 @@ class BatchAPIServer:
             )
             if self.next_outcomes:
                 batch.outcome = self.next_outcomes.pop(0)
+            polls = self.polls_to_finish
+            batch.polls_to_finish = polls if isinstance(polls, int) else (polls.pop(0) if polls else 1)
             self.batches[batch.id] = batch
         return batch
 
@@ -129,7 +135,7 @@ class BatchAPIServer:
                 batch.status = "failed"
                 batch.results = []
                 return
-            if not batch.cancelled and batch.polls < self.polls_to_finish:
+            if not batch.cancelled and batch.polls < batch.polls_to_finish:
                 steps = ["validating", "in_progress", "finalizing"]
                 batch.status = steps[min(batch.polls - 1, 2)] if batch.kind == "openai" else "in_progress"
                 return

@@ -75,6 +75,15 @@ class Experiment(BaseModel):
     budget_usd: float = Field(default=0.0, ge=0)
     item_timeout_s: float = Field(default=900.0, gt=0)
     retry_failed: bool = True
+    batch: bool = Field(default=False, description="every model request via the provider's batch API")
+    batch_wait: Literal["detach", "hold"] = Field(
+        default="detach",
+        description="detach: a materialization submits a round and ends, the batch sensor launches the next; "
+        "hold: the materialization polls until its runs finish",
+    )
+    batch_poll_s: float = Field(default=60.0, gt=0, description="seconds between looks at a running batch")
+    batch_max_requests: int | None = Field(default=None, ge=1, description="per batch; default: provider max")
+    batch_max_line_attempts: int = Field(default=3, ge=1, le=20, description="submissions of a failing line")
 
     @field_validator("name")
     @classmethod
@@ -97,6 +106,8 @@ class Experiment(BaseModel):
             raise ValueError(f"provider 'anthropic' speaks api 'messages', not {api!r}")
         if self.provider == "openai" and api == "messages":
             raise ValueError("api 'messages' is Anthropic's; provider 'openai' takes 'responses' or 'chat'")
+        if self.batch and self.agent not in MODEL_MODES:
+            raise ValueError(f"batch: true needs an agent that calls a model, not {self.agent!r}")
         return self
 
     @property
@@ -165,6 +176,11 @@ SPEED_FIELDS = (
     "budget_usd",
     "item_timeout_s",
     "retry_failed",
+    "batch",
+    "batch_wait",
+    "batch_poll_s",
+    "batch_max_requests",
+    "batch_max_line_attempts",
 )
 
 

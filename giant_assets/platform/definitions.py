@@ -16,6 +16,7 @@ from giant_assets.platform.assets.predictions import predictions, trajectory_ste
 from giant_assets.platform.assets.report import trajectory_pictures, trajectory_viewer
 from giant_assets.platform.assets.roi import roi_evaluation
 from giant_assets.platform.assets.scores import benchmark_metrics, item_predictions
+from giant_assets.platform.batch_sensor import make_batch_rounds_sensor
 from giant_assets.platform.checks import ITEM_CHECKS
 from giant_assets.platform.executor import in_process_or_multiprocess
 from giant_assets.platform.io_manager import ParquetDuckDBIOManager
@@ -72,7 +73,7 @@ evaluate_cell = define_asset_job(
     partitions_def=results_partitions,
     config=cell_config({}),
 )
-ALL_SENSORS = [*SENSORS, *GRADING_SENSORS]
+ALL_SENSORS = [*SENSORS, *GRADING_SENSORS, make_batch_rounds_sensor(evaluate_cell)]
 RESOURCES = {
     "io_manager": ParquetDuckDBIOManager(storage=storage),
     "storage": storage,

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from giant_assets.agents.providers.errors import ProviderError
+from giant_assets.batch.records import RunWaiting
 
 BATCH_DISCOUNT = 0.5  # both providers bill batch tokens at half the synchronous rate
 OPENAI_LIMITS = (50_000, 190 * 2**20)  # requests, bytes per input file (published: 50,000 and 200 MB)
@@ -44,11 +45,8 @@ ANTHROPIC_LIMITS = (100_000, 240 * 2**20)  # requests, bytes per batch (publishe
 ENDED = "ended"
 
 
-class BatchPending(BaseException):  # noqa: N818 - not an error: the run is waiting, as a cancellation is
-    """The run's next request waits in a submitted batch (detach mode): the run stops, unjournalled.
-
-    A ``BaseException`` so that an agent's ``except Exception`` cannot turn the wait into a failed run.
-    """
+class BatchPending(RunWaiting):
+    """The run's next request waits in a submitted batch (detach mode): the run stops, unjournalled."""
 
     def __init__(self, batch_id: str) -> None:
         super().__init__(f"waiting on batch {batch_id}")
@@ -448,3 +446,22 @@ class BatchRound:
         for batch_id in ids:
             await self.client.cancel(batch_id)
         return ids
+
+
+def attach(agent: Any, folder: Path, experiment: Any, log: Callable[[str], None]) -> BatchRound:
+    """Switch ``agent``'s model calls to batches stored under ``folder`` and its prices to batch prices."""
+    chat = getattr(agent, "chat", None)
+    if chat is None or not hasattr(chat, "batch"):
+        raise ValueError(f"batch: true: agent {experiment.agent!r} has no provider model to batch")
+    store = BatchStore(folder, {"experiment": experiment.name})
+    chat.batch = BatchRound(
+        batch_client(chat),
+        store,
+        mode=experiment.batch_wait,
+        poll_s=experiment.batch_poll_s,
+        max_requests=experiment.batch_max_requests,
+        max_line_attempts=experiment.batch_max_line_attempts,
+        log=log,
+    )
+    agent.prices = agent.prices.scaled(BATCH_DISCOUNT)
+    return chat.batch

@@ -1,9 +1,12 @@
 """Assets: one experiment's runs over one benchmark, and their trajectory steps as a table."""
 
 import asyncio
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
 
 import pandas as pd
-from dagster import AssetExecutionContext, Config, MetadataValue, asset
+from dagster import AssetExecutionContext, AssetObservation, Config, MetadataValue, Output, asset
 from pydantic import Field
 
 from giant_assets.agents.registry import make_agent, save_settings
@@ -34,19 +37,23 @@ class PredictionsConfig(Config):
         return experiment.model_copy(update=overrides)
 
 
-@asset(partitions_def=results_partitions, group_name="evaluate", kinds={"python"})
+@asset(partitions_def=results_partitions, group_name="evaluate", kinds={"python"}, output_required=False)
 def predictions(
     context: AssetExecutionContext,
     config: PredictionsConfig,
     benchmark_items: pd.DataFrame,
     storage: StorageResource,
     experiments: ExperimentsResource,
-) -> pd.DataFrame:
+) -> Iterator[Output[pd.DataFrame]]:
     """One row per (item, run) of the experiment: answer text, label, error, tokens, cost, trajectory.
 
     Every finished run is journalled as it finishes (``journals/<config_hash>/<benchmark>.jsonl``), so
     an interrupted run resumes without redoing or duplicating anything, and an experiment whose settings
     hash to an existing journal reuses it without a model call.
+
+    Batch mode (``batch: true``, ``batch_wait: detach``): a run of this asset submits one round of
+    provider batches and ends without a materialization while runs wait on them (an observation names
+    the batches); ``batch_rounds_sensor`` launches the cell again when a batch ends.
     """
     name, benchmark = cell(context)
     experiment = config.apply(experiments.get(name))
@@ -67,6 +74,16 @@ def predictions(
         item_timeout_s=experiment.item_timeout_s,
         retry_failed=experiment.retry_failed,
     )
+    rounds = None
+    if experiment.batch:
+        from giant_assets.agents.providers.batching import attach
+
+        folder = journal.path.with_suffix(".batches")
+        rounds = attach(agent, folder, experiment, context.log.info)
+        rounds.store.partition["partition"] = context.partition_key
+        # every run waiting for the model goes into the round; a round may take hours
+        batch = replace(batch, concurrency=max(1, len(items) * experiment.runs_per_item),
+                        item_timeout_s=None, run_scope=rounds.run)  # fmt: skip
 
     async def go():
         try:
@@ -82,6 +99,27 @@ def predictions(
             await agent.aclose()
 
     outcome = asyncio.run(go())
+    if rounds is not None and outcome.waiting:
+        batches = sorted(rounds.pending_batches)
+        open_since = min((b.get("submitted_at") or 0) for b in rounds.store.open_batches())
+        context.log.info(
+            f"{outcome.waiting} run(s) wait on {len(batches)} provider batch(es) {', '.join(batches)}: "
+            "no materialization now; the batch sensor launches this cell again when a batch ends"
+        )
+        context.log_event(
+            AssetObservation(
+                asset_key=context.asset_key,
+                partition=context.partition_key,
+                metadata={
+                    "waiting_runs": outcome.waiting,
+                    "finished_runs": outcome.executed + outcome.reused,
+                    "batches": MetadataValue.json(batches),
+                    "waiting_since": MetadataValue.timestamp(open_since),
+                    "rounds_submitted_now": rounds.rounds,
+                },
+            )
+        )
+        return
     rows = records_frame(outcome.rows)
     rows.insert(0, "experiment", name)
     errors = rows["error_kind"].value_counts().to_dict()
@@ -100,9 +138,21 @@ def predictions(
             "cost_usd_total": round(float(rows["cost_usd"].sum()), 6),
             "budget_stopped": outcome.budget_stopped,
             "runs_not_started": outcome.not_started,
+            **(_batch_metadata(rounds, outcome.cost_usd_new) if rounds is not None else {}),
         }
     )
-    return rows
+    yield Output(rows)
+
+
+def _batch_metadata(rounds: Any, cost_now: float) -> dict[str, Any]:
+    """What batch mode did: batches, rounds, and what this run's tokens would have cost synchronously."""
+    from giant_assets.agents.providers.batching import BATCH_DISCOUNT
+
+    return {
+        "batch_rounds_now": rounds.rounds,
+        "batches_total": len(rounds.store.batches),
+        "cost_usd_now_sync_equivalent": round(cost_now / BATCH_DISCOUNT, 6),
+    }
 
 
 @asset(partitions_def=results_partitions, group_name="evaluate", kinds={"pandas"})
