@@ -92,12 +92,18 @@ def make_batch_rounds_sensor(job: JobDefinition):
             return SensorResult(skip_reason="no provider batch is open", cursor="{}")
         looked = json.loads(context.cursor or "{}")
         now = time.time()
-        due = [b for b in batches if now - looked.get(b["batch_id"], 0) >= _poll_s(experiments, b)]
+        due = [
+            b
+            for b in batches
+            if not b.get("cancel_requested") and now - looked.get(b["batch_id"], 0) >= _poll_s(experiments, b)
+        ]
         ended = asyncio.run(_ended(due, experiments))
         looked = {b["batch_id"]: (now if b in due else looked.get(b["batch_id"], 0)) for b in batches}
         requests, waiting, errors = [], [], []
         for b in batches:
             status = ended.get(b["batch_id"])
+            if b.get("cancel_requested"):
+                continue  # cancelled by the user: the cell waits for its next run by hand
             since = time.strftime("%Y-%m-%d %H:%M", time.gmtime(b.get("submitted_at") or 0))
             if status is None:
                 waiting.append(f"{b.get('partition')}: {b['batch_id']} since {since} UTC")
@@ -117,3 +123,30 @@ def make_batch_rounds_sensor(job: JobDefinition):
         return SensorResult(skip_reason=reason, cursor=cursor)
 
     return batch_rounds_sensor
+
+
+async def review_open(
+    root: Path, experiments: ExperimentsResource, name: str | None, cancel: bool
+) -> list[dict[str, Any]]:
+    """The open batches (of experiment ``name``, or all) with the provider's status now; ``cancel``
+    cancels each (the provider then ends it, and the next run of its cell stores what finished)."""
+    from giant_assets.agents.providers import make_chat_model
+    from giant_assets.agents.providers.batching import BatchStore, batch_client
+
+    out = []
+    for b in open_batches(root):
+        if name and b.get("experiment") != name:
+            continue
+        chat = make_chat_model(experiments.get(b.get("experiment", "")), None)
+        try:
+            client = batch_client(chat)
+            if cancel:
+                await client.cancel(b["batch_id"])
+                # the sensor leaves it alone; the cell's next run stores what finished and re-sends the rest
+                record = {k: v for k, v in b.items() if k != "folder"} | {"cancel_requested": time.time()}
+                BatchStore(Path(b["folder"])).record_batch(record)
+            status = await client.status(b["batch_id"])
+        finally:
+            await chat.aclose()
+        out.append(b | {"provider_status": status.status, "counts": status.counts})
+    return out

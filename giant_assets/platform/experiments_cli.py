@@ -4,6 +4,7 @@ giant-experiments check            # validate the file (exit 1 with file/experim
 giant-experiments list             # one line per experiment: name, agent, model, config hash
 giant-experiments sync             # add every declared experiment as a partition ($DAGSTER_HOME)
 giant-experiments estimate NAME    # cost and time of what NAME has left to run, per benchmark
+giant-experiments batches [NAME] [--cancel]   # provider batches still open (batch mode); cancel them
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from giant_assets.platform.resources import ExperimentsResource
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="giant-experiments", description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["check", "list", "sync", "estimate"])
-    parser.add_argument("name", nargs="?", help="estimate: the experiment")
+    parser.add_argument("command", choices=["check", "list", "sync", "estimate", "batches"])
+    parser.add_argument("name", nargs="?", help="estimate, batches: the experiment")
+    parser.add_argument("--cancel", action="store_true", help="batches: cancel the open batches of NAME")
     parser.add_argument(
         "--benchmark", action="append", default=None, help="estimate: only this benchmark (repeatable)"
     )
@@ -39,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}\t{exp.agent}\t{exp.model or '-'}\truns={exp.runs_per_item}\t{exp.config_hash()}")
     elif args.command == "estimate":
         return _estimate(declared, args.name, args.benchmark)
+    elif args.command == "batches":
+        return _batches(resource, args.name, args.cancel)
     else:
         from dagster import DagsterInstance
 
@@ -77,6 +81,26 @@ def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None) ->
     )
     print(f"{name}: {declared[name].agent} / {declared[name].model or '-'}, ranges low-high")
     print(render(estimates))
+    return 0
+
+
+def _batches(resource: ExperimentsResource, name: str | None, cancel: bool) -> int:
+    import asyncio
+    import time
+
+    from giant_assets.core.settings import data_dir
+    from giant_assets.platform.batch_sensor import review_open
+
+    if cancel and not name:
+        print("error: --cancel needs the experiment NAME whose batches to cancel", file=sys.stderr)
+        return 2
+    rows = asyncio.run(review_open(data_dir(), resource, name, cancel))
+    for b in rows:
+        since = time.strftime("%Y-%m-%d %H:%M", time.gmtime(b.get("submitted_at") or 0))
+        print(f"{b.get('partition', '?')}\t{b['batch_id']}\t{b.get('requests', '?')} requests\t"
+              f"since {since} UTC\t{b['provider_status']}\t{b['counts']}")  # fmt: skip
+    verb = "cancelled" if cancel else "open"
+    print(f"{len(rows)} batch(es) {verb}" + (f" for {name}" if name else ""))
     return 0
 
 

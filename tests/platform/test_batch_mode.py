@@ -156,3 +156,43 @@ def _metrics_landed(data: Path) -> bool:
         return bool(
             con.sql("select count(*) from benchmark_metrics where experiment = 'batched'").fetchone()[0]
         )
+
+
+def test_open_batches_are_listed_and_cancelled_from_the_cli(
+    tmp_path: Path, sample_wsi_root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from giant_assets.platform import experiments_cli
+    from giant_assets.platform.batch_sensor import open_batches
+
+    data, declared = tmp_path / "data", tmp_path / "experiments.yaml"
+    monkeypatch.setenv("GIANT_DATA_DIR", str(data))
+    monkeypatch.setenv("GIANT_EXPERIMENTS", str(declared))
+    instance = DagsterInstance.ephemeral()
+    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+    key = str(result_key("batched", "tcga"))
+    with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=1000) as api:
+        write_experiments(declared, {"batched": _settings(api)})
+        add_experiments(instance, "batched")
+        ingest = AssetSelection.assets("multipathqa_csv", "benchmark_items")
+        assert materialize(ALL_ASSETS, selection=ingest, resources=resources, instance=instance).success
+        cell = materialize(
+            ALL_ASSETS, selection=CELL, partition_key=key, resources=resources, instance=instance
+        )
+        assert cell.success and not cell.asset_materializations_for_node("predictions")
+        (first,) = api.batches
+        assert experiments_cli.main(["batches"]) == 0
+        listed = capsys.readouterr().out
+        assert f"{key}\t{first}\t" in listed and "1 batch(es) open" in listed
+        assert experiments_cli.main(["batches", "--cancel"]) == 2  # cancelling needs the experiment's name
+        assert experiments_cli.main(["batches", "batched", "--cancel"]) == 0
+        assert api.batches[first].cancelled and "1 batch(es) cancelled for batched" in capsys.readouterr().out
+        assert [b["cancel_requested"] > 0 for b in open_batches(data)] == [True]  # the sensor skips it
+        # the cell's next run by hand stores what the cancelled batch finished and re-sends the rest
+        again = materialize(
+            ALL_ASSETS, selection=CELL, partition_key=key, resources=resources, instance=instance
+        )
+        assert again.success and len(api.batches) == 2 and not api.answered
+        second = next(b for b in api.batches if b != first)
+        assert sorted(c for c, _ in api.batches[second].lines) == sorted(
+            c for c, _ in api.batches[first].lines
+        )
