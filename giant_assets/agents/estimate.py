@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from giant_assets.agents.pricing import PriceTable, image_tokens
-from giant_assets.experiments.spec import Experiment
+from giant_assets.experiments.spec import MODEL_MODES, Experiment
 
 BATCH_DISCOUNT = 0.5
 SYSTEM_PROMPT_TOKENS = 700  # the multi-step system prompt with the slide size and step budget
@@ -136,6 +136,8 @@ def _reasons(exp: Experiment) -> bool:
 
 
 def _calls_per_run(exp: Experiment) -> Span:
+    if exp.agent not in MODEL_MODES:  # offline agents call no model
+        return Span(0, 0)
     if exp.agent == "thumbnail":
         return Span(1, 1)
     if exp.agent == "patch":
@@ -205,7 +207,10 @@ def estimate(
     cached = Span(cached_low * pending, cached_high * pending)
     output = Span(out_low * calls.low, out_high * calls.high)
     found = prices.lookup(exp.model) if exp.model else None
-    if found is None:
+    if exp.agent not in MODEL_MODES:
+        usd = Span(0.0, 0.0)
+        found = ("offline", None)
+    elif found is None:
         usd = Span(0.0, 0.0)
         notes.append(f"no price for model {exp.model!r}: USD counted as 0 (set GIANT_PRICES)")
     else:
@@ -220,7 +225,13 @@ def estimate(
     )
     by_rate = Span(calls.low, calls.high) * (60.0 / exp.requests_per_minute)
     hours = Span(max(by_concurrency.low, by_rate.low), max(by_concurrency.high, by_rate.high)) * (1 / 3600)
-    rounds = 0 if not pending else int(calls_run.high) if exp.agent in ("giant", "random_patch") else 1
+    rounds = (
+        0
+        if not pending or exp.agent not in MODEL_MODES
+        else int(calls_run.high)
+        if exp.agent in ("giant", "random_patch")
+        else 1
+    )
     return Estimate(
         experiment=exp.name,
         benchmark_name=benchmark_name,

@@ -196,3 +196,35 @@ def test_open_batches_are_listed_and_cancelled_from_the_cli(
         assert sorted(c for c, _ in api.batches[second].lines) == sorted(
             c for c, _ in api.batches[first].lines
         )
+
+
+def test_the_estimate_is_logged_before_spending_and_checked_after(
+    tmp_path: Path, sample_wsi_root: Path
+) -> None:
+    data, declared = tmp_path / "data", tmp_path / "experiments.yaml"
+    instance = DagsterInstance.ephemeral()
+    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+    key = str(result_key("paid", "gtex"))
+    with ScriptedModelServer(rule=demo_policy) as model:
+        write_experiments(
+            declared, {"paid": {"agent": "giant", "model": "gpt-5", "base_url": model.openai_base_url}}
+        )
+        add_experiments(instance, "paid")
+        ingest = AssetSelection.assets("multipathqa_csv", "benchmark_items")
+        assert materialize(ALL_ASSETS, selection=ingest, resources=resources, instance=instance).success
+        result = materialize(
+            ALL_ASSETS, selection=CELL, partition_key=key, resources=resources, instance=instance
+        )
+    assert result.success
+    logs = [
+        e.message for e in instance.all_logs(result.run_id) if "estimate before spending" in (e.message or "")
+    ]
+    assert logs and "2 run(s) to do" in logs[0] and "$" in logs[0]
+    meta = result.asset_materializations_for_node("predictions")[0].metadata
+    assert 0 < meta["estimate_usd_low"].value < meta["estimate_usd_high"].value
+    with duckdb.connect(str(data / "giant.duckdb"), read_only=True) as con:
+        per_item, low, high, cost = con.sql(
+            "select usd_per_item, est_usd_per_item_low, est_usd_per_item_high, cost_usd "
+            "from benchmark_metrics"
+        ).fetchone()
+    assert per_item == pytest.approx(cost / 2) and 0 < low < high

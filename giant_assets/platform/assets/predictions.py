@@ -85,6 +85,10 @@ def predictions(
         batch = replace(batch, concurrency=max(1, len(items) * experiment.runs_per_item),
                         item_timeout_s=None, run_scope=rounds.run)  # fmt: skip
 
+    spend_estimate = _estimate_before_spending(experiment, benchmark_items, benchmark, journal)
+    if spend_estimate:
+        context.log.info(spend_estimate["line"])
+
     async def go():
         try:
             return await run_batch(
@@ -139,9 +143,39 @@ def predictions(
             "budget_stopped": outcome.budget_stopped,
             "runs_not_started": outcome.not_started,
             **(_batch_metadata(rounds, outcome.cost_usd_new) if rounds is not None else {}),
+            **{k: v for k, v in spend_estimate.items() if k != "line"},
         }
     )
     yield Output(rows)
+
+
+def _estimate_before_spending(
+    experiment: Experiment, items: pd.DataFrame, benchmark: str, journal: Journal
+) -> dict[str, Any]:
+    """The estimate of what this cell has left to run, logged before the first model call."""
+    from giant_assets.agents.estimate import estimate_experiment
+    from giant_assets.agents.pricing import load_price_table
+    from giant_assets.core.settings import PRICES_ENV, env
+    from giant_assets.experiments.spec import MODEL_MODES
+
+    if experiment.agent not in MODEL_MODES:
+        return {}
+    estimates = estimate_experiment(
+        experiment,
+        items[items["benchmark_name"] == benchmark],
+        journals_dir=journal.path.parent.parent,
+        prices=load_price_table(env(PRICES_ENV) or None),
+    )
+    if not estimates:
+        return {}
+    est = estimates[0]
+    usd = est.usd_batch if experiment.batch else est.usd
+    line = (
+        f"estimate before spending: {est.runs_pending} run(s) to do, {est.calls.fmt()} model calls, "
+        f"{usd.fmt(2, '$')}{' at batch prices' if experiment.batch else ''}, {est.hours.fmt(1)} h"
+        + (f" ({'; '.join(est.notes)})" if est.notes else "")
+    )
+    return {"line": line, "estimate_usd_low": round(usd.low, 4), "estimate_usd_high": round(usd.high, 4)}
 
 
 def _batch_metadata(rounds: Any, cost_now: float) -> dict[str, Any]:

@@ -9,6 +9,24 @@ from giant_assets.platform.partitions import cell, results_partitions
 from giant_assets.platform.resources import ExperimentsResource, StorageResource
 
 
+def cost_per_item(experiment, benchmark: str, predictions: pd.DataFrame) -> dict[str, float]:
+    """Actual USD per item run (all its runs) and the estimate's prior range for one item."""
+    from giant_assets.agents.estimate import estimate
+    from giant_assets.agents.pricing import load_price_table
+    from giant_assets.core.settings import PRICES_ENV, env
+
+    ran = predictions[predictions["error_kind"].fillna("") != "slide_unavailable"]
+    items = int(ran["benchmark_id"].nunique())
+    prior = estimate(experiment, benchmark, items=1, prices=load_price_table(env(PRICES_ENV) or None))
+    if experiment.batch:
+        prior.usd = prior.usd_batch
+    return {
+        "usd_per_item": float(ran["cost_usd"].sum()) / items if items else 0.0,
+        "est_usd_per_item_low": prior.usd.low,
+        "est_usd_per_item_high": prior.usd.high,
+    }
+
+
 @asset(
     partitions_def=results_partitions, group_name="evaluate", kinds={"pandas"}, code_version=EXTRACTOR_VERSION
 )
@@ -49,12 +67,17 @@ def item_predictions(
     partitions_def=results_partitions, group_name="evaluate", kinds={"numpy"}, code_version=EXTRACTOR_VERSION
 )
 def benchmark_metrics(
-    context: AssetExecutionContext, item_predictions: pd.DataFrame, predictions: pd.DataFrame
+    context: AssetExecutionContext,
+    item_predictions: pd.DataFrame,
+    predictions: pd.DataFrame,
+    experiments: ExperimentsResource,
 ) -> pd.DataFrame:
     """The benchmark's metric over ALL its items (missing slides and failed runs count wrong), with
-    1000-replicate bootstrap mean ± std and 95% interval, coverage beside it."""
+    1000-replicate bootstrap mean ± std and 95% interval, coverage beside it, and the cost per item
+    beside what the estimate predicted for it before any run."""
     name, benchmark = cell(context)
     row = {"experiment": name} | benchmark_metrics_row(benchmark, item_predictions, predictions)
+    row |= cost_per_item(experiments.get(name), benchmark, predictions)
     context.add_output_metadata(
         {
             "metric": row["metric_type"],
@@ -69,6 +92,8 @@ def benchmark_metrics(
             "null_grades": row["n_null_grades"],
             "untagged_responses": row["n_untagged_responses"],
             "cost_usd": row["cost_usd"],
+            "usd_per_item": row["usd_per_item"],
+            "estimated_usd_per_item": f"{row['est_usd_per_item_low']:.4f}-{row['est_usd_per_item_high']:.4f}",
         }
     )
     return pd.DataFrame([row])
