@@ -28,6 +28,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from benchmarks.batch_cost import batch_rounds_demo, table1_reproduction
 from giant_assets.agents.base import AgentAnswer, AgentItem
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import PriceTable, load_price_table
@@ -131,6 +132,9 @@ def main() -> None:
     full_ratio = cached_by_n[-1] / plain_by_n[-1]
     print(f"full {STEPS} steps: caching costs {full_ratio:.2f} of no caching "
           f"(${cached_by_n[-1]:.4f} vs ${plain_by_n[-1]:.4f})")  # fmt: skip
+    print()
+    table1_reproduction()
+    batch_rounds_demo()
 
 
 if __name__ == "__main__":
