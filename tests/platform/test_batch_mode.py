@@ -228,3 +228,44 @@ def test_the_estimate_is_logged_before_spending_and_checked_after(
             "from benchmark_metrics"
         ).fetchone()
     assert per_item == pytest.approx(cost / 2) and 0 < low < high
+
+
+def test_a_killed_process_loses_nothing_and_pays_nothing_twice(tmp_path: Path, sample_wsi_root: Path) -> None:
+    """hold mode: SIGKILL the CLI while it polls its first round; the next run adopts that batch."""
+    data, home, declared = tmp_path / "data", tmp_path / "dagster_home", tmp_path / "experiments.yaml"
+    home.mkdir()
+    shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIANT_", "DAGSTER_"))}
+    env |= {"DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(data), "GIANT_WSI_ROOT": str(sample_wsi_root),
+            "GIANT_EXPERIMENTS": str(declared)}  # fmt: skip
+    key = str(result_key("held", "gtex"))
+    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+    with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=10**6) as api:
+        write_experiments(declared, {"held": _settings(api, batch_wait="hold", batch_poll_s=0.2)})
+        with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+            add_experiments(instance, "held")
+            ingest = AssetSelection.assets("multipathqa_csv", "benchmark_items")
+            assert materialize(ALL_ASSETS, selection=ingest, resources=resources, instance=instance).success
+        cli = subprocess.Popen(
+            [BIN / "dagster", "asset", "materialize", "-m", "giant_assets.platform.definitions",
+             "--select", ",".join(CELL_NAMES), "--partition", key],
+            env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while not any(b.polls >= 2 for b in api.batches.values()):  # submitted, and polled while held
+                assert cli.poll() is None and time.monotonic() < deadline
+                time.sleep(0.2)
+        finally:
+            os.killpg(cli.pid, signal.SIGKILL)
+            cli.wait()
+        (first,) = api.batches
+        api.polls_to_finish = 1
+        api.batches[first].polls_to_finish = api.batches[first].polls + 1
+        with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+            again = materialize(
+                ALL_ASSETS, selection=CELL, partition_key=key, resources=resources, instance=instance
+            )
+        assert again.success and again.asset_materializations_for_node("predictions")
+        assert set(api.answered.values()) == {1}, "a request was paid for twice"
+        assert len(api.batches) == 2  # the killed run's round was adopted, not sent again
