@@ -9,7 +9,7 @@ import pytest
 
 from giant_assets.agents.base import AgentItem
 from giant_assets.agents.giant import GiantAgent
-from giant_assets.agents.providers import AnthropicChatModel, OpenAIResponsesModel
+from giant_assets.agents.providers import AnthropicChatModel, OpenAIChatModel, OpenAIResponsesModel
 from giant_assets.agents.providers.batching import BatchPending, BatchRound, BatchStore, batch_client
 from giant_assets.agents.providers.errors import ProviderError
 from giant_assets.demo.batch_api import BatchAPIServer
@@ -43,6 +43,8 @@ def slide(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _model(provider: str, server: BatchAPIServer | ScriptedModelServer):
     if provider == "openai":
         return OpenAIResponsesModel("gpt-5", base_url=server.openai_base_url, reasoning_effort="low")
+    if provider == "chat":
+        return OpenAIChatModel("gpt-5", base_url=server.openai_base_url, reasoning_effort="low")
     return AnthropicChatModel("claude-sonnet-4-5", base_url=server.base_url, thinking_budget=1024)
 
 
@@ -74,7 +76,7 @@ def _batched(provider: str, api: BatchAPIServer, store: Path, mode: str = "hold"
     return GiantAgent(chat, max_steps=STEPS, image_size=500), chat.batch
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ["openai", "chat", "anthropic"])
 def test_hold_mode_one_round_per_step_same_answers_as_direct_calls(slide, tmp_path, provider) -> None:
     items = _items(slide, 4)
     with ScriptedModelServer(rule=navigate) as direct:
@@ -90,7 +92,7 @@ def test_hold_mode_one_round_per_step_same_answers_as_direct_calls(slide, tmp_pa
         assert set(api.answered.values()) == {1} and len(api.answered) == 4 * STEPS
         assert (
             sorted(b.status for b in api.batches.values())
-            == ["completed" if provider == "openai" else "ended"] * 3
+            == ["ended" if provider == "anthropic" else "completed"] * 3
         )
         # the batch line is the synchronous request: same requests, same answers
         assert [r.body for r in model.requests] != [] and len(model.requests) == len(direct.requests)
