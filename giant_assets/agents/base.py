@@ -24,7 +24,7 @@ class Step:
     """One step of a trajectory: what the agent asked to see and what came back."""
 
     index: int  # position in the whole trajectory (all attempts)
-    action: str  # "thumbnail" | "crop" | "answer" | "error" | "no_answer" (tool call at the last step)
+    action: str  # "thumbnail" | "crop" | "note" | "answer" | "error" | "no_answer" (tool call at step T)
     box: list[int] | None = None  # level-0 region shown [x, y, w, h] (after clipping)
     level: int | None = None  # pyramid level read
     image_size: list[int] | None = None  # [w, h] of the image sent to the model
@@ -44,6 +44,7 @@ class Step:
     response_tagged: bool | None = None  # answer steps: the reply had <response> tags
     tool_call_id: str | None = None
     http_attempts: int = 0  # HTTP attempts behind this model call (retries included)
+    note: str = ""  # note steps: the observation the model recorded with the note tool
 
 
 @dataclass

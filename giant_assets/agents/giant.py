@@ -2,15 +2,23 @@
 
 One run of an item:
 
-1. The model gets the question and an overview of the whole slide (long side ``image_size``, four
-   labelled level-0 guide lines per axis drawn on it), with the ``slide_zoom(x0, y0, w, h)`` tool.
-2. Each model call is one step; ``max_steps`` T counts them all, the final answer included, so at
-   most T-1 regions are shown. The tool stays offered at every step; a reply without a tool call is
-   the final answer, ``<report>...</report><response>...</response>`` (the response goes to answer
-   extraction; without tags the whole text does, and ``response_tagged`` says so).
+1. The system prompt (``prompts.PromptSet``: the built-in texts or a ``prompt_file``) states the
+   slide's level-0 size and the step budget; the first user turn is the question and an overview of
+   the whole slide (long side ``image_size``, labelled level-0 guides), nothing else. The
+   ``slide_zoom(x0, y0, w, h)`` tool (and, with ``note_tool``, ``note(observation)``) is offered at
+   every step; with T = 1 no tool is offered and the single-step prompt is sent.
+2. Each model call is one step; ``max_steps`` T counts them all, the final answer included. A tool
+   result carries the region and the reminder of the function calls left (T - step - 1). With
+   ``serve_calls="all"`` (the official GPT agent) every call of a reply is served, with ``"first"``
+   (the official Claude agent) only the first, the others answered with an error text. A reply
+   without a tool call is the final answer, ``<report>...</report><response>...</response>`` (the
+   response goes to answer extraction; without tags the whole text does, ``response_tagged`` says so).
 3. A tool call at step T means no answer: the run starts again from scratch, up to ``max_attempts``
-   attempts in all; then the run fails with error kind ``max_retries_exceeded``. Every attempt is in
-   the trajectory (``Step.attempt``) and in the cost.
+   attempts in all; then the run fails with error kind ``max_retries_exceeded``. An attempt longer
+   than ``attempt_timeout_s`` ends the run with error kind ``timeout``. Every attempt is in the
+   trajectory (``Step.attempt``) and in the cost.
+4. ``max_images_in_context`` K keeps the overview and the K-1 newest zoomed images; older images
+   leave the conversation, their text (and the notes) stay.
 
 ``protocol="json"`` keeps the free-JSON actions for models without tool calling; ``random_crops``
 is the paper's random-patch ablation (the same loop, crop locations drawn at random).
@@ -23,9 +31,7 @@ import hashlib
 import json
 import random
 import re
-import string
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import openslide
@@ -33,6 +39,7 @@ import openslide
 from giant_assets.agents.base import AgentAnswer, AgentItem, Step
 from giant_assets.agents.overviews import Overview, OverviewCache
 from giant_assets.agents.pricing import PriceTable, load_price_table
+from giant_assets.agents.prompts import BUILT_IN, PromptSet
 from giant_assets.agents.providers import (
     ChatModel,
     ImagePart,
@@ -47,43 +54,45 @@ from giant_assets.slides.access import InvalidRegion, SlideError, encode_image, 
 from giant_assets.slides.views import SlideView, region
 
 MAX_RETRIES_EXCEEDED = "max_retries_exceeded"
-PLACEHOLDERS = ("width", "height", "max_steps", "analysis_steps", "image_size")
+TIMEOUT = "timeout"  # the batch records' error kind for a run that ran out of time
+SERVE_CALLS = ("all", "first")
+OFFICIAL_ATTEMPT_TIMEOUT_S = 900.0
 
 SLIDE_ZOOM = ToolSpec(
     name="slide_zoom",
     description=(
-        "Show a rectangular region of the slide at higher magnification. Coordinates are integers in "
-        "level-0 pixels (the numbers on the guide lines): x0, y0 is the top-left corner (x grows to the "
-        "right, y downwards), w and h the width and height."
+        "Show a rectangular region of the whole-slide image at higher magnification. Coordinates are "
+        "level-0 pixels: x grows from left to right, y from top to bottom; x0, y0 is the region's "
+        "top-left corner."
     ),
     parameters={
         "type": "object",
         "properties": {
             k: {"type": "integer", "description": d}
             for k, d in (
-                ("x0", "left edge, level-0 pixels"),
-                ("y0", "top edge, level-0 pixels"),
-                ("w", "width, level-0 pixels"),
-                ("h", "height, level-0 pixels"),
+                ("x0", "x of the left edge (x runs left to right)"),
+                ("y0", "y of the top edge (y runs top to bottom)"),
+                ("w", "the region's width in pixels"),
+                ("h", "the region's height in pixels"),
             )
         },  # fmt: skip
         "required": ["x0", "y0", "w", "h"],
         "additionalProperties": False,
     },
 )
-
-SYSTEM_PROMPT = """\
-You are a pathologist examining a whole-slide image of {width} x {height} pixels at full resolution \
-(level 0) to answer a question about it. You first see an overview of the whole slide. Green guide \
-lines, four per axis, are labelled with level-0 coordinates on every image you get.
-
-To look closer, call the slide_zoom tool with a region in level-0 pixels; you get that region back as \
-an image of at most {image_size} pixels on its long side, so smaller regions show finer detail. You \
-have {max_steps} turns in all, including your final answer, so at most {analysis_steps} zooms. Use \
-them to check the features that decide the answer.
-
-When you are ready, reply without calling the tool: first your findings in <report>...</report>, then \
-the answer alone, exactly in the format the question asks for, in <response>...</response>."""
+NOTE = ToolSpec(
+    name="note",
+    description=(
+        "Write down a finding to keep for the final report: an important feature, an abnormality, a "
+        "suspicious or cancerous area, a location, any key observation."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {"observation": {"type": "string", "description": "the finding to keep"}},
+        "required": ["observation"],
+        "additionalProperties": False,
+    },
+)
 
 JSON_SYSTEM_PROMPT = """\
 You are a pathologist examining a whole-slide image of {width} x {height} pixels at full resolution \
@@ -105,32 +114,6 @@ _FORMAT_HINT = (
     'Reply with one JSON object: {"action": "crop", "x": .., "y": .., "w": .., "h": ..} in level-0 pixels, '
     'or {"action": "answer", "answer": ..}.'
 )
-
-
-def load_prompt_template(path: str | Path) -> str:
-    """A user's system-prompt template; placeholders ``{width}``, ``{height}`` (level-0 slide size),
-    ``{max_steps}`` (T), ``{analysis_steps}`` (T-1 zooms), ``{image_size}``; ``{{``/``}}`` are braces.
-
-    Raises ValueError naming the file and the placeholder for anything else.
-    """
-    path = Path(path).expanduser()
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ValueError(f"prompt_path {path}: cannot be read ({exc.strerror or exc})") from exc
-    try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
-    except ValueError as exc:
-        raise ValueError(
-            f"prompt_path {path}: not a valid template ({exc}); write literal braces as {{{{ }}}}"
-        ) from exc
-    for name in fields:
-        if name not in PLACEHOLDERS:
-            raise ValueError(
-                f"prompt_path {path}: unknown placeholder {{{name}}}; "
-                f"use {', '.join('{' + p + '}' for p in PLACEHOLDERS)} (literal braces as {{{{ }}}})"
-            )
-    return text
 
 
 @dataclass(frozen=True)
@@ -161,22 +144,18 @@ def split_answer(text: str) -> tuple[str, str, bool]:
     return text.strip(), report, False
 
 
-def limit_images(messages: list[Message], keep: int | None) -> list[Message]:
-    """The conversation with all but the newest ``keep`` images replaced by a one-line note."""
+def prune_images(messages: list[Message], keep: int | None) -> list[Message]:
+    """The conversation as the official agent prunes it: the overview (the first message with an image)
+    always stays, and of the later images the newest ``keep - 1``; older ones leave, their text stays."""
     if keep is None:
         return messages
-    seen = 0
-    out: list[Message] = []
-    for m in reversed(messages):
-        parts = []
-        for p in reversed(m.parts):
-            if isinstance(p, ImagePart):
-                seen += 1
-                if seen > keep:
-                    p = TextPart(f"[{p.label}: image removed from the context]")
-            parts.append(p)
-        out.append(replace(m, parts=tuple(reversed(parts))))
-    return list(reversed(out))
+    holders = [i for i, m in enumerate(messages) if m.images]
+    later = holders[1:]
+    drop = set(later[: max(0, len(later) - (keep - 1))])
+    return [
+        replace(m, parts=tuple(p for p in m.parts if not isinstance(p, ImagePart))) if i in drop else m
+        for i, m in enumerate(messages)
+    ]
 
 
 class GiantAgent:
@@ -191,7 +170,10 @@ class GiantAgent:
         image_size: int = 1000,
         protocol: str = "tools",
         max_images_in_context: int | None = None,
-        system_template: str | None = None,
+        prompts: PromptSet | None = None,
+        note_tool: bool = False,
+        serve_calls: str = "all",
+        attempt_timeout_s: float | None = OFFICIAL_ATTEMPT_TIMEOUT_S,
         prices: PriceTable | None = None,
         image_format: str = "JPEG",
         random_crops: bool = False,
@@ -202,6 +184,8 @@ class GiantAgent:
             raise ValueError(f"max_steps and max_attempts must be >= 1, got {max_steps}, {max_attempts}")
         if protocol not in ("tools", "json"):
             raise ValueError(f"protocol must be 'tools' or 'json', got {protocol!r}")
+        if serve_calls not in SERVE_CALLS:
+            raise ValueError(f"serve_calls must be one of {SERVE_CALLS}, got {serve_calls!r}")
         self.chat = model
         self.model = model.name
         self.name = name
@@ -210,8 +194,10 @@ class GiantAgent:
         self.image_size = image_size
         self.protocol = protocol
         self.max_images_in_context = max_images_in_context
-        default = SYSTEM_PROMPT if protocol == "tools" else JSON_SYSTEM_PROMPT
-        self.system_template = system_template or default
+        self.prompts = prompts or BUILT_IN
+        self.note_tool = note_tool and protocol == "tools"
+        self.serve_calls = serve_calls
+        self.attempt_timeout_s = attempt_timeout_s
         self.prices = prices or load_price_table()
         self.image_format = image_format
         self.random_crops = random_crops
@@ -229,14 +215,34 @@ class GiantAgent:
         await self.overviews.aclose()
         await self.chat.aclose()
 
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        """The tools offered at every step: none for the JSON protocol or a single step (T = 1)."""
+        if self.protocol != "tools" or self.max_steps == 1:
+            return ()
+        return (SLIDE_ZOOM, NOTE) if self.note_tool else (SLIDE_ZOOM,)
+
     def system_prompt(self, width: int, height: int) -> str:
-        return self.system_template.format(
-            width=width,
-            height=height,
-            max_steps=self.max_steps,
-            analysis_steps=self.max_steps - 1,
-            image_size=self.image_size,
-        )
+        """The system prompt for a slide of ``width`` x ``height`` level-0 pixels."""
+        p, size = self.prompts, self.image_size
+        if self.protocol == "json":
+            return JSON_SYSTEM_PROMPT.format(
+                width=width, height=height, max_steps=self.max_steps,
+                analysis_steps=self.max_steps - 1, image_size=size,
+            )  # fmt: skip
+        if self.max_steps == 1:
+            return p.single_step.format(width=width, height=height, image_size=size)
+        keep = self.max_images_in_context
+        limitation = p.context_limitation.format(images_kept=keep - 1) if keep is not None else ""
+        guidance = reminder = ""
+        if self.note_tool:
+            guidance = p.note_guidance + (p.note_guidance_pruned if keep is not None else "")
+            reminder = p.note_reminder
+        template = p.multi_step_first_call if self.serve_calls == "first" else p.multi_step
+        return template.format(
+            width=width, height=height, max_steps=self.max_steps, analysis_steps=self.max_steps - 1,
+            image_size=size, context_limitation=limitation, note_guidance=guidance, note_reminder=reminder,
+        )  # fmt: skip
 
     async def answer(self, item: AgentItem, run_index: int) -> AgentAnswer:
         """Navigate ``item``'s slide and answer; failures come back as ``AgentAnswer.error``, never raised."""
@@ -251,7 +257,15 @@ class GiantAgent:
         try:
             for attempt in range(1, self.max_attempts + 1):
                 key = _cache_key(self.model, item, run_index, attempt)
-                done = await self._attempt(slide, item, attempt, steps, rng, key)
+                try:
+                    async with asyncio.timeout(self.attempt_timeout_s):
+                        done = await self._attempt(slide, item, attempt, steps, rng, key)
+                except TimeoutError:
+                    limit = self.attempt_timeout_s
+                    message = f"attempt {attempt} took longer than attempt_timeout_s = {limit:g} s"
+                    failed = _failed(steps, message)
+                    failed.error_kind, failed.attempts = TIMEOUT, attempt
+                    return failed
                 if done is not None:
                     done.attempts = attempt
                     return done
@@ -278,21 +292,22 @@ class GiantAgent:
         first = await self.overviews.get(str(item.wsi_path))
         steps.append(_overview_step(len(steps), first, attempt))
         width, height = first.width, first.height
-        w, h = first.image_size
-        intro = (
-            f"{item.prompt}\n\nThe slide is {width} x {height} level-0 pixels. The overview below shows all "
-            f"of it in {w} x {h} pixels (1 pixel is about {width / w:.1f} level-0 pixels)."
-        )
-        messages = [
-            Message.system(self.system_prompt(width, height)),
-            Message.user(TextPart(intro), first.part, TextPart(self._turns_left(self.max_steps))),
-        ]
-        tools = (SLIDE_ZOOM,) if self.protocol == "tools" else ()
+        if self.protocol == "tools":
+            opening = Message.user(TextPart(item.prompt), first.part)
+        else:
+            w, h = first.image_size
+            intro = (
+                f"{item.prompt}\n\nThe slide is {width} x {height} level-0 pixels. The overview below shows "
+                f"all of it in {w} x {h} pixels (1 pixel is about {width / w:.1f} level-0 pixels)."
+            )
+            opening = Message.user(TextPart(intro), first.part, TextPart(_turns_left(self.max_steps)))
+        messages = [Message.system(self.system_prompt(width, height)), opening]
+        notes: list[str] = []
         for call in range(1, self.max_steps + 1):
             index = len(steps)
-            context = limit_images(messages, self.max_images_in_context)
+            context = prune_images(messages, self.max_images_in_context)
             try:
-                reply = await self.chat.complete(context, tools, cache_key)
+                reply = await self.chat.complete(context, self.tools, cache_key)
             except ProviderError as exc:
                 steps.append(Step(index, "error", error=str(exc), attempt=attempt))
                 return _failed(steps, f"model call failed at step {index}: {exc}")
@@ -300,15 +315,16 @@ class GiantAgent:
             steps.append(step)
             messages.append(reply.as_message())
             last = call == self.max_steps
-            left = self.max_steps - call
             if self.protocol == "tools":
                 if not reply.tool_calls:
                     return self._final(steps, step, reply.text)
                 if last:
                     step.action, step.error = "no_answer", NO_ANSWER
                     return None
-                messages += await self._serve_tools(slide, reply.tool_calls, step, rng, left)
+                serve = _Serve(slide, steps, step, rng, self.max_steps - call - 1, notes)
+                messages += await self._serve_tools(serve, reply.tool_calls)
                 continue
+            left = self.max_steps - call
             action = parse_action(reply.text)
             if action is not None and action.kind == "answer":
                 step.action, step.response_tagged = "answer", False
@@ -348,45 +364,60 @@ class GiantAgent:
         step.action, step.report, step.response_tagged = "answer", report, tagged
         return AgentAnswer(response, steps, response_tagged=tagged)
 
-    async def _serve_tools(
-        self,
-        slide: openslide.OpenSlide,
-        calls: tuple[ToolCall, ...],
-        step: Step,
-        rng: random.Random,
-        left: int,
-    ) -> list[Message]:
-        """A result for every tool call (the APIs require one): the first is served, the rest declined."""
-        first, *rest = calls
-        step.tool_call_id = first.id
-        results = [Message.tool_result(first.id, *await self._zoom(slide, first, step, rng, left))]
-        for extra in rest:
-            note = "Only one slide_zoom call is served per turn; this one was ignored."
-            results.append(Message.tool_result(extra.id, TextPart(note)))
+    async def _serve_tools(self, serve: _Serve, calls: tuple[ToolCall, ...]) -> list[Message]:
+        """A result for every tool call (the APIs require one). ``serve_calls="all"``: each is served in
+        order, the calls after the first as steps of their own (no tokens); ``"first"``: the others are
+        answered with ``extra_call_ignored``."""
+        results = []
+        for n, call in enumerate(calls):
+            if n and self.serve_calls == "first":
+                results.append(Message.tool_result(call.id, TextPart(self.prompts.extra_call_ignored)))
+                continue
+            step = serve.step
+            if n:
+                step = Step(len(serve.steps), "crop", attempt=serve.step.attempt)
+                serve.steps.append(step)
+            step.tool_call_id = call.id
+            results.append(Message.tool_result(call.id, *await self._call(serve, call, step)))
         return results
 
-    async def _zoom(
-        self, slide: openslide.OpenSlide, call: ToolCall, step: Step, rng: random.Random, left: int
-    ) -> list[TextPart | ImagePart]:
-        args = call.arguments
+    async def _call(self, serve: _Serve, call: ToolCall, step: Step) -> list[TextPart | ImagePart]:
+        args, p = call.arguments, self.prompts
+        if call.name == NOTE.name and self.note_tool and args is not None:
+            observation = args.get("observation", "")
+            observation = observation if isinstance(observation, str) else json.dumps(observation)
+            serve.notes.append(observation)
+            step.action, step.note = "note", observation
+            return [TextPart(p.note_recorded.format(observation=observation))]
         if call.name != SLIDE_ZOOM.name or args is None:
+            step.action = "crop"
             step.error = f"unusable tool call {call.name}({call.raw_arguments[:200]})"
-            return [TextPart(f"Call slide_zoom with integer x0, y0, w, h. {self._turns_left(left)}")]
-        return await self._crop(slide, [args.get(k) for k in ("x0", "y0", "w", "h")], step, rng, left)
+            problem = f"{call.name} is not a tool here" if call.name != SLIDE_ZOOM.name else "arguments"
+            error = f"{problem}; call slide_zoom with integer x0, y0, w, h"
+            return [TextPart(p.tool_error.format(error=error))]
+        requested = [args.get(k) for k in ("x0", "y0", "w", "h")]
+        return await self._crop(serve.slide, requested, step, serve.rng, serve.calls_left, serve.notes)
 
     async def _json_turn(
         self, slide: openslide.OpenSlide, action: Action | None, step: Step, rng: random.Random, left: int
     ) -> Message:
         if action is None:
             step.error = "reply has no JSON crop or answer action"
-            text = f"I could not find a JSON action in your reply. {_FORMAT_HINT} {self._turns_left(left)}"
+            text = f"I could not find a JSON action in your reply. {_FORMAT_HINT} {_turns_left(left)}"
             return Message.user(TextPart(text))
         return Message.user(*await self._crop(slide, list(action.box or []), step, rng, left))
 
     async def _crop(
-        self, slide: openslide.OpenSlide, requested: list[Any], step: Step, rng: random.Random, left: int
+        self,
+        slide: openslide.OpenSlide,
+        requested: list[Any],
+        step: Step,
+        rng: random.Random,
+        left: int,
+        notes: list[str] | None = None,
     ) -> list[TextPart | ImagePart]:
-        """Show the requested (or, for random crops, a random) region; an invalid one is explained."""
+        """Show the requested (or, for random crops, a random) region; an invalid one is explained.
+        ``left``: tool protocol, the function calls left; JSON protocol, the turns left."""
         step.action, step.requested_box = "crop", _ints(requested)
         box: list[Any] = requested
         if self.random_crops:
@@ -395,27 +426,61 @@ class GiantAgent:
             view = await asyncio.to_thread(region, slide, box, self.image_size)
         except InvalidRegion as exc:
             step.error = f"invalid region: {exc}"
-            return [TextPart(f"That region cannot be shown: {exc}. {self._turns_left(left)}")]
+            error = f"That region cannot be shown: {exc}"
+            if self.protocol == "tools":
+                return [TextPart(self.prompts.tool_error.format(error=error))]
+            return [TextPart(f"{error}. {_turns_left(left)}")]
         step.box, step.level, step.image_size = list(view.box), view.level, list(view.image.size)
         x, y, w, h = view.box
+        image = await self._image_part(view, f"region x0={x}, y0={y}, w={w}, h={h}")
+        if self.protocol == "tools":
+            text = self._tool_result_text(requested, view, slide.dimensions, left, notes or [])
+            return [TextPart(text), image]
         note = " (clipped to the slide's edges)" if view.clipped else ""
-        chosen = (
-            " A region chosen at random is shown instead of the one asked for." if self.random_crops else ""
-        )
         text = (
             f"Region x0={x}, y0={y}, w={w}, h={h}{note}, level-0 pixels, shown at {view.image.size[0]} x "
-            f"{view.image.size[1]} pixels.{chosen} {self._turns_left(left)}"
+            f"{view.image.size[1]} pixels. {_turns_left(left)}"
         )
-        return [TextPart(text), await self._image_part(view, f"region x0={x}, y0={y}, w={w}, h={h}")]
+        return [TextPart(text), image]
 
-    def _turns_left(self, left: int) -> str:
-        if left <= 1:
-            return "This is your last turn: give your final answer now, without calling the tool."
-        return f"Turns left, the final answer included: {left}."
+    def _tool_result_text(
+        self, requested: list[Any], view: SlideView, size: tuple[int, int], left: int, notes: list[str]
+    ) -> str:
+        """The reminder (the region as asked for, or as shown for random crops; the slide's size; the
+        function calls left), then the notes so far when the note tool is on."""
+        p = self.prompts
+        x0, y0, w, h = view.box if self.random_crops else requested
+        width, height = size
+        text = p.tool_result.format(x0=x0, y0=y0, w=w, h=h, width=width, height=height, calls_left=left)
+        if self.random_crops:
+            text += " A region chosen at random is shown instead of the one asked for."
+        if self.note_tool and notes:
+            text += p.notes_header.format(count=len(notes))
+            text += "".join(p.note_line.format(index=i, observation=o) for i, o in enumerate(notes, 1))
+        return text
 
     async def _image_part(self, view: SlideView, label: str) -> ImagePart:
         data = await asyncio.to_thread(encode_image, view.image, self.image_format)
         return ImagePart(data, media_type(self.image_format), label)
+
+
+@dataclass
+class _Serve:
+    """What serving the tool calls of one reply needs."""
+
+    slide: openslide.OpenSlide
+    steps: list[Step]
+    step: Step  # the model call's step: the first call's outcome is recorded on it
+    rng: random.Random
+    calls_left: int  # T - step - 1, as the official reminder counts
+    notes: list[str]
+
+
+def _turns_left(left: int) -> str:
+    """The JSON protocol's budget line."""
+    if left <= 1:
+        return "This is your last turn: give your final answer now, without calling the tool."
+    return f"Turns left, the final answer included: {left}."
 
 
 def _overview_step(index: int, first: Overview, attempt: int) -> Step:

@@ -42,11 +42,11 @@ def make_agent(experiment: Experiment, truth: pd.DataFrame, limiter: RateLimiter
 def make_giant_agent(experiment: Experiment, limiter: RateLimiter) -> Agent:
     """The GIANT navigator over the experiment's provider and wire format (``random_patch``: the same loop
     with random crop locations); prices may be overridden via ``GIANT_PRICES``."""
-    from giant_assets.agents.giant import GiantAgent, load_prompt_template
+    from giant_assets.agents.giant import GiantAgent
     from giant_assets.agents.pricing import load_price_table
+    from giant_assets.agents.prompts import resolve_prompts
     from giant_assets.agents.providers import make_chat_model
 
-    template = load_prompt_template(experiment.prompt_path) if experiment.prompt_path else None
     prices = load_price_table(env(PRICES_ENV) or None)
     return GiantAgent(
         make_chat_model(experiment, limiter),
@@ -55,7 +55,10 @@ def make_giant_agent(experiment: Experiment, limiter: RateLimiter) -> Agent:
         image_size=experiment.resolved_image_size,
         protocol=experiment.protocol,
         max_images_in_context=experiment.max_images_in_context,
-        system_template=template,
+        prompts=resolve_prompts(experiment.prompt_file, experiment.prompt_path),
+        note_tool=experiment.note_tool,
+        serve_calls=experiment.resolved_serve_calls,
+        attempt_timeout_s=experiment.attempt_timeout_s,
         prices=prices,
         random_crops=experiment.agent == "random_patch",
         seed=experiment.seed,

@@ -589,7 +589,7 @@ def _wire_body(request: RecordedRequest, reply: Reply, tokens: tuple[int, int, i
 
 # ---------------------------------------------------------------- demo policy
 
-_SLIDE_SIZE = re.compile(r"(\d+) x (\d+) level-0 pixels")
+_SLIDE_SIZE = re.compile(r"(\d+) [x×] (\d+) (?:level-0 )?pixels")
 _SLIDE_AREA = re.compile(r"occupies image pixels x (\d+)\.\.(\d+), y (\d+)\.\.(\d+)")
 _OPTION = re.compile(r"^\s*(\d+)\.\s+\S", re.MULTILINE)
 DARK_LUMA = 110  # lesion-like: well below tissue (~180) and background (~240)
@@ -601,8 +601,9 @@ def demo_policy(request: RecordedRequest) -> Reply:
     if first_user is None:
         return Reply(status=400, text="scripted model: no user message")
     prompt = "\n".join(first_user.texts)
+    system = "\n".join(t for turn in request.turns if turn.role == "system" for t in turn.texts)
     if request.assistant_turns == 0 and "No crops left" not in request.text:
-        box = _dark_region_box(prompt, first_user.images[0] if first_user.images else None)
+        box = _dark_region_box(f"{system}\n{prompt}", first_user.images[0] if first_user.images else None)
         if box is not None:
             return crop_reply(*box, prose="The darkest, most cellular area is worth a closer look.")
     images = [b for t in request.turns for b in t.images]
@@ -630,9 +631,8 @@ def _dark_fraction(image_bytes: bytes) -> float:
 
 
 def _dark_region_box(prompt: str, image_bytes: bytes | None) -> tuple[int, int, int, int] | None:
-    """Level-0 box around the largest dark blob of the overview (padded), else the slide's centre half.
-
-    The overview shows the whole slide (or, with an ``occupies image pixels`` note, that area of it).
+    """Level-0 box around the largest dark blob of the overview (padded), else the slide's centre half;
+    ``prompt`` (the system prompt and the first user turn) states the slide's size. The overview shows the whole slide (or, with an ``occupies image pixels`` note, that area of it).
     """
     size = _SLIDE_SIZE.search(prompt)
     if size is None:

@@ -20,12 +20,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from giant_assets.agents.prompts import resolve_prompts
 from giant_assets.core.files import file_sha256
 
 AgentMode = Literal["random", "majority", "replay", "giant", "thumbnail", "patch", "random_patch"]
 MODEL_MODES = frozenset({"giant", "thumbnail", "patch", "random_patch"})
 # bump when the agent-side prompting or navigation protocol changes answers for the same settings
-PROTOCOL_VERSION = "2"
+PROTOCOL_VERSION = "3"
 SLUG = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 DEFAULT_IMAGE_SIZE = {"openai": 1000, "anthropic": 500}
 
@@ -60,7 +61,14 @@ class Experiment(BaseModel):
     n_patches: int = Field(default=30, ge=1, le=1000, description="patch baseline: patches per item")
     patch_size: int = Field(default=224, ge=16, le=4096, description="patch baseline: level-0 side")
     max_images_in_context: int | None = Field(default=None, ge=1)
-    prompt_path: str = Field(default="", description="system-prompt template file; its content is hashed")
+    prompt_path: str = Field(default="", description="multi-step system-prompt template; content hashed")
+    prompt_file: str = Field(
+        default="", description="prompt file (YAML, e.g. from giant-prompts import); content hashed"
+    )
+    note_tool: bool = Field(default=False, description="offer the official note tool (off officially)")
+    serve_calls: Literal["all", "first"] | None = Field(
+        default=None, description="tool calls served per reply; default all (openai) or first (anthropic)"
+    )
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = "high"
     thinking_budget: int | None = Field(default=1024, ge=0, description="anthropic thinking tokens")
     seed: int = 0
@@ -73,7 +81,8 @@ class Experiment(BaseModel):
     requests_per_minute: float = Field(default=60.0, gt=0)
     tokens_per_minute: float | None = Field(default=None, gt=0)
     budget_usd: float = Field(default=0.0, ge=0)
-    item_timeout_s: float = Field(default=900.0, gt=0)
+    attempt_timeout_s: float = Field(default=900.0, gt=0, description="per attempt, as officially")
+    item_timeout_s: float = Field(default=3900.0, gt=0, description="whole run, all attempts: safety net")
     retry_failed: bool = True
     batch: bool = Field(default=False, description="every model request via the provider's batch API")
     batch_wait: Literal["detach", "hold"] = Field(
@@ -115,6 +124,11 @@ class Experiment(BaseModel):
         return self.api or ("messages" if self.provider == "anthropic" else "responses")
 
     @property
+    def resolved_serve_calls(self) -> str:
+        """As the official agents: every call of a reply (GPT), only the first (Claude)."""
+        return self.serve_calls or ("first" if self.provider == "anthropic" else "all")
+
+    @property
     def resolved_image_size(self) -> int:
         return self.image_size or DEFAULT_IMAGE_SIZE[self.provider]
 
@@ -131,8 +145,12 @@ class Experiment(BaseModel):
             fields["api"] = self.resolved_api
             fields["image_size"] = self.resolved_image_size
             fields["thumbnail_size"] = self.resolved_thumbnail_size
-            if self.prompt_path:
-                fields["prompt_path"] = _file_sha256(self.prompt_path)
+            fields["serve_calls"] = self.resolved_serve_calls
+            for name in ("prompt_path", "prompt_file"):  # by content, not path
+                if fields[name]:
+                    fields[name] = _file_sha256(name, fields[name])
+            if self.agent in ("giant", "random_patch"):  # every text the agent sends
+                fields["prompts_sha256"] = resolve_prompts(self.prompt_file, self.prompt_path).sha256()
         return fields | {"protocol_version": PROTOCOL_VERSION}
 
     def config_hash(self) -> str:
@@ -162,6 +180,9 @@ ANSWER_FIELDS = (
     "patch_size",
     "max_images_in_context",
     "prompt_path",
+    "prompt_file",
+    "note_tool",
+    "serve_calls",
     "reasoning_effort",
     "thinking_budget",
     "seed",
@@ -174,6 +195,7 @@ SPEED_FIELDS = (
     "requests_per_minute",
     "tokens_per_minute",
     "budget_usd",
+    "attempt_timeout_s",
     "item_timeout_s",
     "retry_failed",
     "batch",
@@ -184,8 +206,8 @@ SPEED_FIELDS = (
 )
 
 
-def _file_sha256(path: str) -> str:
+def _file_sha256(field: str, path: str) -> str:
     try:
         return file_sha256(Path(path).expanduser())
     except OSError as exc:
-        raise ValueError(f"prompt_path {path}: cannot be read ({exc.strerror or exc})") from exc
+        raise ValueError(f"{field} {path}: cannot be read ({exc.strerror or exc})") from exc

@@ -18,11 +18,11 @@ from giant_assets.agents.giant import (
     MAX_RETRIES_EXCEEDED,
     RAW_FINAL,
     GiantAgent,
-    load_prompt_template,
     parse_action,
     split_answer,
 )
 from giant_assets.agents.pricing import ModelPrice, PriceTable
+from giant_assets.agents.prompts import BUILT_IN, load_prompt_template
 from giant_assets.agents.providers import (
     AnthropicChatModel,
     OpenAIChatModel,
@@ -108,7 +108,7 @@ def test_tool_protocol_on_each_wire(slide_path: Path, key_env: str, api: str, lo
     assert crop.size == tuple(ans.steps[1].image_size)
     assert max(crop.size) == (max(w, h) if api != "messages" else 500)
     (tool_turn,) = [t for t in srv.requests[1].turns if t.role == "tool"]
-    assert "x0=" in tool_turn.texts[0]
+    assert tool_turn.texts[0].startswith(f"This is the region whose top-left corner is at ({x},{y})")
     assert srv.requests[1].turns[2].tool_calls[0][0] == "slide_zoom"
     assert ans.steps[2].report.startswith("Based on") and ans.steps[1].tool_call_id
 
@@ -167,7 +167,7 @@ def test_responses_sends_one_cache_key_per_run(slide_path: Path, key_env: str) -
     keys = [r.json["prompt_cache_key"] for r in srv.requests]
     assert len(keys) == 4 and len(set(keys)) == 2
     assert all("reasoning" not in r.json for r in srv.requests)  # no reasoning_effort given here
-    assert srv.requests[-1].json["input"][0]["content"][1]["detail"] == "high"
+    assert srv.requests[-1].json["input"][1]["content"][1]["detail"] == "high"
 
 
 def test_step_budget_counts_the_answer_then_four_attempts(slide_path: Path, key_env: str) -> None:
@@ -176,7 +176,7 @@ def test_step_budget_counts_the_answer_then_four_attempts(slide_path: Path, key_
         (ans,) = run_items(agent_for(srv, key_env, max_steps=3), [item(slide_path)])
     assert len(srv.requests) == 12 and [r.assistant_turns for r in srv.requests] == [0, 1, 2] * 4
     assert all(r.tools == ["slide_zoom"] for r in srv.requests)  # offered at the last step too
-    assert "your last turn" in srv.requests[2].turns[-1].texts[0]
+    assert "Function calls left: 0." in srv.requests[2].turns[-1].texts[0]  # T - 2 - 1, as officially
     assert ans.error_kind == MAX_RETRIES_EXCEEDED and ans.text == "" and ans.attempts == 4
     per_attempt = ["thumbnail", "crop", "crop", "no_answer"]
     assert [s.action for s in ans.steps] == per_attempt * 4
@@ -246,18 +246,8 @@ def test_invalid_region_is_told_to_the_model(slide_path: Path, key_env: str) -> 
     )
     assert "zero or negative" in ans.steps[2].error and "not an integer" in ans.steps[3].error
     told = [t for t in srv.requests[1].turns if t.role == "tool"][0].texts[0]
-    assert "cannot be shown" in told and "x 0..4096, y 0..3072" in told
+    assert told.startswith("Error: That region cannot be shown") and "x 0..4096, y 0..3072" in told
     assert len(srv.requests[3].images) == 1  # no crop image was sent for an invalid region
-
-
-def test_max_images_in_context_replaces_older_images(slide_path: Path, key_env: str) -> None:
-    script = [crop_reply(0, 0, 1024, 1024), crop_reply(1024, 0, 1024, 1024), answer_reply("1")]
-    with ScriptedModelServer(script) as srv:
-        run_items(agent_for(srv, key_env, max_images_in_context=1), [item(slide_path)])
-    assert [len(r.images) for r in srv.requests] == [1, 1, 1]
-    last = srv.requests[2].text
-    assert "[overview of the whole slide: image removed from the context]" in last
-    assert "[region x0=0, y0=0, w=1024, h=1024: image removed from the context]" in last
 
 
 def test_prompt_template_placeholders(slide_path: Path, key_env: str, tmp_path: Path) -> None:
@@ -266,16 +256,18 @@ def test_prompt_template_placeholders(slide_path: Path, key_env: str, tmp_path: 
         "Slide {width}x{height}; {max_steps} turns, {analysis_steps} zooms, {image_size} px. {{json}}"
     )
     with ScriptedModelServer([answer_reply("1")]) as srv:
-        agent = agent_for(srv, key_env, max_steps=5, system_template=load_prompt_template(good))
+        template = load_prompt_template(good)
+        agent = agent_for(srv, key_env, max_steps=5, prompts=replace(BUILT_IN, multi_step=template))
         run_items(agent, [item(slide_path)])
-    assert srv.requests[0].json["instructions"] == "Slide 4096x3072; 5 turns, 4 zooms, 1000 px. {json}"
+    system = srv.requests[0].json["input"][0]
+    assert system == {"role": "system", "content": "Slide 4096x3072; 5 turns, 4 zooms, 1000 px. {json}"}
     bad = tmp_path / "bad.txt"
     bad.write_text("Hello {width} {magnification}")
-    with pytest.raises(ValueError, match=r"bad.txt: unknown placeholder \{magnification\}"):
+    with pytest.raises(ValueError, match=r"bad.txt: multi_step has unknown placeholder \{magnification\}"):
         load_prompt_template(bad)
     broken = tmp_path / "broken.txt"
     broken.write_text("a { b")
-    with pytest.raises(ValueError, match="broken.txt: not a valid template"):
+    with pytest.raises(ValueError, match="broken.txt: multi_step is not a valid template"):
         load_prompt_template(broken)
 
 

@@ -36,9 +36,6 @@ class OpenAIResponsesModel(OpenAIModel):
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.name, "input": to_input(messages), "store": False}
-        system = "\n\n".join(m.text for m in messages if m.role == "system")
-        if system:
-            body["instructions"] = system
         if tools:
             body["tools"] = [
                 {"type": "function", "name": t.name, "description": t.description,
@@ -78,10 +75,13 @@ class OpenAIResponsesModel(OpenAIModel):
 
 
 def to_input(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Neutral messages as Responses ``input`` items (system text goes to ``instructions``)."""
+    """Neutral messages as Responses ``input`` items; the system prompt is the first item, a system
+    message, as the official agent sends it (not ``instructions``)."""
     items: list[dict[str, Any]] = []
     for m in messages:
-        if m.role == "user":
+        if m.role == "system":
+            items.append({"role": "system", "content": m.text})
+        elif m.role == "user":
             items.append({"role": "user", "content": _content(m.parts)})
         elif m.role == "assistant":
             if m.replay:

@@ -1,0 +1,215 @@
+"""The texts the GIANT agent sends: system prompts, tool-result reminders, note-tool replies.
+
+A ``PromptSet`` holds every text as a ``str.format`` template. The built-in set gives the released
+protocol's instructions in the platform's own words; ``giant-prompts import`` writes a prompt file
+(YAML, one key per field) with the official texts read from a local clone of the official repository,
+and an experiment names it in ``prompt_file``. Placeholders per field (``{{``/``}}`` are braces):
+
+- ``multi_step`` / ``multi_step_first_call`` (the latter when only the first tool call of a reply is
+  served): ``{width}`` ``{height}`` (level-0 slide size), ``{max_steps}`` (T), ``{analysis_steps}``
+  (T-1), ``{image_size}``, ``{context_limitation}``, ``{note_guidance}``, ``{note_reminder}``;
+- ``single_step`` (T = 1, no tool offered): ``{width}`` ``{height}`` ``{image_size}``;
+- ``tool_result``: ``{x0}`` ``{y0}`` ``{w}`` ``{h}`` (the region asked for), ``{width}`` ``{height}``,
+  ``{calls_left}`` (T - step - 1, as the official code counts);
+- ``context_limitation``: ``{images_kept}`` (zoomed images kept besides the overview);
+- ``notes_header``: ``{count}``; ``note_line``: ``{index}`` ``{observation}``; ``note_recorded``:
+  ``{observation}``; ``tool_error``: ``{error}``; the others none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import string
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+import yaml
+
+PLACEHOLDERS: dict[str, frozenset[str]] = {
+    "multi_step": frozenset(
+        {
+            "width",
+            "height",
+            "max_steps",
+            "analysis_steps",
+            "image_size",
+            "context_limitation",
+            "note_guidance",
+            "note_reminder",
+        }
+    ),  # fmt: skip
+    "single_step": frozenset({"width", "height", "image_size"}),
+    "tool_result": frozenset({"x0", "y0", "w", "h", "width", "height", "calls_left"}),
+    "context_limitation": frozenset({"images_kept"}),
+    "note_guidance": frozenset(),
+    "note_guidance_pruned": frozenset(),
+    "note_reminder": frozenset(),
+    "notes_header": frozenset({"count"}),
+    "note_line": frozenset({"index", "observation"}),
+    "note_recorded": frozenset({"observation"}),
+    "extra_call_ignored": frozenset(),
+    "tool_error": frozenset({"error"}),
+}
+PLACEHOLDERS["multi_step_first_call"] = PLACEHOLDERS["multi_step"]
+
+_ROLE = (
+    "You are a pathologist who examines tissue slides with great care. Aim for the most complete "
+    "picture of this slide that you can get.\n\n"
+)
+_FORMAT = """\
+<report>
+A full pathology report:
+- the tissue's overall architecture and organisation
+- the cells: their morphology and features
+- every abnormality, lesion or pathological change you found
+- which regions you examined and what each showed
+- how your observations lead to your diagnosis{note_reminder}
+</report>
+
+<response>
+Your answer to the user's question, drawn from the whole examination.
+</response>
+"""
+_MULTI = (
+    _ROLE
+    + """\
+COORDINATES: at full resolution the slide measures {width} × {height} pixels. Every coordinate you \
+give refers to that full resolution, and the labelled guide lines on each image show full-resolution \
+pixel positions.
+
+PLAN: you have {max_steps} steps in all. Spend up to {analysis_steps} of them examining the slide with \
+slide_zoom and keep the last step for your report.
+{context_limitation}{one_call_rule}
+EXAMINATION (steps 1 to {analysis_steps}):
+- Most important: use as many of your steps as you can to study the slide thoroughly
+- Look at many regions, at several magnifications, in a systematic order
+- Check the architecture of the tissue, the details of the cells and any pathological change
+- Return to interesting areas more than once, at different scales
+- Take your time: do not hurry on before you understand a region
+- Keep going until your understanding is complete or you reach step {analysis_steps}
+{note_guidance}
+REPORT (last step): answer with exactly these XML tags:
+
+"""
+    + _FORMAT
+    + """
+Keep in mind: thoroughness matters more than speed. Use every step you have for the examination \
+before you write your report and answer.
+"""
+)
+_ONE_CALL_RULE = (
+    "\nONE TOOL CALL PER TURN: only the first tool call of a reply is carried out; any further calls "
+    "in the same reply are ignored. Examine one region at a time.\n"
+)
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    """Every text template the GIANT agent sends (see the module docstring for the placeholders)."""
+
+    multi_step: str = _MULTI.replace("{one_call_rule}", "")
+    multi_step_first_call: str = _MULTI.replace("{one_call_rule}", _ONE_CALL_RULE)
+    single_step: str = _ROLE + "Answer with exactly these XML tags:\n\n" + _FORMAT.format(note_reminder="")
+    tool_result: str = (
+        "This is the region whose top-left corner is at ({x0},{y0}), {w}×{h} pixels in size. "
+        "Note: the slide is {width} × {height} pixels at full resolution, and every coordinate refers to "
+        "that resolution. Function calls left: {calls_left}."
+    )
+    context_limitation: str = (
+        "\nLIMITED CONTEXT: besides the overview you keep only the {images_kept} most recently zoomed "
+        "images in view; older images are taken out of the conversation, their text stays."
+    )
+    note_guidance: str = (
+        "\nNOTES: record important observations, abnormalities, suspicious areas and other significant "
+        "findings with the 'note' tool as soon as you make them, so that you have them at hand for the "
+        "report, above all when you look at many regions."
+    )
+    note_guidance_pruned: str = (
+        " Older images leave your context, so notes are the only way to keep what they showed."
+    )
+    note_reminder: str = "\n- what your recorded notes say"
+    notes_header: str = "\n\nYour notes so far ({count}):\n"
+    note_line: str = "{index}. {observation}\n"
+    note_recorded: str = "Noted: {observation}"
+    extra_call_ignored: str = (
+        "Error: only one tool call per turn is carried out, and this one was not. Make one call at a time."
+    )
+    tool_error: str = "Error: {error}"
+
+    def sha256(self) -> str:
+        """Content hash of every template (what ``config_hash`` records)."""
+        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+
+BUILT_IN = PromptSet()
+FIELDS = tuple(f.name for f in fields(PromptSet))
+
+
+def check_template(text: str, field: str, where: str) -> str:
+    """``text`` if it is a valid template for ``field``; else ValueError naming ``where`` and the problem."""
+    allowed = PLACEHOLDERS[field]
+    try:
+        names = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
+    except ValueError as exc:
+        raise ValueError(
+            f"{where}: {field} is not a valid template ({exc}); write literal braces as {{{{ }}}}"
+        ) from exc
+    for name in names:
+        if name not in allowed:
+            usable = ", ".join("{" + p + "}" for p in sorted(allowed)) or "none"
+            raise ValueError(
+                f"{where}: {field} has unknown placeholder {{{name}}}; usable: {usable} "
+                "(literal braces as {{ }})"
+            )
+    return text
+
+
+def load_prompt_file(path: str | Path) -> PromptSet:
+    """A prompt file (YAML mapping of ``PromptSet`` fields; a missing field keeps the built-in text).
+
+    Raises ValueError naming the file and the field for an unknown key, a non-text value or a bad
+    placeholder.
+    """
+    path = Path(path).expanduser()
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"prompt_file {path}: cannot be read ({exc.strerror or exc})") from exc
+    except yaml.YAMLError as exc:
+        raise ValueError(f"prompt_file {path}: not valid YAML ({exc})") from exc
+    if not isinstance(doc, dict):
+        raise ValueError(f"prompt_file {path}: expected a mapping of prompt fields, got {type(doc).__name__}")
+    values: dict[str, str] = {}
+    for key, value in doc.items():
+        if key == "source":  # provenance written by the importer
+            continue
+        if key not in FIELDS:
+            raise ValueError(f"prompt_file {path}: unknown field {key!r}; fields: {', '.join(FIELDS)}")
+        if not isinstance(value, str):
+            raise ValueError(f"prompt_file {path}: field {key!r} must be text, got {type(value).__name__}")
+        values[key] = check_template(value, key, f"prompt_file {path}")
+    if "multi_step" in values and "multi_step_first_call" not in values:
+        values["multi_step_first_call"] = values["multi_step"]
+    return replace(BUILT_IN, **values)
+
+
+def load_prompt_template(path: str | Path) -> str:
+    """A plain-text multi-step system prompt (``prompt_path``), checked against its placeholders."""
+    path = Path(path).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"prompt_path {path}: cannot be read ({exc.strerror or exc})") from exc
+    return check_template(text, "multi_step", f"prompt_path {path}")
+
+
+def resolve_prompts(prompt_file: str = "", prompt_path: str = "") -> PromptSet:
+    """The prompt set an experiment sends: the file's (or the built-in) set, with ``prompt_path``'s
+    template, when given, as both multi-step system prompts."""
+    prompts = load_prompt_file(prompt_file) if prompt_file else BUILT_IN
+    if prompt_path:
+        template = load_prompt_template(prompt_path)
+        prompts = replace(prompts, multi_step=template, multi_step_first_call=template)
+    return prompts
