@@ -103,12 +103,13 @@ def test_responses_request_shape_tool_call_reasoning_and_usage(key_env: str) -> 
     (req,) = srv.requests
     body = req.json
     assert req.path == "/v1/responses" and req.headers["Authorization"] == f"Bearer {KEY}"
-    assert body["model"] == "m-x" and body["instructions"] == "be brief" and body["max_output_tokens"] == 99
+    assert body["model"] == "m-x" and body["max_output_tokens"] == 99 and "instructions" not in body
+    assert body["input"][0] == {"role": "system", "content": "be brief"}  # as the official agent sends it
     assert body["tools"] == [{"type": "function", "name": "slide_zoom", "description": "zoom",
                               "parameters": ZOOM.parameters, "strict": False}]  # fmt: skip
     assert body["reasoning"]["effort"] == "high" and body["include"] == ["reasoning.encrypted_content"]
     assert body["store"] is False and body["prompt_cache_key"] == "item-7"
-    image = body["input"][0]["content"][1]
+    image = body["input"][1]["content"][1]
     assert image["type"] == "input_image" and image["detail"] == "high"
     assert image["image_url"].startswith("data:image/png;base64,") and req.images[0].size == (40, 30)
     assert srv.requests[0].headers.get("x-stainless-retry-count") == "0"
@@ -136,10 +137,10 @@ def test_responses_passes_reasoning_items_and_tool_output_back(key_env: str) -> 
         first, second = asyncio.run(go())
     items = srv.requests[1].json["input"]
     assert [i.get("type", "message") for i in items] == [
-        "message", "reasoning", "message", "function_call", "function_call_output"
+        "message", "message", "reasoning", "message", "function_call", "function_call_output"
     ]  # fmt: skip
-    assert items[1] == first.replay[0]  # the reasoning item went back verbatim, encrypted content included
-    output = items[4]
+    assert items[2] == first.replay[0]  # the reasoning item went back verbatim, encrypted content included
+    output = items[5]
     assert output["call_id"] == first.tool_calls[0].id and output["output"][1]["detail"] == "high"
     assert srv.requests[1].images[1].size == (64, 32)
     assert "<response>" in second.text and not second.tool_calls
