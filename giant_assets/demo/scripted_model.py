@@ -69,6 +69,7 @@ class Reply:
     tool_args: dict[str, Any] | None = None  # raw slide_zoom arguments (overrides ``crop``)
     answer: Any = None
     reasoning: str = ""  # reasoning summary / thinking text (sent when the request enables reasoning)
+    calls: tuple[tuple[str, dict[str, Any]], ...] = ()  # several tool calls (name, arguments) in one reply
 
 
 def crop_reply(x: Any, y: Any, w: Any, h: Any, prose: str = "Let me look closer.") -> Reply:
@@ -502,24 +503,30 @@ def _wire_body(request: RecordedRequest, reply: Reply, tokens: tuple[int, int, i
     body = request.json if isinstance(request.json, dict) else {}
     model = str(body.get("model", "scripted"))
     text, args = _final_text(request, reply)
+    calls = [(TOOL_NAME, args)] if args is not None else []
+    if reply.calls and request.tools:
+        calls = list(reply.calls)
+    args = calls[0][1] if calls else None
     rid = hashlib.sha256(request.body).hexdigest()[:16]
+    ids = [rid if n == 0 else f"{rid}_{n}" for n in range(len(calls))]
     n_in, cached, written = tokens
     if reply.cached is not None:
         cached, written = reply.cached, 0
     thinking = reply.reasoning if request.reasoning_enabled else ""
-    n_out = len(text) // 4 + len(json.dumps(args or "")) // 4 + len(thinking) // 4 + 1
+    n_out = len(text) // 4 + len(json.dumps(calls)) // 4 + len(thinking) // 4 + 1
     if reply.usage is not None:
         n_in, n_out = reply.usage
     cached, written = min(cached, n_in), min(written, n_in - min(cached, n_in))
-    arguments = json.dumps(args) if args is not None else ""
     if request.wire == "messages":
         content: list[dict[str, Any]] = []
         if thinking:
             content.append({"type": "thinking", "thinking": thinking, "signature": f"sig-{rid}"})
         if text:
             content.append({"type": "text", "text": text})
-        if args is not None:
-            content.append({"type": "tool_use", "id": f"toolu_{rid}", "name": TOOL_NAME, "input": args})
+        content += [
+            {"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": a}
+            for i, (name, a) in zip(ids, calls, strict=True)
+        ]
         out: dict[str, Any] = {
             "id": f"msg_{rid}",
             "type": "message",
@@ -550,11 +557,11 @@ def _wire_body(request: RecordedRequest, reply: Reply, tokens: tuple[int, int, i
                 "type": "message", "id": f"msg_{rid}", "role": "assistant", "status": "completed",
                 "content": [{"type": "output_text", "text": text, "annotations": []}],
             })  # fmt: skip
-        if args is not None:
-            output.append({
-                "type": "function_call", "id": f"fc_{rid}", "call_id": f"call_{rid}", "name": TOOL_NAME,
-                "arguments": arguments, "status": "completed",
-            })  # fmt: skip
+        output += [
+            {"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{i}", "name": name,
+             "arguments": json.dumps(a), "status": "completed"}
+            for i, (name, a) in zip(ids, calls, strict=True)
+        ]  # fmt: skip
         out = {
             "id": f"resp_{rid}", "object": "response", "created_at": int(time.time()), "model": model,
             "status": "completed", "output": output, "parallel_tool_calls": True, "tool_choice": "auto",
@@ -567,14 +574,12 @@ def _wire_body(request: RecordedRequest, reply: Reply, tokens: tuple[int, int, i
         }  # fmt: skip
     else:
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
-        if args is not None:
+        if calls:
             message["tool_calls"] = [
-                {
-                    "id": f"call_{rid}",
-                    "type": "function",
-                    "function": {"name": TOOL_NAME, "arguments": arguments},
-                }
-            ]
+                {"id": f"call_{i}", "type": "function",
+                 "function": {"name": name, "arguments": json.dumps(a)}}
+                for i, (name, a) in zip(ids, calls, strict=True)
+            ]  # fmt: skip
         out = {
             "id": f"chatcmpl-{rid}", "object": "chat.completion", "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "message": message,
@@ -632,7 +637,8 @@ def _dark_fraction(image_bytes: bytes) -> float:
 
 def _dark_region_box(prompt: str, image_bytes: bytes | None) -> tuple[int, int, int, int] | None:
     """Level-0 box around the largest dark blob of the overview (padded), else the slide's centre half;
-    ``prompt`` (the system prompt and the first user turn) states the slide's size. The overview shows the whole slide (or, with an ``occupies image pixels`` note, that area of it).
+    ``prompt`` (the system prompt and the first user turn) states the slide's size. The overview shows
+    the whole slide (or, with an ``occupies image pixels`` note, that area of it).
     """
     size = _SLIDE_SIZE.search(prompt)
     if size is None:

@@ -1,0 +1,282 @@
+"""``giant-prompts import``: the official GIANT prompts, read from a local clone, into a prompt file.
+
+The official repository has no licence, so its texts are not shipped; a user who has a clone turns
+them into a prompt file (``prompts.PromptSet`` fields as YAML) that an experiment names in
+``prompt_file``. The agent modules are parsed with ``ast`` and never imported or run. Read:
+
+- the module-level constants ``SYSTEM_PROMPT_MULTI_STEP`` and ``SYSTEM_PROMPT_SINGLE_STEP`` of the GPT
+  agent, and ``SYSTEM_PROMPT_MULTI_STEP`` of the Claude agent (the variant that serves one call);
+- inside the agent: the tool-result reminder (``reminder_text = f"..."``), the notes appended to it
+  (``reminder_text += ...``), the texts assigned to ``context_limitation``, ``note_tool_guidance`` and
+  ``note_reminder``, the note tool's reply (``f"...{observation}"``), the error reply
+  (``f"...{str(e)}"``) and the Claude agent's reply to an ignored extra call.
+
+The official placeholders become the platform's (``{w0}`` -> ``{width}``, ``{steps_remaining}`` ->
+``{max_steps}``, ``args['x0']`` -> ``{x0}``, ...), so the agent fills them with the same values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import string
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from giant_assets.agents.prompts import check_template
+
+GPT_AGENT = "pathology_agent_streaming_image_tool_manual_context.py"
+CLAUDE_AGENT = "pathology_agent_streaming_image_tool_manual_context_claude.py"
+# official ``str.format`` placeholders of the system prompts -> the platform's
+FORMAT_NAMES = {
+    "w0": "width",
+    "h0": "height",
+    "steps_remaining": "max_steps",
+    "analysis_steps": "analysis_steps",
+    "context_limitation": "context_limitation",
+    "note_tool_guidance": "note_guidance",
+    "note_reminder": "note_reminder",
+}
+# official f-string expressions (as ``ast.unparse`` writes them) -> the platform's placeholders
+EXPRESSIONS = {
+    **{f"args['{k}']": k for k in ("x0", "y0", "w", "h")},
+    **{k: k for k in ("x0", "y0", "w", "h")},
+    "w0_full": "width",
+    "h0_full": "height",
+    "w0": "width",
+    "h0": "height",
+    "steps_remaining": "calls_left",
+    "self.max_images_in_context - 1": "images_kept",
+    "len(self.notes)": "count",
+    "i": "index",
+    "note['observation']": "observation",
+    "observation": "observation",
+    "str(e)": "error",
+    "e": "error",
+}
+
+
+class ImportFailed(ValueError):
+    """The clone lacks a text, or a text has a placeholder with no platform equivalent."""
+
+
+@dataclass(frozen=True)
+class Source:
+    path: Path
+    tree: ast.Module
+    text: str
+
+    @classmethod
+    def read(cls, path: Path) -> Source:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ImportFailed(f"{path}: cannot be read ({exc.strerror or exc}); is --repo a clone?") from exc
+        try:
+            return cls(path, ast.parse(text, filename=str(path)), text)
+        except SyntaxError as exc:
+            raise ImportFailed(f"{path}:{exc.lineno}: not valid Python ({exc.msg})") from exc
+
+    def constant(self, name: str) -> str:
+        """A module-level ``NAME = "..."`` string, its placeholders renamed."""
+        for node in self.tree.body:
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == name for t in node.targets
+            ):
+                if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                    return _rename_format(node.value.value, f"{self.path}:{node.lineno} {name}")
+                raise ImportFailed(f"{self.path}:{node.lineno}: {name} is not a plain string constant")
+        raise ImportFailed(f"{self.path}: no module-level string constant {name}")
+
+    def assigned(self, name: str, augmented: bool = False) -> list[str]:
+        """Every non-empty text assigned (``=``, or ``+=`` when ``augmented``) to ``name``, in order."""
+        kind = ast.AugAssign if augmented else ast.Assign
+        found = []
+        for node in ast.walk(self.tree):
+            if not isinstance(node, kind):
+                continue
+            targets = [node.target] if isinstance(node, ast.AugAssign) else node.targets
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                text = self._text(node.value, name)
+                if text:
+                    found.append((node.lineno, text))
+        return [t for _, t in sorted(found)]
+
+    def dict_texts(self, key: str) -> list[tuple[ast.Dict, ast.expr]]:
+        """(dict, value) of every dict literal with ``key``, in source order."""
+        out = []
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Dict):
+                for k, v in zip(node.keys, node.values, strict=True):
+                    if isinstance(k, ast.Constant) and k.value == key:
+                        out.append((node, v))
+        return sorted(out, key=lambda kv: kv[1].lineno)
+
+    def fstring_with(self, expression: str) -> str | None:
+        """The first tool reply (an ``output``/``content`` f-string) formatting ``expression``."""
+        for key in ("output", "content"):
+            for _, value in self.dict_texts(key):
+                if isinstance(value, ast.JoinedStr) and any(
+                    isinstance(v, ast.FormattedValue) and ast.unparse(v.value) == expression
+                    for v in value.values
+                ):
+                    return self._text(value, key)
+        return None
+
+    def plain_tool_result(self) -> str | None:
+        """The text of a ``{"type": "tool_result", "content": "..."}`` literal (an ignored extra call)."""
+        for node, value in self.dict_texts("type"):
+            if isinstance(value, ast.Constant) and value.value == "tool_result":
+                content = {
+                    k.value: v for k, v in zip(node.keys, node.values, strict=True) if isinstance(k, ast.Constant)
+                }
+                text = content.get("content")
+                if isinstance(text, ast.Constant) and isinstance(text.value, str):
+                    return _escape(text.value)
+        return None
+
+    def _text(self, node: ast.expr, what: str) -> str:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return _escape(node.value)
+        if isinstance(node, ast.JoinedStr):
+            return _rename_fstring(node, f"{self.path}:{node.lineno} {what}")
+        return ""
+
+
+def _escape(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _rename_format(text: str, where: str) -> str:
+    """A ``str.format`` template with the official placeholder names replaced by the platform's."""
+    out = []
+    for literal, name, spec, conversion in string.Formatter().parse(text):
+        out.append(_escape(literal))
+        if name is None:
+            continue
+        if name not in FORMAT_NAMES:
+            raise ImportFailed(f"{where}: placeholder {{{name}}} has no platform equivalent")
+        conv = f"!{conversion}" if conversion else ""
+        out.append("{" + FORMAT_NAMES[name] + conv + (f":{spec}" if spec else "") + "}")
+    return "".join(out)
+
+
+def _rename_fstring(node: ast.JoinedStr, where: str) -> str:
+    """An f-string as a ``str.format`` template over the platform's placeholder names."""
+    out = []
+    for part in node.values:
+        if isinstance(part, ast.Constant):
+            out.append(_escape(str(part.value)))
+            continue
+        assert isinstance(part, ast.FormattedValue)
+        expression = ast.unparse(part.value)
+        if expression not in EXPRESSIONS or part.format_spec is not None or part.conversion != -1:
+            raise ImportFailed(f"{where}: {{{expression}}} has no platform placeholder")
+        out.append("{" + EXPRESSIONS[expression] + "}")
+    return "".join(out)
+
+
+def read_official(repo: Path) -> dict[str, str]:
+    """The prompt-file fields found in ``repo`` (the Claude agent's texts when that file is there)."""
+    gpt = Source.read(repo / GPT_AGENT)
+    fields = {
+        "multi_step": gpt.constant("SYSTEM_PROMPT_MULTI_STEP"),
+        "single_step": gpt.constant("SYSTEM_PROMPT_SINGLE_STEP"),
+    }
+    reminder = gpt.assigned("reminder_text")
+    if not reminder:
+        raise ImportFailed(f"{gpt.path}: no tool-result reminder (reminder_text = f'...') found")
+    fields["tool_result"] = reminder[0]
+    appended = gpt.assigned("reminder_text", augmented=True)
+    optional = {
+        "notes_header": appended[0] if appended else None,
+        "note_line": appended[1] if len(appended) > 1 else None,
+        "context_limitation": next(iter(gpt.assigned("context_limitation")), None),
+        "note_guidance": next(iter(gpt.assigned("note_tool_guidance")), None),
+        "note_guidance_pruned": next(iter(gpt.assigned("note_tool_guidance", augmented=True)), None),
+        "note_reminder": next(iter(gpt.assigned("note_reminder")), None),
+        "note_recorded": gpt.fstring_with("observation"),
+        "tool_error": gpt.fstring_with("str(e)"),
+    }
+    if (repo / CLAUDE_AGENT).exists():
+        claude = Source.read(repo / CLAUDE_AGENT)
+        optional["multi_step_first_call"] = claude.constant("SYSTEM_PROMPT_MULTI_STEP")
+        optional["extra_call_ignored"] = claude.plain_tool_result()
+    fields |= {k: v for k, v in optional.items() if v is not None}
+    for key, value in fields.items():
+        check_template(value, key, f"official prompts in {repo}")
+    return fields
+
+
+def write_prompt_file(repo: Path, out: Path) -> list[str]:
+    """Write the prompt file; returns the fields not found (those keep the built-in texts)."""
+    fields = read_official(repo)
+    files = [p for p in (GPT_AGENT, CLAUDE_AGENT) if (repo / p).exists()]
+    source = {
+        "repo": str(repo.resolve()),
+        "commit": _commit(repo),
+        "files": {p: hashlib.sha256((repo / p).read_bytes()).hexdigest() for p in files},
+    }
+    doc = {"source": source, **fields}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = yaml.dump(doc, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=1000)
+    header = f"# written by giant-prompts import from {repo}; the official texts, not for redistribution\n"
+    out.write_text(header + text, encoding="utf-8")
+    from giant_assets.agents.prompts import FIELDS, load_prompt_file
+
+    load_prompt_file(out)  # what the agent will read back
+    return [f for f in FIELDS if f not in fields]
+
+
+def _commit(repo: Path) -> str:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line texts as literal blocks, so the prompt file reads like the prompts."""
+
+
+def _str_block(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _str_block)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="giant-prompts", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    imp = sub.add_parser("import", help="read the official prompts from a local clone into a prompt file")
+    imp.add_argument("--repo", required=True, type=Path, help="local clone of KianWeihrauch/GIANT")
+    imp.add_argument("--out", required=True, type=Path, help="prompt file to write (YAML)")
+    imp.add_argument("--force", action="store_true", help="overwrite an existing --out")
+    args = parser.parse_args(argv)
+    if args.out.exists() and not args.force:
+        print(f"giant-prompts: {args.out} exists; pass --force to overwrite it", file=sys.stderr)
+        return 2
+    try:
+        missing = write_prompt_file(args.repo, args.out)
+    except ValueError as exc:
+        print(f"giant-prompts: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.out}")
+    if missing:
+        print(f"not in the clone, the built-in texts are used: {', '.join(missing)}")
+    print(f"use it with: prompt_file: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
