@@ -132,9 +132,8 @@ class Source:
         """The text of a ``{"type": "tool_result", "content": "..."}`` literal (an ignored extra call)."""
         for node, value in self.dict_texts("type"):
             if isinstance(value, ast.Constant) and value.value == "tool_result":
-                content = {
-                    k.value: v for k, v in zip(node.keys, node.values, strict=True) if isinstance(k, ast.Constant)
-                }
+                pairs = zip(node.keys, node.values, strict=True)
+                content = {k.value: v for k, v in pairs if isinstance(k, ast.Constant)}
                 text = content.get("content")
                 if isinstance(text, ast.Constant) and isinstance(text.value, str):
                     return _escape(text.value)
