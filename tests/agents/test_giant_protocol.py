@@ -105,7 +105,8 @@ def test_what_is_sent_step_by_step(slide_path: Path, api: str, serve_calls: str 
     else:
         assert results[1].texts == (BUILT_IN.extra_call_ignored,) and len(crops) == 1
         assert [s.action for s in ans.steps] == ["thumbnail", "crop", "answer"]
-    assert ans.steps[1].box == [0, 0, 1024, 1024] and max(crops[0].size) == (1000 if api != "messages" else 500)
+    assert ans.steps[1].box == [0, 0, 1024, 1024]
+    assert max(crops[0].size) == (1000 if api != "messages" else 500)
     if api == "chat":  # a tool message carries text only on this wire: the crops follow in one user turn
         assert [t.role for t in second.turns][-3:] == ["tool", "tool", "user"]
 
@@ -132,7 +133,8 @@ def test_note_tool_notes_follow_and_pruning_keeps_the_overview(slide_path: Path)
     ]
     with ScriptedModelServer(script) as srv:
         ans = run(agent_from(srv, "responses", note_tool=True, max_images_in_context=2), slide_path)
-    assert ans.error is None and [s.action for s in ans.steps] == ["thumbnail", "note", "crop", "crop", "answer"]
+    assert ans.error is None
+    assert [s.action for s in ans.steps] == ["thumbnail", "note", "crop", "crop", "answer"]
     assert ans.steps[1].note == "dense nuclei, upper left"
     assert all(r.tools == ["slide_zoom", "note"] for r in srv.requests)
     system = srv.requests[0].turns[0].texts[0]
