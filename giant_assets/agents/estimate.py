@@ -157,16 +157,21 @@ def _run_tokens(exp: Experiment, calls: int, question_tokens: float) -> tuple[fl
         return calls * per_call, 0.0
     overview = image_tokens(exp.provider, size, round(size * OVERVIEW_ASPECT), model)
     crop = image_tokens(exp.provider, size, size, model) + TOOL_TURN_TOKENS
-    keep = exp.max_images_in_context
+    # pruning keeps the overview and the newest `max_images_in_context - 1` crops as images
+    kept = None if exp.max_images_in_context is None else exp.max_images_in_context - 1
     prefix = SYSTEM_PROMPT_TOKENS + question_tokens + overview
     total = cached = 0.0
-    for k in range(calls):  # call k carries the first k crops (only the newest `keep` as images)
-        shown = k if keep is None else min(k, keep)
+    for k in range(calls):  # call k carries the first k crops (only the newest `kept` as images)
+        shown = k if kept is None else min(k, kept)
         text_only = k - shown
         tokens = prefix + shown * crop + text_only * TOOL_TURN_TOKENS
         total += tokens
-        if k:  # the previous call's prompt is a cached prefix, unless pruning moved the images
-            cached += prefix + (k - 1) * crop if keep is None or k <= keep else SYSTEM_PROMPT_TOKENS
+        if not k:
+            continue
+        if kept is None or k <= kept:  # nothing pruned yet: the previous call's prompt is cached
+            cached += prefix + (k - 1) * crop
+        else:  # cached up to the crop whose image was just pruned
+            cached += prefix + (k - 1 - kept) * TOOL_TURN_TOKENS
     return total, cached
 
 
