@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--thumbnail-size", type=int, help="thumbnail mode: the slide's long side")
     p.add_argument("--n-patches", type=int, default=30, help="patch mode: patches per question")
     p.add_argument("--seed", type=int, default=0, help="seed of random patches and crops")
+    p.add_argument("--prompt-file", default="", help="prompt file, e.g. from giant-prompts import")
+    p.add_argument("--note-tool", action="store_true", help="offer the official note tool")
+    p.add_argument(
+        "--serve-calls", choices=("all", "first"), help="tool calls served per reply (default: per provider)"
+    )
     p.add_argument("--out", type=Path, help="write the trajectory JSON here")
     return p
 
@@ -74,6 +79,9 @@ def experiment_from_args(args: argparse.Namespace) -> Experiment:
         "thumbnail_size": args.thumbnail_size,
         "n_patches": args.n_patches,
         "seed": args.seed,
+        "prompt_file": args.prompt_file,
+        "note_tool": args.note_tool,
+        "serve_calls": args.serve_calls,
     }
     return Experiment(**fields)
 
@@ -91,6 +99,8 @@ def format_step(step: Step) -> str:
         parts.append(f"image {step.image_size[0]}x{step.image_size[1]}")
     parts.append(f"tokens {step.input_tokens} in / {step.output_tokens} out")
     parts.append(f"${step.cost_usd:.6f}")
+    if step.note:
+        parts.append(f"note: {step.note}")
     if step.error:
         parts.append(f"error: {step.error}")
     return "  ".join(parts)
@@ -157,6 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors()
         )
         parser.error(problems)
+    try:
+        exp.answer_settings()  # reads and checks the prompt file
+    except ValueError as exc:
+        parser.error(str(exc))
     try:
         with open_slide(args.slide) as slide:
             width, height = (int(v) for v in slide.dimensions)

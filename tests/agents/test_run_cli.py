@@ -143,3 +143,36 @@ def test_usage_errors_exit_2(slide: Path, args: list[str], message: str) -> None
 def test_missing_slide_is_a_usage_error(tmp_path: Path) -> None:
     result = giant_run(str(tmp_path / "nope.svs"), "--question", "Q", "--provider", "openai", "--model", "m")
     assert result.returncode == 2 and "slide file not found" in result.stderr and "nope.svs" in result.stderr
+
+
+def test_giant_with_a_prompt_file_the_note_tool_and_one_call_per_reply(slide: Path, tmp_path: Path) -> None:
+    prompts = tmp_path / "prompts.yaml"
+    prompts.write_text(
+        "multi_step_first_call: 'Slide {width} x {height}, {max_steps} steps.{note_guidance}'\n"
+        "note_guidance: ' Notes help.'\nnote_recorded: 'ok: {observation}'\n"
+    )
+    script = [
+        Reply(
+            "two",
+            calls=(("note", {"observation": "mitoses"}), ("slide_zoom", {"x0": 0, "y0": 0, "w": 8, "h": 8})),
+        ),
+        Reply('<report>r</report><response>{"answer": 2}</response>'),
+    ]
+    with ScriptedModelServer(script=script) as server:
+        result = giant_run(
+            str(slide), "--question", "Mitoses?", "--options", *OPTIONS,
+            "--provider", "openai", "--model", "gpt-5", "--base-url", server.openai_base_url,
+            "--max-steps", "3", "--prompt-file", str(prompts), "--note-tool", "--serve-calls", "first",
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[1].startswith("step 1  note  ") and "note: mitoses" in result.stdout
+    first, second = server.requests
+    assert first.json["input"][0]["content"] == "Slide 4096 x 3072, 3 steps. Notes help."
+    assert first.tools == ["slide_zoom", "note"]
+    note, ignored = [t.texts[0] for t in second.turns if t.role == "tool"]
+    assert note == "ok: mitoses" and ignored.startswith("Error: only one tool call per turn")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tool_result: '{nope}'\n")
+    result = giant_run(str(slide), "--question", "Q?", "--provider", "openai", "--model", "gpt-5",
+                       "--base-url", "http://127.0.0.1:9/v1", "--prompt-file", str(bad))  # fmt: skip
+    assert result.returncode == 2 and "bad.yaml: tool_result has unknown placeholder {nope}" in result.stderr
