@@ -392,8 +392,12 @@ class GiantAgent:
         if call.name != SLIDE_ZOOM.name or args is None:
             step.action = "crop"
             step.error = f"unusable tool call {call.name}({call.raw_arguments[:200]})"
-            problem = f"{call.name} is not a tool here" if call.name != SLIDE_ZOOM.name else "arguments"
-            error = f"{problem}; call slide_zoom with integer x0, y0, w, h"
+            problem = (
+                f"there is no tool {call.name!r}"
+                if call.name not in (t.name for t in self.tools)
+                else f"the arguments {call.raw_arguments[:200]!r} are not a JSON object"
+            )
+            error = f"{problem}; call slide_zoom(x0, y0, w, h) with integers"
             return [TextPart(p.tool_error.format(error=error))]
         requested = [args.get(k) for k in ("x0", "y0", "w", "h")]
         return await self._crop(serve.slide, requested, step, serve.rng, serve.calls_left, serve.notes)

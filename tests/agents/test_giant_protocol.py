@@ -111,6 +111,18 @@ def test_what_is_sent_step_by_step(slide_path: Path, api: str, serve_calls: str 
         assert [t.role for t in second.turns][-3:] == ["tool", "tool", "user"]
 
 
+def test_an_unknown_tool_is_answered_with_an_error(slide_path: Path) -> None:
+    script = [Reply("?", calls=(("note", {"observation": "x"}), ("magnify", {"x": 1}))), answer_reply("1")]
+    with ScriptedModelServer(script) as srv:
+        ans = run(agent_from(srv, "messages", serve_calls="all"), slide_path)  # note_tool is off
+    told = [t.texts[0] for t in srv.requests[1].turns if t.role == "tool"]
+    assert told == [
+        "Error: there is no tool 'note'; call slide_zoom(x0, y0, w, h) with integers",
+        "Error: there is no tool 'magnify'; call slide_zoom(x0, y0, w, h) with integers",
+    ]
+    assert ans.error is None and "unusable tool call magnify" in ans.steps[2].error
+
+
 @pytest.mark.parametrize("api", ["responses", "messages"])
 def test_single_step_offers_no_tool(slide_path: Path, api: str) -> None:
     with ScriptedModelServer([Reply("<report>Liver lobules.</report><response>2</response>")]) as srv:
