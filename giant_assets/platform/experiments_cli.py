@@ -35,6 +35,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.command == "check":
+        for name, exp in sorted(declared.items()):
+            try:
+                exp.config_hash()  # reads the prompt files it names
+            except ValueError as exc:
+                print(f"error: {resource.file}: experiment {name!r}: {exc}", file=sys.stderr)
+                return 1
         print(f"{resource.file}: {len(declared)} experiment(s), all valid")
     elif args.command == "list":
         for name, exp in sorted(declared.items()):

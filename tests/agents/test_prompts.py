@@ -230,3 +230,18 @@ def test_built_in_prompts_give_the_official_instructions() -> None:
         assert demand in text, demand
     assert "ONE TOOL CALL PER TURN" in BUILT_IN.multi_step_first_call
     assert textwrap.dedent(BUILT_IN.single_step).count("{") == 0  # nothing to fill: no size, no budget
+
+
+def test_experiments_check_reads_the_prompt_files(tmp_path: Path, capsys) -> None:
+    from giant_assets.platform import experiments_cli
+
+    prompts = tmp_path / "official.yaml"
+    declared = tmp_path / "experiments.yaml"
+    declared.write_text(
+        f"experiments:\n  mine: {{agent: giant, provider: openai, model: gpt-5, prompt_file: '{prompts}'}}\n"
+    )
+    assert experiments_cli.main(["check", "--file", str(declared)]) == 1
+    err = capsys.readouterr().err
+    assert f"{declared}: experiment 'mine': prompt_file {prompts}: cannot be read" in err
+    prompts.write_text("tool_result: 'Region {x0},{y0}; {calls_left} left.'\n")
+    assert experiments_cli.main(["check", "--file", str(declared)]) == 0
