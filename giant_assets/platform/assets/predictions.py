@@ -29,7 +29,8 @@ class PredictionsConfig(Config):
     budget_usd: float | None = Field(
         default=None, ge=0, description="stop starting runs past this; 0 = no cap"
     )
-    item_timeout_s: float | None = Field(default=None, gt=0)
+    attempt_timeout_s: float | None = Field(default=None, gt=0, description="GIANT: seconds per attempt")
+    item_timeout_s: float | None = Field(default=None, gt=0, description="seconds per run, all attempts")
     retry_failed: bool | None = Field(default=None, description="re-run runs that ended in an error/timeout")
 
     def apply(self, experiment: Experiment) -> Experiment:
