@@ -58,41 +58,37 @@ TIMEOUT = "timeout"  # the batch records' error kind for a run that ran out of t
 SERVE_CALLS = ("all", "first")
 OFFICIAL_ATTEMPT_TIMEOUT_S = 900.0
 
-SLIDE_ZOOM = ToolSpec(
-    name="slide_zoom",
-    description=(
-        "Show a rectangular region of the whole-slide image at higher magnification. Coordinates are "
-        "level-0 pixels: x grows from left to right, y from top to bottom; x0, y0 is the region's "
-        "top-left corner."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            k: {"type": "integer", "description": d}
-            for k, d in (
-                ("x0", "x of the left edge (x runs left to right)"),
-                ("y0", "y of the top edge (y runs top to bottom)"),
-                ("w", "the region's width in pixels"),
-                ("h", "the region's height in pixels"),
-            )
-        },  # fmt: skip
-        "required": ["x0", "y0", "w", "h"],
-        "additionalProperties": False,
-    },
-)
-NOTE = ToolSpec(
-    name="note",
-    description=(
-        "Write down a finding to keep for the final report: an important feature, an abnormality, a "
-        "suspicious or cancerous area, a location, any key observation."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {"observation": {"type": "string", "description": "the finding to keep"}},
-        "required": ["observation"],
-        "additionalProperties": False,
-    },
-)
+ZOOM, NOTE = "slide_zoom", "note"
+
+
+def zoom_spec(p: PromptSet) -> ToolSpec:
+    """``slide_zoom(x0, y0, w, h)``, integers in level-0 pixels, described in the prompt set's words."""
+    described = (("x0", p.zoom_x0), ("y0", p.zoom_y0), ("w", p.zoom_w), ("h", p.zoom_h))
+    return ToolSpec(
+        name=ZOOM,
+        description=p.zoom_description.format(),
+        parameters={
+            "type": "object",
+            "properties": {k: {"type": "integer", "description": d.format()} for k, d in described},
+            "required": ["x0", "y0", "w", "h"],
+            "additionalProperties": False,
+        },
+    )
+
+
+def note_spec(p: PromptSet) -> ToolSpec:
+    """``note(observation)``: the official agent's notes, kept in context when images are pruned."""
+    return ToolSpec(
+        name=NOTE,
+        description=p.note_description.format(),
+        parameters={
+            "type": "object",
+            "properties": {"observation": {"type": "string", "description": p.note_observation.format()}},
+            "required": ["observation"],
+            "additionalProperties": False,
+        },
+    )
+
 
 JSON_SYSTEM_PROMPT = """\
 You are a pathologist examining a whole-slide image of {width} x {height} pixels at full resolution \
@@ -220,7 +216,8 @@ class GiantAgent:
         """The tools offered at every step: none for the JSON protocol or a single step (T = 1)."""
         if self.protocol != "tools" or self.max_steps == 1:
             return ()
-        return (SLIDE_ZOOM, NOTE) if self.note_tool else (SLIDE_ZOOM,)
+        zoom = zoom_spec(self.prompts)
+        return (zoom, note_spec(self.prompts)) if self.note_tool else (zoom,)
 
     def system_prompt(self, width: int, height: int) -> str:
         """The system prompt for a slide of ``width`` x ``height`` level-0 pixels."""
@@ -383,13 +380,13 @@ class GiantAgent:
 
     async def _call(self, serve: _Serve, call: ToolCall, step: Step) -> list[TextPart | ImagePart]:
         args, p = call.arguments, self.prompts
-        if call.name == NOTE.name and self.note_tool and args is not None:
+        if call.name == NOTE and self.note_tool and args is not None:
             observation = args.get("observation", "")
             observation = observation if isinstance(observation, str) else json.dumps(observation)
             serve.notes.append(observation)
             step.action, step.note = "note", observation
             return [TextPart(p.note_recorded.format(observation=observation))]
-        if call.name != SLIDE_ZOOM.name or args is None:
+        if call.name != ZOOM or args is None:
             step.action = "crop"
             step.error = f"unusable tool call {call.name}({call.raw_arguments[:200]})"
             problem = (

@@ -9,7 +9,8 @@ them into a prompt file (``prompts.PromptSet`` fields as YAML) that an experimen
 - inside the agent: the tool-result reminder (``reminder_text = f"..."``), the notes appended to it
   (``reminder_text += ...``), the texts assigned to ``context_limitation``, ``note_tool_guidance`` and
   ``note_reminder``, the note tool's reply (``f"...{observation}"``), the error reply
-  (``f"...{str(e)}"``) and the Claude agent's reply to an ignored extra call.
+  (``f"...{str(e)}"``), the Claude agent's reply to an ignored extra call, and the descriptions of the
+  ``slide_zoom`` and ``note`` tools and of their parameters (their dict literals).
 
 The official placeholders become the platform's (``{w0}`` -> ``{width}``, ``{steps_remaining}`` ->
 ``{max_steps}``, ``args['x0']`` -> ``{x0}``, ...), so the agent fills them with the same values.
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from giant_assets.agents.prompts import check_template
+from giant_assets.agents.prompts import PLACEHOLDERS, check_template
 
 GPT_AGENT = "pathology_agent_streaming_image_tool_manual_context.py"
 CLAUDE_AGENT = "pathology_agent_streaming_image_tool_manual_context_claude.py"
@@ -139,6 +140,21 @@ class Source:
                     return _escape(text.value)
         return None
 
+    def tool(self, name: str) -> dict[str, str]:
+        """The fields describing tool ``name`` (its dict literal, ``{"name": name, ...}``)."""
+        for node, value in self.dict_texts("name"):
+            if isinstance(value, ast.Constant) and value.value == name:
+                try:
+                    spec = ast.literal_eval(node)
+                except ValueError as exc:
+                    raise ImportFailed(f"{self.path}:{node.lineno}: tool {name!r} is not a literal") from exc
+                params = (spec.get("parameters") or spec.get("input_schema") or {}).get("properties", {})
+                prefix = "zoom" if name == "slide_zoom" else name
+                found = {f"{prefix}_description": spec.get("description")}
+                found |= {f"{prefix}_{k}": (v or {}).get("description") for k, v in params.items()}
+                return {k: _escape(v) for k, v in found.items() if isinstance(v, str)}
+        return {}
+
     def _text(self, node: ast.expr, what: str) -> str:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return _escape(node.value)
@@ -202,6 +218,8 @@ def read_official(repo: Path) -> dict[str, str]:
         "note_recorded": gpt.fstring_with("observation"),
         "tool_error": gpt.fstring_with("str(e)"),
     }
+    for tool in ("slide_zoom", "note"):
+        optional |= {k: v for k, v in gpt.tool(tool).items() if k in PLACEHOLDERS}
     if (repo / CLAUDE_AGENT).exists():
         claude = Source.read(repo / CLAUDE_AGENT)
         optional["multi_step_first_call"] = claude.constant("SYSTEM_PROMPT_MULTI_STEP")

@@ -13,7 +13,8 @@ and an experiment names it in ``prompt_file``. Placeholders per field (``{{``/``
   ``{calls_left}`` (T - step - 1, as the official code counts);
 - ``context_limitation``: ``{images_kept}`` (zoomed images kept besides the overview);
 - ``notes_header``: ``{count}``; ``note_line``: ``{index}`` ``{observation}``; ``note_recorded``:
-  ``{observation}``; ``tool_error``: ``{error}``; the others none.
+  ``{observation}``; ``tool_error``: ``{error}``; the others none;
+- ``zoom_*`` and ``note_*``: the ``slide_zoom`` and ``note`` tools' descriptions and their parameters'.
 """
 
 from __future__ import annotations
@@ -50,6 +51,18 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {
     "note_recorded": frozenset({"observation"}),
     "extra_call_ignored": frozenset(),
     "tool_error": frozenset({"error"}),
+    **dict.fromkeys(
+        (
+            "zoom_description",
+            "zoom_x0",
+            "zoom_y0",
+            "zoom_w",
+            "zoom_h",
+            "note_description",
+            "note_observation",
+        ),
+        frozenset(),
+    ),  # fmt: skip
 }
 PLACEHOLDERS["multi_step_first_call"] = PLACEHOLDERS["multi_step"]
 
@@ -136,6 +149,21 @@ class PromptSet:
         "Error: only one tool call per turn is carried out, and this one was not. Make one call at a time."
     )
     tool_error: str = "Error: {error}"
+    # the tools' descriptions (sent in every request's tool list)
+    zoom_description: str = (
+        "Show a rectangular region of the whole-slide image at higher magnification. Coordinates are "
+        "level-0 pixels: x grows from left to right, y from top to bottom; x0, y0 is the region's "
+        "top-left corner."
+    )
+    zoom_x0: str = "x of the left edge (x runs left to right)"
+    zoom_y0: str = "y of the top edge (y runs top to bottom)"
+    zoom_w: str = "the region's width in pixels"
+    zoom_h: str = "the region's height in pixels"
+    note_description: str = (
+        "Write down a finding to keep for the final report: an important feature, an abnormality, a "
+        "suspicious or cancerous area, a location, any key observation."
+    )
+    note_observation: str = "the finding to keep"
 
     def sha256(self) -> str:
         """Content hash of every template (what ``config_hash`` records)."""

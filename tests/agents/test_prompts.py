@@ -37,6 +37,23 @@ SYSTEM_PROMPT_SINGLE_STEP = """Fixture single look {w0}x{h0}: <report>..</report
 
 
 class FixtureAgent:
+    def __init__(self):
+        self.tools = [{
+            "type": "function", "name": "slide_zoom", "description": "Fixture zoom {sic}.",
+            "parameters": {"type": "object", "properties": {
+                "x0": {"type": "integer", "description": "fx0"},
+                "y0": {"type": "integer", "description": "fy0"},
+                "w": {"type": "integer", "description": "fw"},
+                "h": {"type": "integer", "description": "fh"},
+            }, "required": ["x0", "y0", "w", "h"]},
+        }]
+        self.tools.append({
+            "type": "function", "name": "note", "description": "Fixture note.",
+            "parameters": {
+                "type": "object", "properties": {"observation": {"type": "string", "description": "fo"}}
+            },
+        })
+
     def _initialize_conversation(self):
         context_limitation = ""
         if self.max_images_in_context is not None:
@@ -113,6 +130,10 @@ def test_import_reads_the_fixture_clone_without_running_it(tmp_path: Path, capsy
     assert p.note_reminder == "\n- cite notes"
     assert (p.note_recorded, p.tool_error) == ("Kept: {observation}", "Oops: {error}")
     assert p.extra_call_ignored == "Fixture: extra call ignored."
+    assert (p.zoom_description, p.zoom_x0, p.zoom_y0, p.zoom_w, p.zoom_h) == (
+        "Fixture zoom {{sic}}.", "fx0", "fy0", "fw", "fh"
+    )  # fmt: skip
+    assert (p.note_description, p.note_observation) == ("Fixture note.", "fo")
     # again: refused without --force, written with it
     assert main(["import", "--repo", str(repo), "--out", str(out)]) == 2
     assert main(["import", "--repo", str(repo), "--out", str(out), "--force"]) == 0
@@ -149,6 +170,16 @@ def test_imported_prompts_are_what_the_agent_sends(tmp_path: Path) -> None:
         "latest.\nNOTES: use note. Pruned images: notes matter.\n<report>findings\n- cite notes</report>"
         "<response>answer</response>\n",
     }
+    zoom, note = srv.requests[0].json["tools"]
+    assert (zoom["name"], zoom["description"], note["description"]) == (
+        "slide_zoom",
+        "Fixture zoom {sic}.",
+        "Fixture note.",
+    )
+    assert [zoom["parameters"]["properties"][k]["description"] for k in ("x0", "y0", "w", "h")] == [
+        "fx0", "fy0", "fw", "fh"
+    ]  # fmt: skip
+    assert note["parameters"]["properties"]["observation"]["description"] == "fo"
     tools = [t.texts for t in srv.requests[2].turns if t.role == "tool"]
     assert tools == [
         ("Kept: glands",),
