@@ -58,7 +58,8 @@ def make_giant_agent(experiment: Experiment, limiter: RateLimiter) -> Agent:
         prompts=resolve_prompts(experiment.prompt_file, experiment.prompt_path),
         note_tool=experiment.note_tool,
         serve_calls=experiment.resolved_serve_calls,
-        attempt_timeout_s=experiment.attempt_timeout_s,
+        # a batch round may take hours: like item_timeout_s, no limit in batch mode
+        attempt_timeout_s=None if experiment.batch else experiment.attempt_timeout_s,
         prices=prices,
         random_crops=experiment.agent == "random_patch",
         seed=experiment.seed,

@@ -189,3 +189,11 @@ def _png_size(data: bytes) -> tuple[int, int]:
     from PIL import Image
 
     return Image.open(io.BytesIO(data)).size
+
+
+def test_batch_mode_has_no_attempt_limit() -> None:
+    """A batch round may take hours: the per-attempt limit is off there, as the whole-run one is."""
+    exp = Experiment(name="b", agent="giant", model="scripted-vlm", base_url="http://127.0.0.1:9/v1")
+    assert make_agent(exp, pd.DataFrame(), None).attempt_timeout_s == 900.0
+    batched = exp.model_copy(update={"batch": True})
+    assert make_agent(batched, pd.DataFrame(), None).attempt_timeout_s is None
