@@ -5,6 +5,10 @@ the run in flight. A torn last line (killed mid-write) is ignored on reading, as
 a JSON object holding the key fields (counted in ``skipped_lines``). The latest row per key wins, so a
 retried run replaces its earlier failure without duplicating it. One process writes a journal at a
 time: ``run_batch`` holds its lock (batch/guard.py).
+
+A row's key includes its ``item_fingerprint`` (multipathqa/fingerprint.py): an answer belongs to one
+question about one slide. Rows journalled before fingerprints existed have ``None`` there (legacy rows;
+batch/plan.py decides whether they still match their item).
 """
 
 from __future__ import annotations
@@ -15,11 +19,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-KEY_FIELDS = ("config_hash", "benchmark_name", "benchmark_id", "run_index")
+RUN_FIELDS = ("config_hash", "benchmark_name", "benchmark_id", "run_index")
+FINGERPRINT_FIELD = "item_fingerprint"
+KEY_FIELDS = (*RUN_FIELDS, FINGERPRINT_FIELD)
 
 
 def row_key(row: dict[str, Any]) -> tuple:
-    return tuple(row[k] for k in KEY_FIELDS)
+    """(result set, benchmark, id, run, item fingerprint); the fingerprint is None in a legacy row."""
+    return (*(row[k] for k in RUN_FIELDS), row.get(FINGERPRINT_FIELD))
 
 
 class Journal:

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: item_fingerprint, question_fingerprint, slide_verified
 
 # error_kind values of a record
 SLIDE_UNAVAILABLE = "slide_unavailable"
@@ -47,6 +47,13 @@ class RunRecord(BaseModel):
     benchmark_name: str
     benchmark_id: str
     run_index: int = Field(ge=0)
+    item_fingerprint: str | None = Field(
+        default=None, description="the question about the slide answered (None: journalled before v3)"
+    )
+    question_fingerprint: str | None = Field(default=None, description="the question alone")
+    slide_verified: bool = Field(
+        default=True, description="False: answer kept from the journal while its slide could not be read"
+    )
     started_at: str | None = None
     answer_text: str = Field(default="", description="the text answer extraction reads")
     predicted_label: int | None = Field(default=None, description="label extracted when the run finished")

@@ -20,7 +20,7 @@ from typing import Any
 from giant_assets.agents.base import Agent, AgentAnswer, AgentItem
 from giant_assets.batch.guard import journal_lock, stop_when_orphaned
 from giant_assets.batch.journal import Journal
-from giant_assets.batch.plan import RunPlan, plan_runs
+from giant_assets.batch.plan import RunPlan, for_item, plan_runs
 from giant_assets.batch.records import (
     AGENT_ERROR,
     NO_ANSWER,
@@ -52,6 +52,9 @@ class BatchOutcome:
     rows: list[dict[str, Any]]
     total_runs: int = 0
     reused: int = 0
+    adopted: int = 0  # journalled without a fingerprint, matched their item, rewritten with it
+    set_aside: int = 0  # journalled without a fingerprint, matched no item: not reused, not deleted
+    kept_unverified: int = 0  # answers kept although their slide cannot be read now
     executed: int = 0
     failed: int = 0
     not_started: int = 0
@@ -170,9 +173,28 @@ async def _run_batch(
         retry_failed=settings.retry_failed,
         unavailable_row=lambda base, item, reason: result_row(base, item, None, SLIDE_UNAVAILABLE, reason),
     )
+    if plan.adopted:
+        journal.append(plan.adopted)
+        log(
+            f"{len(plan.adopted)} run(s) journalled before item fingerprints match their item "
+            "(truth label, slide size): reused and rewritten with the fingerprint"
+        )
+    if plan.set_aside:
+        log(
+            f"{plan.set_aside} run(s) journalled before item fingerprints do not match the current items: "
+            f"set aside (not reused, left in {journal.path})"
+        )
+    if plan.kept_unverified:
+        log(
+            f"{plan.kept_unverified} run(s) of slides that cannot be read now keep their journalled answer "
+            "to the same question (slide_verified false); nothing new is run for them"
+        )
     outcome = await execute(agent, plan, journal=journal, settings=settings, log=log)
+    outcome.adopted, outcome.set_aside = len(plan.adopted), plan.set_aside
+    outcome.kept_unverified = plan.kept_unverified
     latest = journal.read()
-    outcome.rows = [latest[key] for key in plan.available_keys if key in latest] + plan.unavailable
+    available = [for_item(latest[key], item) for key, item in plan.available if key in latest]
+    outcome.rows = available + plan.unavailable
     return outcome
 
 

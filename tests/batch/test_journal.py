@@ -18,7 +18,7 @@ def test_latest_row_per_key_wins(tmp_path):
     journal.append([row("1", error_kind="timeout"), row("2", answer="B")])
     journal.append([row("1", answer="A")])
     latest = journal.read()
-    assert len(latest) == 2 and latest[("h", "tcga", "1", 0)]["answer"] == "A"
+    assert len(latest) == 2 and latest[("h", "tcga", "1", 0, None)]["answer"] == "A"
 
 
 def test_torn_non_utf8_and_foreign_lines_are_skipped_and_counted(tmp_path):

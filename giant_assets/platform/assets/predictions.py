@@ -50,7 +50,8 @@ def predictions(
 
     Every finished run is journalled as it finishes (``journals/<config_hash>/<benchmark>.jsonl``), so
     an interrupted run resumes without redoing or duplicating anything, and an experiment whose settings
-    hash to an existing journal reuses it without a model call.
+    hash to an existing journal reuses it without a model call. A stored run is reused only for the same
+    ``item_fingerprint`` (question and slide); see batch/plan.py for older rows and unreadable slides.
 
     Batch mode (``batch: true``, ``batch_wait: detach``): a run of this asset submits one round of
     provider batches and ends without a materialization while runs wait on them (an observation names
@@ -138,6 +139,9 @@ def predictions(
             "runs": len(rows),
             "executed_now": outcome.executed,
             "reused_from_journal": outcome.reused,
+            "legacy_rows_rewritten": outcome.adopted,
+            "set_aside_from_journal": outcome.set_aside,
+            "slide_unverified": outcome.kept_unverified,
             "errors_by_kind": MetadataValue.json({str(k): int(v) for k, v in errors.items()}),
             "cost_usd_now": round(outcome.cost_usd_new, 6),
             "cost_usd_total": round(float(rows["cost_usd"].sum()), 6),
