@@ -212,7 +212,9 @@ def test_legacy_journal_rows_are_adopted_when_they_match_and_set_aside_when_not(
     items = plat.items().set_index("benchmark_id")
     appended = {r["benchmark_id"]: r for r in lines[len(legacy) :]}
     assert appended["0"]["item_fingerprint"] == items.loc["0", "item_fingerprint"]
-    assert appended["0"]["answer_text"] == legacy[0]["answer_text"]
+    legacy_0 = next(r for r in legacy if r["benchmark_id"] == "0")
+    assert appended["0"]["answer_text"] == legacy_0["answer_text"]
+    assert appended["0"]["finished_at"] == legacy_0["finished_at"]
     assert appended["1"]["item_fingerprint"] == items.loc["1", "item_fingerprint"]
     runs = plat.predictions()
     assert runs["truth_label"].tolist() == [3, 1]
