@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from giant_assets.multipathqa.benchmarks import BENCHMARKS
+from giant_assets.multipathqa.fingerprint import add_fingerprints
 from giant_assets.multipathqa.loading import parse_items, read_csv_strings
 from giant_assets.multipathqa.sample import sample_csv_path
 from giant_assets.multipathqa.wsi import resolve_items
@@ -37,7 +38,7 @@ def main() -> None:
         path = full_size_csv(Path(tmp) / "MultiPathQA.csv")
         started = time.perf_counter()
         items, errors = parse_items(read_csv_strings(path), str(path))
-        resolved = resolve_items(items, Path(tmp) / "wsi")
+        resolved = add_fingerprints(resolve_items(items, Path(tmp) / "wsi"))
         elapsed = time.perf_counter() - started
     assert not errors and len(resolved) == 934
     print(

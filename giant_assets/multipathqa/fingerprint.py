@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import pandas as pd
 
 FINGERPRINT_VERSION = 1
 DIGEST_SPAN = 1 << 20  # bytes hashed at each end of a slide file: at most 2 MiB read per file
+READ_THREADS = 8  # slide files digested at once
 NO_SLIDE = "no-slide"  # stands for the slide in the fingerprint of an item whose slide is not resolved
 SET_COLUMNS = ("benchmark_name", "benchmark_id", "item_fingerprint", "truth_label")
 
@@ -62,27 +64,32 @@ def add_fingerprints(items: pd.DataFrame) -> pd.DataFrame:
     Each resolved slide file (``wsi_status`` ok) is read once, at most 2 MiB, however many questions
     share it. A file that cannot be read now counts as no slide.
     """
-    digests: dict[str, str | None] = {}
-    questions, slides, fingerprints = [], [], []
     statuses = items["wsi_status"] if "wsi_status" in items else pd.Series("ok", index=items.index)
     paths = items["wsi_path"] if "wsi_path" in items else pd.Series(None, index=items.index)
-    for name, prompt, options, status, path in zip(
-        items["benchmark_name"], items["prompt"], items["options"], statuses, paths, strict=True
+    slide_paths = [
+        p if s == "ok" and isinstance(p, str) and p else None for s, p in zip(statuses, paths, strict=True)
+    ]
+    unique = sorted({p for p in slide_paths if p})
+    with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:  # a network share's latency overlaps
+        digests = dict(zip(unique, pool.map(_digest_or_none, unique), strict=True))
+    questions, slides, fingerprints = [], [], []
+    for name, prompt, options, path in zip(
+        items["benchmark_name"], items["prompt"], items["options"], slide_paths, strict=True
     ):
         opts = None if options is None or (isinstance(options, float) and options != options) else options
         q = question_fingerprint(name, prompt, opts)
-        s = None
-        if status == "ok" and isinstance(path, str) and path:
-            if path not in digests:
-                try:
-                    digests[path] = slide_digest(path)
-                except OSError:
-                    digests[path] = None
-            s = digests[path]
+        s = digests[path] if path else None
         questions.append(q)
         slides.append(s)
         fingerprints.append(item_fingerprint(q, s))
     return items.assign(question_fingerprint=questions, slide_digest=slides, item_fingerprint=fingerprints)
+
+
+def _digest_or_none(path: str) -> str | None:
+    try:
+        return slide_digest(path)
+    except OSError:
+        return None
 
 
 def item_set_fingerprint(frame: pd.DataFrame) -> str:
