@@ -323,14 +323,23 @@ def estimate_experiment(
         if wanted is not None and name not in wanted:
             continue
         readable = group[group["wsi_status"] == "ok"] if "wsi_status" in group else group
-        ids = set(readable["benchmark_id"].astype(str))
+        ids = readable["benchmark_id"].astype(str).tolist()
+        # the item's fingerprint per id: a run journalled for another question or slide is still to do
+        fps = (
+            dict(zip(ids, readable["item_fingerprint"], strict=True))
+            if "item_fingerprint" in readable
+            else {}
+        )
         journal = Journal(journals_dir / exp.config_hash() / f"{name}.jsonl")
-        done = sum(
-            1
-            for row in journal.read().values()
-            if str(row.get("benchmark_id")) in ids
-            and int(row.get("run_index", 0)) < exp.runs_per_item
-            and not (exp.retry_failed and row.get("error_kind") in RETRYABLE)
+        done = len(
+            {
+                (str(row.get("benchmark_id")), int(row.get("run_index", 0)))
+                for row in journal.read().values()
+                if str(row.get("benchmark_id")) in set(ids)
+                and _same_item(row, fps.get(str(row.get("benchmark_id"))))
+                and int(row.get("run_index", 0)) < exp.runs_per_item
+                and not (exp.retry_failed and row.get("error_kind") in RETRYABLE)
+            }
         )
         chars = float(readable["prompt"].astype(str).str.len().mean()) if len(readable) else 0.0
         out.append(
@@ -345,6 +354,12 @@ def estimate_experiment(
             )
         )
     return out
+
+
+def _same_item(row: dict[str, Any], fingerprint: str | None) -> bool:
+    """A journal row answers the current item: same fingerprint, or either has none (an older row)."""
+    stored = row.get("item_fingerprint")
+    return stored is None or fingerprint is None or stored == fingerprint
 
 
 def render(estimates: list[Estimate]) -> str:

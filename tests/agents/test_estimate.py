@@ -172,3 +172,19 @@ def test_cli_estimates_from_materialized_items(data_dir: Path, sample_wsi_root: 
     readable = items.fetchone()[0]
     assert tcga.split()[1] == str(readable) and "$" in tcga
     assert experiments_cli.main(["estimate", "nope"]) == 2
+
+
+def test_runs_journalled_for_another_question_are_still_to_do(tmp_path: Path) -> None:
+    """Only a journal row with the current item's fingerprint (or an older row without one) is done."""
+    journals = tmp_path / "journals"
+    Journal(journals / GIANT.config_hash() / "tcga.jsonl").append(
+        [
+            _row("0", 0, item_fingerprint="fp-0"),  # this question about this slide
+            _row("0", 0),  # the same run, journalled before fingerprints: not counted twice
+            _row("1", 0, item_fingerprint="fp-1-other-csv"),  # id 1 was another question
+            _row("2", 0),  # older row without a fingerprint
+        ]
+    )
+    items = _items(tcga=3).assign(item_fingerprint=["fp-0", "fp-1", "fp-2"])
+    (tcga,) = estimate_experiment(GIANT, items, journals_dir=journals, prices=PRICES)
+    assert tcga.runs_pending == 1
