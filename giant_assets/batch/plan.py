@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from giant_assets.batch.journal import RUN_FIELDS, row_key
@@ -39,9 +40,17 @@ class RunPlan:
 
 
 def legacy_matches(row: dict[str, Any], item: dict[str, Any]) -> bool:
-    """Whether a row journalled without a fingerprint may answer ``item``: same truth label and, when it
-    recorded the whole-slide overview, the same level-0 slide size. (Legacy rows hold no question text.)"""
+    """Whether a row journalled without a fingerprint may answer ``item``: same truth label, a label
+    that is one of the item's options, and, when it recorded the whole-slide overview, the same level-0
+    slide size. (Legacy rows hold no question text to compare.)"""
     if int(row.get("truth_label", -1)) != int(item["truth_label"]):
+        return False
+    options, label = item.get("options"), row.get("predicted_label")
+    if (
+        isinstance(options, Sequence | np.ndarray)
+        and label is not None
+        and not 1 <= int(label) <= len(options)
+    ):
         return False
     size = [_int(item.get("width")), _int(item.get("height"))]
     overviews = [

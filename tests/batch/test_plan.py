@@ -69,6 +69,7 @@ def test_legacy_rows_need_the_same_truth_and_slide_size():
     assert legacy_matches(same, item("0", fp="A", q="qa"))
     assert not legacy_matches(same, item("0", fp="A", q="qa", truth=3))
     assert not legacy_matches(same, item("0", fp="A", q="qa", size=(2048, 1536)))
+    assert not legacy_matches(stored("0", fp=None, q=None, label=15), item("0", fp="A", q="qa"))  # 4 options
     out = plan(
         [item("0", fp="A", q="qa"), item("1", fp="B", q="qb", size=(1000, 800))],
         [same, stored("1", fp=None, q=None), stored("9", fp=None, q=None)],  # 9: no longer an item
