@@ -17,6 +17,7 @@ class AgentItem:
     wsi_path: str | None
     width: int | None = None  # level-0 slide size, when the slide was opened
     height: int | None = None
+    item_fingerprint: str | None = None  # the question about the slide (multipathqa/fingerprint.py)
 
 
 @dataclass

@@ -141,7 +141,8 @@ class ReplayAgent:
     with run_index is answered by its run 0); without benchmark_name, ids are matched across
     benchmarks. Missing answers replay as "" and integral numbers as integers ("2", not "2.0").
     A recorded ``trajectory_json`` (as in the predictions table) is replayed too, so its viewed
-    regions can be evaluated again.
+    regions can be evaluated again. A recorded ``item_fingerprint`` must be the item's: an answer
+    recorded for another question or slide under the same id is refused, never replayed.
     """
 
     name = "replay"
@@ -164,6 +165,12 @@ class ReplayAgent:
 
     async def answer(self, item: AgentItem, run_index: int) -> AgentAnswer:
         row = self._lookup(item, run_index)
+        recorded_fp = row.get("item_fingerprint")  # "" or NaN: recorded before fingerprints
+        if isinstance(recorded_fp, str) and recorded_fp and item.item_fingerprint not in (None, recorded_fp):
+            raise ValueError(
+                f"{self.model}: the answer recorded for {item.benchmark_name}/{item.benchmark_id} was for "
+                "another question or slide (item_fingerprint differs); record it again for these items"
+            )
         text = row["answer_text"]
         recorded = row.get("trajectory_json")
         if isinstance(recorded, str):

@@ -79,6 +79,7 @@ def agent_item(item: dict[str, Any]) -> AgentItem:
         wsi_path=item.get("wsi_path"),
         width=_maybe_int(item.get("width")),
         height=_maybe_int(item.get("height")),
+        item_fingerprint=item.get("item_fingerprint") or None,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections import Counter
 from pathlib import Path
@@ -260,3 +261,27 @@ def test_jsonl_trajectory_as_a_json_list_is_replayed(tmp_path: Path) -> None:
     replayed = answer(ReplayAgent(path), item())
     assert replayed.text == "B" and [s.action for s in replayed.steps] == ["crop", "answer"]
     assert replayed.steps[0].level == 1 and replayed.cost_usd == 0.0
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_replay_refuses_an_answer_recorded_for_another_question(tmp_path: Path, suffix: str) -> None:
+    """A predictions table records each run's item_fingerprint: replayed against items whose id now names
+    another question or slide, that answer is refused (naming the item), the others replay."""
+    frame = pd.DataFrame(
+        {
+            "benchmark_name": ["tcga", "tcga", "tcga"],
+            "benchmark_id": ["1", "2", "3"],
+            "answer_text": ['{"answer": 1}', '{"answer": 2}', '{"answer": 3}'],
+            "item_fingerprint": ["fp-1", "fp-2", None],  # 3: recorded before fingerprints
+        }
+    )
+    agent = ReplayAgent(write(frame, tmp_path / f"rec{suffix}"))
+
+    def with_fp(bid: str, fp: str | None) -> AgentItem:
+        return dataclasses.replace(item(benchmark_id=bid), item_fingerprint=fp)
+
+    assert answer(agent, with_fp("1", "fp-1")).text == '{"answer": 1}'
+    assert answer(agent, with_fp("3", "fp-3")).text == '{"answer": 3}'
+    assert answer(agent, with_fp("2", None)).text == '{"answer": 2}'  # an item without one: as before
+    with pytest.raises(ValueError, match=r"tcga/2 was for another question or slide"):
+        answer(agent, with_fp("2", "fp-2-new-csv"))
