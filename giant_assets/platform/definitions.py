@@ -16,6 +16,7 @@ from giant_assets.platform.assets.predictions import predictions, trajectory_ste
 from giant_assets.platform.assets.report import trajectory_pictures, trajectory_viewer
 from giant_assets.platform.assets.roi import roi_evaluation
 from giant_assets.platform.assets.scores import benchmark_metrics, item_predictions
+from giant_assets.platform.automation import automation_sensor
 from giant_assets.platform.batch_sensor import make_batch_rounds_sensor
 from giant_assets.platform.checks import ITEM_CHECKS
 from giant_assets.platform.executor import in_process_or_multiprocess
@@ -73,7 +74,7 @@ evaluate_cell = define_asset_job(
     partitions_def=results_partitions,
     config=cell_config({}),
 )
-ALL_SENSORS = [*SENSORS, *GRADING_SENSORS, make_batch_rounds_sensor(evaluate_cell)]
+ALL_SENSORS = [*SENSORS, *GRADING_SENSORS, make_batch_rounds_sensor(evaluate_cell), automation_sensor]
 RESOURCES = {
     "io_manager": ParquetDuckDBIOManager(storage=storage),
     "storage": storage,

@@ -7,6 +7,7 @@ from giant_assets.eval.comparisons import experiment_comparisons as compare_expe
 from giant_assets.eval.leaderboard import leaderboard_long, leaderboard_markdown, leaderboard_table
 from giant_assets.eval.scoring import write_results_json
 from giant_assets.multipathqa.errata import errata_summary, errata_text
+from giant_assets.platform.automation import FOLLOWS_RESULTS
 from giant_assets.platform.resources import StorageResource
 
 COMPARISON_COLUMNS_SHOWN = [
@@ -24,9 +25,12 @@ COMPARISON_COLUMNS_SHOWN = [
         "leaderboard": AssetOut(
             description="one row per experiment plus the paper's rows, mean ± std",
             kinds={"pandas", "matplotlib"},
+            automation_condition=FOLLOWS_RESULTS,
         ),
         "leaderboard_long": AssetOut(
-            description="one row per known (experiment, benchmark) cell", kinds={"pandas"}
+            description="one row per known (experiment, benchmark) cell",
+            kinds={"pandas"},
+            automation_condition=FOLLOWS_RESULTS,
         ),
     },
     group_name="compare",
@@ -69,7 +73,7 @@ def leaderboard(
     return table, long
 
 
-@asset(group_name="compare", kinds={"numpy"})
+@asset(group_name="compare", kinds={"numpy"}, automation_condition=FOLLOWS_RESULTS)
 def experiment_comparisons(context: AssetExecutionContext, item_predictions: pd.DataFrame) -> pd.DataFrame:
     """For each benchmark and pair of experiments sharing items: the metric difference with a paired
     bootstrap (same resampled items for both; 1000 replicates, seed 42): mean, std, 95% interval and

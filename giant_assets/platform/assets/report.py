@@ -11,6 +11,7 @@ from pydantic import Field
 
 from giant_assets.core.paths import confined_path
 from giant_assets.eval.scoring import rescore
+from giant_assets.platform.automation import FOLLOWS_CELL
 from giant_assets.platform.partitions import cell, results_partitions
 from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource, StorageResource
 from giant_assets.report.trajectory_images import preview_markdown, write_pictures
@@ -114,7 +115,9 @@ def _preview_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-@asset(partitions_def=results_partitions, group_name="report", kinds={"html"})
+@asset(
+    partitions_def=results_partitions, group_name="report", kinds={"html"}, automation_condition=FOLLOWS_CELL
+)
 def trajectory_viewer(
     context: AssetExecutionContext,
     predictions: pd.DataFrame,

@@ -1,0 +1,41 @@
+"""Declarative automation: the tables across experiments follow the results cells they read.
+
+After a backfill of an experiment row (or any materialization of a cell), the daemon that ``make ui``
+starts materializes ``leaderboard``, ``leaderboard_long`` and ``experiment_comparisons``, and re-renders
+a cell's ``trajectory_viewer`` whose inputs changed outside the run that built it; nobody has to
+materialize them by hand.
+"""
+
+from dagster import (
+    AssetSelection,
+    AutomationCondition,
+    AutomationConditionSensorDefinition,
+    DefaultSensorStatus,
+)
+
+# the per-cell assets the cross-experiment tables read: the grid is sparse by design (not every
+# experiment runs every benchmark), so their missing cells must not hold the tables back
+RESULTS_INPUTS = AssetSelection.assets("benchmark_metrics", "item_predictions")
+
+FOLLOWS_RESULTS = (
+    AutomationCondition.any_deps_updated().since_last_handled()
+    & ~AutomationCondition.any_deps_missing().ignore(RESULTS_INPUTS)
+    & ~AutomationCondition.any_deps_in_progress()
+    & ~AutomationCondition.in_progress()
+).with_label("follows_results")
+"""A table across experiments: runs once any cell it reads has updated, when no run or backfill is
+still writing one of those cells (so a row backfill gives one update, after its last cell)."""
+
+FOLLOWS_CELL = AutomationCondition.eager()
+"""A per-cell asset: re-runs when its own cell's inputs update in a run that did not also build it."""
+
+AUTOMATION_INTERVAL_S = 15
+
+automation_sensor = AutomationConditionSensorDefinition(
+    "results_automation",
+    target=AssetSelection.assets("leaderboard", "leaderboard_long", "experiment_comparisons")
+    | AssetSelection.assets("trajectory_viewer"),
+    default_status=DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=AUTOMATION_INTERVAL_S,
+    description="materializes the leaderboard, comparisons and viewer as the results cells they read land",
+)

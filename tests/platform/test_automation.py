@@ -1,0 +1,67 @@
+"""Declarative automation, evaluated tick by tick with Dagster's own evaluator over real
+materializations: the leaderboard, its long form and the comparisons follow the cells they read (with
+most of the grid missing), nothing is asked twice, and a viewer re-renders when its cell is re-scored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dagster import AssetKey, AssetSelection, DagsterInstance, Definitions, materialize
+from dagster import evaluate_automation_conditions as tick
+
+from giant_assets.platform.definitions import ALL_ASSETS, RESOURCES, defs
+from giant_assets.platform.partitions import result_key
+from tests.support.dagster_env import add_experiments, resources_for, write_experiments
+
+CELL = AssetSelection.assets("predictions", "trajectory_steps", "item_predictions", "benchmark_metrics")
+VIEWER = AssetSelection.assets("trajectory_pictures", "trajectory_viewer")
+RESCORE = AssetSelection.assets("item_predictions", "benchmark_metrics")
+TABLES = {AssetKey("leaderboard"), AssetKey("leaderboard_long"), AssetKey("experiment_comparisons")}
+
+
+def requested(result) -> dict[AssetKey, set]:
+    keys = [AssetKey(k) for k in ("leaderboard", "leaderboard_long", "experiment_comparisons")]
+    keys.append(AssetKey("trajectory_viewer"))
+    return {k: set(result.get_requested_partitions(k)) for k in keys if result.get_num_requested(k)}
+
+
+def test_the_tables_follow_the_cells_they_read(tmp_path: Path, sample_wsi_root: Path) -> None:
+    data = tmp_path / "data"
+    declared = write_experiments(tmp_path / "experiments.yaml", {"a": {"agent": "random"}, "b": {"agent": "majority"}})
+    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+    instance = DagsterInstance.ephemeral()
+    add_experiments(instance, "a", "b")
+    graph = Definitions(assets=ALL_ASSETS, resources=RESOURCES)
+
+    def run(selection: AssetSelection, key=None) -> None:
+        result = materialize(
+            ALL_ASSETS, selection=selection, partition_key=key, resources=resources, instance=instance
+        )
+        assert result.success
+
+    run(AssetSelection.assets("multipathqa_csv", "benchmark_items"))
+    first = tick(defs=graph, instance=instance)
+    assert requested(first) == {}  # no cell yet: nothing to put on a leaderboard
+
+    # one cell of one experiment, through the row's job as a backfill runs it; 9 of 10 cells missing
+    run(CELL | VIEWER, result_key("a", "tcga"))
+    second = tick(defs=graph, instance=instance, cursor=first.cursor)
+    assert requested(second) == {key: {None} for key in TABLES}  # the viewer was built in the same run
+
+    run(AssetSelection.assets("leaderboard", "leaderboard_long", "experiment_comparisons"))
+    third = tick(defs=graph, instance=instance, cursor=second.cursor)
+    assert requested(third) == {}  # handled: not asked again
+
+    # re-scoring one cell alone: the tables and that cell's viewer (no other cell's) follow it
+    run(RESCORE, result_key("a", "tcga"))
+    fourth = tick(defs=graph, instance=instance, cursor=third.cursor)
+    assert requested(fourth) == {key: {None} for key in TABLES} | {
+        AssetKey("trajectory_viewer"): {result_key("a", "tcga")}
+    }
+
+
+def test_the_daemon_runs_the_automation_sensor_by_default() -> None:
+    sensor = defs.get_repository_def().get_sensor_def("results_automation")
+    assert sensor.default_status.value == "RUNNING"
+    targeted = sensor.asset_selection.resolve(defs.get_repository_def().asset_graph)
+    assert targeted == TABLES | {AssetKey("trajectory_viewer")}
