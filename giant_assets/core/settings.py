@@ -22,6 +22,8 @@ POSTGRES_URL_ENV = "GIANT_DAGSTER_POSTGRES_URL"  # the Dagster instance on Postg
 CELERY_BROKER_ENV = "GIANT_CELERY_BROKER_URL"  # Celery broker of the workers (scale-out)
 CELERY_BACKEND_ENV = "GIANT_CELERY_BACKEND_URL"  # Celery result backend (scale-out)
 CLUSTER_DIR_ENV = "GIANT_CLUSTER_DIR"  # where `make cluster-demo` keeps its servers (default data/cluster)
+VIEWER_URL_ENV = "GIANT_VIEWER_URL"  # where data/viewer is served, for the UI's links (default below)
+DEFAULT_VIEWER_URL = "http://127.0.0.1:8765/"  # what `make view` serves
 # provider keys are read from the variable an experiment names in api_key_env
 # (default OPENAI_API_KEY / ANTHROPIC_API_KEY), only when a request is made, and never stored
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import io
 from pathlib import Path
 
 import matplotlib
@@ -11,12 +13,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from PIL import Image  # noqa: E402
 
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES  # noqa: E402
 
 LEADERBOARD_SIZE_IN = (12.0, 5.0)  # inches at LEADERBOARD_DPI: a 1200 x 500 px PNG
 LEADERBOARD_DPI = 100
 PAPER_HATCH = "//"
+INLINE_COLORS = 48  # the chart inside the leaderboard's metadata (a data: URI): ~30-40 KB for 1200 x 500
 
 
 def _series(long_table: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
@@ -90,3 +94,14 @@ def leaderboard_chart_png(long_table: pd.DataFrame, path: Path) -> Path:
     finally:
         plt.close(fig)
     return path
+
+
+def png_markdown(path: Path, alt: str, colors: int = INLINE_COLORS) -> str:
+    """Markdown showing the PNG at ``path`` with the image inside it (a ``data:`` URI), so it renders
+    wherever the text goes (Dagster's UI resolves a file path against its own host). Reduced to a
+    palette of ``colors`` to stay small: a chart's flat colours and text survive it."""
+    with Image.open(path) as image:
+        small = image.convert("RGB").quantize(colors=colors)
+    buffer = io.BytesIO()
+    small.save(buffer, format="PNG", optimize=True)
+    return f"![{alt}](data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode('ascii')})"

@@ -4,10 +4,13 @@ most of the grid missing), nothing is asked twice, and a viewer re-renders when 
 
 from __future__ import annotations
 
+import base64
+import io
 from pathlib import Path
 
 from dagster import AssetKey, AssetSelection, DagsterInstance, Definitions, materialize
 from dagster import evaluate_automation_conditions as tick
+from PIL import Image
 
 from giant_assets.platform.definitions import ALL_ASSETS, RESOURCES, defs
 from giant_assets.platform.partitions import result_key
@@ -25,9 +28,24 @@ def requested(result) -> dict[AssetKey, set]:
     return {k: set(result.get_requested_partitions(k)) for k in keys if result.get_num_requested(k)}
 
 
+def assert_chart_inline(instance: DagsterInstance, png: Path) -> None:
+    """The UI shows the leaderboard's chart: the PNG travels inside the metadata, not as a path."""
+    event = instance.get_latest_materialization_event(AssetKey("leaderboard"))
+    chart_md = event.asset_materialization.metadata["chart_md"].value
+    prefix = "![leaderboard](data:image/png;base64,"
+    assert chart_md.startswith(prefix) and str(png) not in chart_md
+    with (
+        Image.open(io.BytesIO(base64.b64decode(chart_md[len(prefix) : -1]))) as inline,
+        Image.open(png) as drawn,
+    ):
+        assert inline.size == drawn.size == (1200, 500)
+
+
 def test_the_tables_follow_the_cells_they_read(tmp_path: Path, sample_wsi_root: Path) -> None:
     data = tmp_path / "data"
-    declared = write_experiments(tmp_path / "experiments.yaml", {"a": {"agent": "random"}, "b": {"agent": "majority"}})
+    declared = write_experiments(
+        tmp_path / "experiments.yaml", {"a": {"agent": "random"}, "b": {"agent": "majority"}}
+    )
     resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
     instance = DagsterInstance.ephemeral()
     add_experiments(instance, "a", "b")
@@ -49,6 +67,7 @@ def test_the_tables_follow_the_cells_they_read(tmp_path: Path, sample_wsi_root: 
     assert requested(second) == {key: {None} for key in TABLES}  # the viewer was built in the same run
 
     run(AssetSelection.assets("leaderboard", "leaderboard_long", "experiment_comparisons"))
+    assert_chart_inline(instance, data / "results" / "leaderboard.png")
     third = tick(defs=graph, instance=instance, cursor=second.cursor)
     assert requested(third) == {}  # handled: not asked again
 

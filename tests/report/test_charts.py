@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import io
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -18,6 +20,7 @@ from giant_assets.report.charts import (
     PAPER_HATCH,
     leaderboard_chart_png,
     leaderboard_figure,
+    png_markdown,
 )
 
 
@@ -103,3 +106,17 @@ def test_a_series_with_no_known_cell_gets_no_bars():
         assert "random" not in bars_by_label(fig)
     finally:
         plt.close(fig)
+
+
+def test_inline_markdown_carries_the_chart_as_data(tmp_path: Path):
+    path = leaderboard_chart_png(long_table(), tmp_path / "leaderboard.png")
+    markdown = png_markdown(path, "leaderboard")
+    prefix = "![leaderboard](data:image/png;base64,"
+    assert markdown.startswith(prefix) and markdown.endswith(")")
+    data = base64.b64decode(markdown[len(prefix) : -1], validate=True)
+    assert len(data) < 60_000  # small enough for an event's metadata (the PNG itself: ~70 KB)
+    with Image.open(io.BytesIO(data)) as inline, Image.open(path) as original:
+        assert inline.format == "PNG" and inline.size == original.size
+        inline_rgb = np.asarray(inline.convert("RGB"), dtype=float)
+        original_rgb = np.asarray(original.convert("RGB"), dtype=float)
+    assert np.abs(inline_rgb - original_rgb).mean() < 2.0  # the same picture, palette aside

@@ -10,12 +10,17 @@ no console errors.
 from __future__ import annotations
 
 import csv
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from threading import Thread
 from urllib.parse import unquote
+from urllib.request import urlopen
 
 import pytest
 from dagster import DagsterInstance, materialize
 
+from giant_assets.core.settings import VIEWER_URL_ENV
 from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted_model import (
     RecordedRequest,
@@ -43,6 +48,7 @@ KEY = "sk-viewer-test-5b1e0c9dSECRET"
 QUESTION_SCRIPT = "<script>window.pwned = 1</script>"
 MODEL_SCRIPT = "<script>window.pwned = 2</script>"
 HOSTILE_ID = "../<i>p0</i>"  # panda item 0 under a hostile id
+SERVED_ELSEWHERE = "http://viewer.lab.example:9000/giant/"
 CORNER = (0, 0, 300, 300)
 ASSETS = [
     multipathqa_csv, benchmark_items, predictions, item_predictions, trajectory_pictures, trajectory_viewer
@@ -87,6 +93,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
         "regions_path": str(sample_regions_path()),
     }
     results = {}
+    mp.delenv(VIEWER_URL_ENV, raising=False)
     try:
         with ScriptedModelServer(rule=corner_then_answer) as server:
             experiments = base / "experiments.yaml"
@@ -98,6 +105,8 @@ def built(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
             resources["experiments"] = ExperimentsResource(path=str(experiments))
             assert materialize(ASSETS[:2], resources=resources, instance=instance).success
             for benchmark in BENCHMARKS:
+                if benchmark == "panda":  # its viewer is served elsewhere: the UI's link follows
+                    mp.setenv(VIEWER_URL_ENV, SERVED_ELSEWHERE)
                 results[benchmark] = materialize(
                     ASSETS,
                     selection=ASSETS[2:],
@@ -143,7 +152,11 @@ def test_viewer_metadata_links_the_index_and_previews_escaped_rows(built) -> Non
     data, results = built
     index = data / "viewer" / EXPERIMENT_NAME / "index.html"
     meta = metadata(results["panda"], "trajectory_viewer")
-    assert meta["index"] == index.as_uri() and index.is_file()
+    assert meta["index"] == f"{SERVED_ELSEWHERE}{EXPERIMENT_NAME}/index.html"  # GIANT_VIEWER_URL
+    assert meta["index_path"] == str(index) and index.is_file()
+    assert VIEWER_URL_ENV in meta["how_to_open"] and "make view" in meta["how_to_open"]
+    default = metadata(results["tcga_slidebench"], "trajectory_viewer")["index"]
+    assert default == f"http://127.0.0.1:8765/{EXPERIMENT_NAME}/index.html"  # what `make view` serves
     assert meta["items_in_index"] == 6 and meta["item_pages"] == 3
     first = metadata(results["tcga_slidebench"], "trajectory_viewer")["preview"]
     assert "&lt;script&gt;" in first and "<script>" not in first
@@ -172,6 +185,21 @@ def choose(browser: Browser, select: str, value: str) -> None:
         f"(() => {{ const s = document.getElementById({select!r}); s.value = {value!r};"
         " s.dispatchEvent(new Event('change')); })()"
     )
+
+
+def test_the_metadata_link_opens_the_index_on_a_server_of_the_viewer_folder(built) -> None:
+    data, results = built
+    handler = partial(SimpleHTTPRequestHandler, directory=str(data / "viewer"))
+    with ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            link = metadata(results["panda"], "trajectory_viewer")["index"]
+            served = f"http://127.0.0.1:{server.server_address[1]}/" + link.removeprefix(SERVED_ELSEWHERE)
+            with urlopen(served, timeout=10) as response:  # noqa: S310 (loopback)
+                page = response.read()
+        finally:
+            server.shutdown()
+    assert page == (data / "viewer" / EXPERIMENT_NAME / "index.html").read_bytes()
 
 
 def test_index_in_chromium_lists_filters_and_sorts_the_items(built, browser: Browser) -> None:

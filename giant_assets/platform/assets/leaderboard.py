@@ -48,7 +48,7 @@ def leaderboard(
     Also writes the chart (``results/leaderboard.png``) and one ``results/<experiment>/results.json``
     per experiment with its settings and provenance (including how the dataset's errata were handled).
     """
-    from giant_assets.report.charts import leaderboard_chart_png  # matplotlib: only when drawing
+    from giant_assets.report.charts import leaderboard_chart_png, png_markdown  # matplotlib: when drawing
 
     long = leaderboard_long(benchmark_metrics)
     table = leaderboard_table(benchmark_metrics)
@@ -64,7 +64,7 @@ def leaderboard(
             "experiments": int((table["source"] == "ours").sum()),
             "errata": errata_text(errata),
             "chart": MetadataValue.path(str(chart)),
-            "chart_md": MetadataValue.md(f"![leaderboard]({chart})"),
+            "chart_md": MetadataValue.md(png_markdown(chart, "leaderboard")),
             "results_json": MetadataValue.json([str(p) for p in results]),
         },
         output_name="leaderboard",

@@ -10,12 +10,13 @@ from dagster import AssetExecutionContext, Config, MetadataValue, asset
 from pydantic import Field
 
 from giant_assets.core.paths import confined_path
+from giant_assets.core.settings import DEFAULT_VIEWER_URL, VIEWER_URL_ENV, env
 from giant_assets.eval.scoring import rescore
 from giant_assets.platform.automation import FOLLOWS_CELL
 from giant_assets.platform.partitions import cell, results_partitions
 from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource, StorageResource
 from giant_assets.report.trajectory_images import preview_markdown, write_pictures
-from giant_assets.report.viewer import item_pages, write_benchmark
+from giant_assets.report.viewer import item_pages, served_url, write_benchmark
 
 PREVIEW_ROWS = 8
 
@@ -129,7 +130,9 @@ def trajectory_viewer(
     experiments: ExperimentsResource,
 ) -> None:
     """A static site per experiment, ``<data_dir>/viewer/<experiment>/index.html``: every item with its
-    runs as timelines of what the agent saw and said. Opens from file:// (or ``make view``).
+    runs as timelines of what the agent saw and said. The ``index`` link in the metadata is the page
+    on the viewer's server (``make view``; another address: ``GIANT_VIEWER_URL``); the site also opens
+    from disk (``index_path``).
 
     Run labels are re-extracted from the stored answers as ``item_predictions`` does, so each run's
     label agrees with the vote shown beside it.
@@ -139,13 +142,20 @@ def trajectory_viewer(
     started = time.perf_counter()
     runs = rescore(predictions, items, experiments.get(experiment).panda_null_grade)
     pages = item_pages(runs, item_predictions, items, trajectory_pictures, _regions(dataset, benchmark))
-    site = write_benchmark(confined_path(storage.root, "viewer", experiment), benchmark, pages)
+    viewer_root = confined_path(storage.root, "viewer")
+    site = write_benchmark(confined_path(viewer_root, experiment), benchmark, pages)
     mine = [r for r in site.rows if r["benchmark"] == benchmark]
+    base = env(VIEWER_URL_ENV) or DEFAULT_VIEWER_URL
     context.add_output_metadata(
         {
             "experiment": experiment,
-            "index": MetadataValue.url(site.index.as_uri()),
+            "index": MetadataValue.url(served_url(base, site.index, viewer_root)),
             "index_path": MetadataValue.path(str(site.index)),
+            "how_to_open": (
+                f"`index` is served by `make view` (at {DEFAULT_VIEWER_URL}; elsewhere set "
+                f"{VIEWER_URL_ENV} to the server's address, e.g. behind `ssh -L 8765:127.0.0.1:8765`); "
+                "without a server open `index_path` in a browser"
+            ),
             "item_pages": len(site.pages),
             "pictures": site.pictures,
             "items_in_index": len(site.rows),

@@ -45,6 +45,13 @@ class SiteResult:
     rows: list[dict[str, Any]]  # every index row of the experiment, as shown
 
 
+def served_url(base: str, page: Path, viewer_root: Path) -> str:
+    """The address of ``page`` (a file under ``viewer_root``) on a server of ``viewer_root`` at ``base``
+    (``make view``: ``http://127.0.0.1:8765/``); each path component URL-quoted."""
+    relative = page.resolve().relative_to(viewer_root.resolve())
+    return base.rstrip("/") + "/" + "/".join(quote(part, safe="") for part in relative.parts)
+
+
 def _money(value: float) -> str:
     return f"${value:,.4f}"
 
