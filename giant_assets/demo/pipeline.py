@@ -30,6 +30,7 @@ from dagster import AssetSelection, DagsterInstance, materialize
 from giant_assets.core.settings import DAGSTER_HOME_ENV, DEMO_KEY_ENV, PRICES_ENV, data_dir, env
 from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted_model import serve_demo_model
+from giant_assets.demo.serve_cli import DEMO_PORT
 from giant_assets.eval.export import submission_path
 from giant_assets.eval.leaderboard import leaderboard_markdown
 from giant_assets.grading.submissions import partition_key_for
@@ -49,7 +50,6 @@ GRADED = ("demo-giant", "tcga")
 # stable port, so their base URL, hence config hash, is the same across demo runs: a second `make demo`
 # reuses their journals instead of asking the model again
 EXPERIMENTS = ("random", "demo-giant", "demo-thumbnail", "demo-patch")
-DEMO_PORT = 47321
 PER_CELL = AssetSelection.assets(*CELL_ASSETS)
 ACROSS = AssetSelection.assets("leaderboard", "leaderboard_long", "experiment_comparisons")
 

@@ -1,0 +1,79 @@
+"""``giant-scripted-model`` as a user runs it: a real subprocess that prints its URL, answers
+``giant-run`` (the OpenAI SDK over loopback) as the docs show, and stops cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+
+REPO = Path(__file__).resolve().parents[2]
+GIANT_RUN = Path(sys.executable).parent / "giant-run"
+URL_PREFIX = "scripted model: http://127.0.0.1:"
+
+
+def serve(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "giant_assets.demo.serve_cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+
+
+@pytest.fixture
+def model():
+    process = serve("--port", "0")
+    try:
+        first = process.stdout.readline()
+        assert first.startswith(URL_PREFIX), first + process.stderr.read()
+        yield process, first.split()[2]  # the OpenAI base URL: http://127.0.0.1:<port>/v1
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+def test_it_prints_its_url_answers_giant_run_and_stops_on_sigterm(model, tmp_path: Path) -> None:
+    process, url = model
+    assert url.endswith("/v1")
+    slide = write_pyramidal_slide(tmp_path / "slide.tiff", ONE_LESION_DESIGN, levels=3)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}  # loopback: no key needed
+    run = subprocess.run(
+        [str(GIANT_RUN), str(slide), "--question", "What is the level of mitotic activity?",
+         "--options", "Low", "Medium", "High", "--provider", "openai", "--model", "scripted-demo",
+         "--base-url", url],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.strip().splitlines()
+    assert lines[-1] in {"label: 1", "label: 2", "label: 3"}
+    asked = [line.split()[2] for line in lines if line.startswith("step ") and "thumbnail" not in line]
+    assert asked == ["crop", "answer"]  # the demo policy crops once, then answers: a request each
+
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=20)
+    assert process.returncode == 0, err
+    assert out.strip() == f"scripted model: stopped after {len(asked)} requests"
+
+
+def test_a_taken_port_is_one_clear_line_and_exit_2(model) -> None:
+    _, url = model
+    port = url.removeprefix("http://127.0.0.1:").removesuffix("/v1")
+    second = serve("--port", port)
+    out, err = second.communicate(timeout=60)
+    assert second.returncode == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and f"127.0.0.1:{port}" in err and "--port" in err
+
+
+def test_the_command_is_installed_as_giant_scripted_model() -> None:
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["giant-scripted-model"] == "giant_assets.demo.serve_cli:main"
