@@ -3,7 +3,7 @@
 Two shapes of one table, both built from ``benchmark_metrics`` rows (one per experiment and benchmark)
 and the paper's results (:func:`giant_assets.eval.paper.paper_results`):
 
-- long (:func:`leaderboard_long`): ``experiment, source, benchmark, mean, std``, one row per known cell
+- long (:func:`leaderboard_long`): ``experiment, source, benchmark_name, mean, std``, one row per known cell
   (ours: the bootstrap mean and std in percent; the paper: its Table 1 / baseline numbers). It feeds the
   DuckDB view and the chart.
 - wide (:func:`leaderboard_table`): one row per experiment (ours first, by name; then the paper's rows in
@@ -28,7 +28,7 @@ REQUIRED_COLUMNS = (
     "boot_std_pct",
     "cost_usd",
 )
-LONG_COLUMNS = ("experiment", "source", "benchmark", "mean", "std")
+LONG_COLUMNS = ("experiment", "source", "benchmark_name", "mean", "std")
 COUNT_COLUMNS = ("n_benchmarks", "n_items", "n_slide_readable", "n_answered")
 WIDE_COLUMNS = (
     "experiment",
@@ -86,24 +86,24 @@ def leaderboard_long(benchmark_metrics: pd.DataFrame, paper: pd.DataFrame | None
         {
             "experiment": metrics["experiment"],
             "source": OURS,
-            "benchmark": metrics["benchmark_name"],
+            "benchmark_name": metrics["benchmark_name"],
             "mean": metrics["boot_mean_pct"].astype(float),
             "std": metrics["boot_std_pct"].astype(float),
         }
     )
-    ours = ours.assign(order=_benchmark_order(ours, "benchmark")).sort_values(["experiment", "order"])
+    ours = ours.assign(order=_benchmark_order(ours, "benchmark_name")).sort_values(["experiment", "order"])
     theirs = pd.DataFrame(
         {
             "experiment": paper["model"],
             "source": PAPER,
-            "benchmark": paper["benchmark"],
+            "benchmark_name": paper["benchmark"],
             "mean": paper["mean"].astype(float),
             "std": paper["std"].astype(float),
         }
     )
     model_rank = {name: i for i, name in enumerate(paper_models(paper))}
     theirs = theirs.assign(
-        rank=theirs["experiment"].map(model_rank), order=_benchmark_order(theirs, "benchmark")
+        rank=theirs["experiment"].map(model_rank), order=_benchmark_order(theirs, "benchmark_name")
     )
     theirs = theirs.sort_values(["rank", "order"])
     return pd.concat([ours, theirs], ignore_index=True)[list(LONG_COLUMNS)]
@@ -164,7 +164,7 @@ def leaderboard_table(benchmark_metrics: pd.DataFrame, paper: pd.DataFrame | Non
     paper = _paper(paper)
     long = leaderboard_long(metrics, paper)
     long["cell"] = [_cell(m, s) for m, s in zip(long["mean"], long["std"], strict=True)]
-    cells = long.pivot(index=["experiment", "source"], columns="benchmark", values="cell")
+    cells = long.pivot(index=["experiment", "source"], columns="benchmark_name", values="cell")
     facts = pd.concat([_our_facts(metrics), _paper_facts(paper_models(paper))])
     wide = facts.join(cells.reindex(columns=list(BENCHMARK_NAMES)), how="left").reset_index()
     for column in BENCHMARK_NAMES:

@@ -25,7 +25,7 @@ STATUS_COLUMNS = {
     WSI_UNSAFE: "unsafe_path",
 }
 SUMMARY_COLUMNS = (
-    "benchmark",
+    "benchmark_name",
     "questions",
     "slides",
     *STATUS_COLUMNS.values(),
@@ -36,7 +36,7 @@ SUMMARY_COLUMNS = (
     "mpp_min",
     "mpp_max",
 )
-PROBLEM_COLUMNS = ("benchmark", "benchmark_id", "image_path", "file_id", "status", "reason")
+PROBLEM_COLUMNS = ("benchmark_name", "benchmark_id", "image_path", "file_id", "status", "reason")
 ALL_BENCHMARKS = "all"
 
 
@@ -87,7 +87,7 @@ def _summarize(name: str, questions: pd.DataFrame) -> dict:
     mpp = pd.concat([found["mpp_x"], found["mpp_y"]]).dropna()
     levels = found["level_count"].dropna()
     return {
-        "benchmark": name,
+        "benchmark_name": name,
         "questions": len(questions),
         "slides": len(slides),
         **{column: int(counts.get(status, 0)) for status, column in STATUS_COLUMNS.items()},
@@ -117,7 +117,7 @@ def take_inventory(resolved: pd.DataFrame) -> Inventory:
     file_ids = bad["file_id"] if "file_id" in bad else pd.Series(None, index=bad.index, dtype=object)
     problems = pd.DataFrame(
         {
-            "benchmark": bad["benchmark_name"],
+            "benchmark_name": bad["benchmark_name"],
             "benchmark_id": bad["benchmark_id"],
             "image_path": bad["image_path"],
             "file_id": file_ids,

@@ -37,11 +37,11 @@ def _series(long_table: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
 def leaderboard_figure(long_table: pd.DataFrame) -> Figure:
     """Grouped bars: benchmarks on x, one bar per experiment (height = mean, error bar = std).
 
-    ``long_table`` is the leaderboard's long form (experiment, source, benchmark, mean, std). Our
+    ``long_table`` is the leaderboard's long form (experiment, source, benchmark_name, mean, std). Our
     experiments are solid colours; the paper's rows are grey with hatching and "(paper)" in the legend.
     Unknown cells have no bar. Each experiment is one BarContainer labelled as in the legend.
     """
-    benchmarks = [b for b in BENCHMARK_NAMES if b in set(long_table["benchmark"])]
+    benchmarks = [b for b in BENCHMARK_NAMES if b in set(long_table["benchmark_name"])]
     position = {name: i for i, name in enumerate(benchmarks)}
     series = _series(long_table)
     width = 0.84 / max(1, len(series))
@@ -52,7 +52,7 @@ def leaderboard_figure(long_table: pd.DataFrame) -> Figure:
     ax = fig.add_subplot()
     k_ours = k_paper = 0
     for k, (name, source, cells) in enumerate(series):
-        x = cells["benchmark"].map(position).to_numpy(dtype=float) - 0.42 + (k + 0.5) * width
+        x = cells["benchmark_name"].map(position).to_numpy(dtype=float) - 0.42 + (k + 0.5) * width
         style: dict = {"label": name, "color": ours(k_ours % 10)}
         if source == "ours":
             k_ours += 1

@@ -98,7 +98,7 @@ def test_long_form_holds_the_same_numbers_as_the_wide_table():
     long = leaderboard_long(metrics)
     assert list(long.columns) == list(LONG_COLUMNS)
     assert len(long) == len(metrics) + len(paper_results())
-    assert long[long["source"] == "ours"][["experiment", "benchmark"]].values.tolist() == [
+    assert long[long["source"] == "ours"][["experiment", "benchmark_name"]].values.tolist() == [
         ["gpt5-giant", "panda"],
         ["gpt5-giant", "tcga_expert_vqa"],
         ["zz-random", "tcga"],
@@ -106,9 +106,9 @@ def test_long_form_holds_the_same_numbers_as_the_wide_table():
     ]
     wide = leaderboard_table(metrics).set_index(["experiment", "source"])
     for row in long.itertuples():
-        assert wide.loc[(row.experiment, row.source), row.benchmark] == f"{row.mean:.1f} ± {row.std:.1f}"
+        assert wide.loc[(row.experiment, row.source), row.benchmark_name] == f"{row.mean:.1f} ± {row.std:.1f}"
     assert (
-        long.loc[(long["experiment"] == "zz-random") & (long["benchmark"] == "tcga"), "mean"].item() == 3.349
+        long.loc[(long["experiment"] == "zz-random") & (long["benchmark_name"] == "tcga"), "mean"].item() == 3.349
     )
 
 

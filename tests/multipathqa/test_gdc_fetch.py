@@ -77,7 +77,7 @@ def test_cli_fills_the_gdc_layout_through_faults(tmp_path, capsys):
     inventory, _ = check_csv(sample_csv_path(), root)
     summary = inventory.summary.set_index("benchmark")
     assert summary.loc[["tcga", "tcga_slidebench", "tcga_expert_vqa"], "found"].tolist() == [3, 2, 2]
-    assert set(inventory.problems["benchmark"]) == {"gtex", "panda"}
+    assert set(inventory.problems["benchmark_name"]) == {"gtex", "panda"}
 
 
 def _fetch(root: Path, url: str, files: list[ServedFile], attempts: int = 3):

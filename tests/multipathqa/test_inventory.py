@@ -42,7 +42,7 @@ def mixed(tmp_path_factory):
 def test_summary_counts_bytes_vendors_levels_and_mpp(mixed):
     inventory, row_errors = check_csv(sample_csv_path(), mixed.root)
     assert row_errors == [] and not inventory.complete
-    summary = inventory.summary.set_index("benchmark")
+    summary = inventory.summary.set_index("benchmark_name")
     assert {b: summary.loc[b, COUNT_COLUMNS].tolist() for b in summary.index} == EXPECTED_COUNTS
     for bench, names in FOUND_PER_BENCHMARK.items():
         assert summary.loc[bench, "total_bytes"] == sum(os.path.getsize(mixed.slides[n]) for n in names)
@@ -59,7 +59,7 @@ def test_summary_counts_bytes_vendors_levels_and_mpp(mixed):
 
 def test_problem_rows_name_the_question_and_the_reason(mixed):
     inventory, _ = check_csv(sample_csv_path(), mixed.root)
-    problems = inventory.problems.set_index(["benchmark", "benchmark_id"])
+    problems = inventory.problems.set_index(["benchmark_name", "benchmark_id"])
     assert sorted(problems.index) == [
         ("gtex", "GTEX-OIZH-0626"),
         ("panda", "1"),
@@ -95,13 +95,13 @@ def test_slide_inventory_asset_stores_the_same_summary(mixed, data_dir):
     )
     assert result.success
     with duckdb.connect(str(data_dir / "giant.duckdb"), read_only=True) as con:
-        stored = con.sql("select * from slide_inventory order by benchmark").df()
+        stored = con.sql("select * from slide_inventory order by benchmark_name").df()
     expected, _ = check_csv(sample_csv_path(), mixed.root)
-    stored = stored.set_index("benchmark")
+    stored = stored.set_index("benchmark_name")
     assert {b: stored.loc[b, COUNT_COLUMNS].tolist() for b in stored.index} == EXPECTED_COUNTS
     assert (
         stored["total_bytes"].tolist()
-        == expected.summary.set_index("benchmark").loc[stored.index, "total_bytes"].tolist()
+        == expected.summary.set_index("benchmark_name").loc[stored.index, "total_bytes"].tolist()
     )
     meta = result.asset_materializations_for_node("slide_inventory")[0].metadata
     assert meta["complete"].value is False and meta["questions_without_slide"].value == 5

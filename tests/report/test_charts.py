@@ -66,7 +66,7 @@ def test_every_bar_and_error_bar_is_a_cell_of_the_long_table():
             container = bars[name if source == "ours" else f"{name} (paper)"]
             assert len(container.patches) == len(cells)  # unknown cells have no bar
             centres = np.array([p.get_x() + p.get_width() / 2 for p in container.patches])
-            slots = cells["benchmark"].map({b: i for i, b in enumerate(BENCHMARK_NAMES)}).to_numpy()
+            slots = cells["benchmark_name"].map({b: i for i, b in enumerate(BENCHMARK_NAMES)}).to_numpy()
             assert np.all(np.abs(centres - slots) < 0.5)  # each bar sits in its benchmark's group
             np.testing.assert_allclose([p.get_height() for p in container.patches], cells["mean"], atol=1e-12)
             segments = container.errorbar.lines[2][0].get_segments()

@@ -43,7 +43,7 @@ def leaderboard(
     storage: StorageResource,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One row per experiment plus the paper's rows, one column per benchmark in ``mean ± std``, and the
-    same cells in long form (``experiment, source, benchmark, mean, std``).
+    same cells in long form (``experiment, source, benchmark_name, mean, std``).
 
     Also writes the chart (``results/leaderboard.png``) and one ``results/<experiment>/results.json``
     per experiment with its settings and provenance (including how the dataset's errata were handled).
