@@ -75,7 +75,7 @@ def test_cli_fills_the_gdc_layout_through_faults(tmp_path, capsys):
         assert len(gdc.requests) == requests_before
         assert "0 TCGA slide(s) to fetch" in capsys.readouterr().out
     inventory, _ = check_csv(sample_csv_path(), root)
-    summary = inventory.summary.set_index("benchmark")
+    summary = inventory.summary.set_index("benchmark_name")
     assert summary.loc[["tcga", "tcga_slidebench", "tcga_expert_vqa"], "found"].tolist() == [3, 2, 2]
     assert set(inventory.problems["benchmark_name"]) == {"gtex", "panda"}
 
