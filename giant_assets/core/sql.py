@@ -19,9 +19,12 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
+from pandas.api.types import is_datetime64_any_dtype, is_float_dtype
 
 from giant_assets.core.settings import DUCKDB_NAME, data_dir
 from giant_assets.core.storage import DuckDBLocked, ParquetStore
+
+NULL = "NULL"  # how a missing value prints
 
 
 def run(sql: str, db: Path) -> pd.DataFrame:
@@ -31,6 +34,19 @@ def run(sql: str, db: Path) -> pd.DataFrame:
     with duckdb.connect(str(db), read_only=True) as con:
         relation = con.sql(sql)
         return relation.df() if relation is not None else pd.DataFrame()
+
+
+def printable(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every missing value shown as ``NULL``, as DuckDB's CLI does (pandas would show
+    ``NaN``, ``<NA>`` or ``None`` depending on the column's type)."""
+    shown = frame.copy()
+    for column in shown.columns:
+        values = shown[column]
+        if values.isna().any() and not (
+            is_float_dtype(values.dtype) or is_datetime64_any_dtype(values.dtype)
+        ):
+            shown[column] = values.astype(object).where(values.notna(), NULL)
+    return shown
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_colwidth", 60):
-        print(frame.head(args.limit).to_string(index=False) if len(frame) else "(no rows)")
+        shown = printable(frame.head(args.limit))
+        print(shown.to_string(index=False, na_rep=NULL) if len(frame) else "(no rows)")
     if len(frame) > args.limit:
         print(f"... {len(frame) - args.limit} more rows (use --limit)")
     return 0
