@@ -15,19 +15,45 @@ import sys
 from giant_assets.experiments.declared import ExperimentsFileError
 from giant_assets.platform.resources import ExperimentsResource
 
+COMMANDS = {
+    "check": "validate the experiments file: every field of every experiment (exit 1 naming the file, "
+    "experiment and field of the first error)",
+    "list": "one line per declared experiment: name, agent, model, runs per item, config hash",
+    "sync": "add every declared experiment as a Dagster partition of the instance at $DAGSTER_HOME "
+    "(what experiments_sensor does every 30 s under `make ui`; never removes one)",
+    "estimate": "cost and time of what experiment NAME has left to run, per benchmark (ranges from the "
+    "protocol's token model, calibrated by finished runs of the same model)",
+    "batches": "the provider batches still open (batch mode), of NAME or of every experiment; --cancel "
+    "cancels NAME's",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="giant-experiments",
+        description=__doc__.splitlines()[0],
+        epilog="the file: $GIANT_EXPERIMENTS, else ./experiments.yaml (fields: docs/experiments.md)",
+    )
+    file_help = "experiments file (default $GIANT_EXPERIMENTS or ./experiments.yaml)"
+    parser.add_argument("--file", default="", help=file_help)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
+    for name, text in COMMANDS.items():
+        command = commands.add_parser(name, help=text, description=text)
+        # also after the command; SUPPRESS keeps a --file given before it
+        command.add_argument("--file", default=argparse.SUPPRESS, help=file_help)
+        if name in ("estimate", "batches"):
+            command.add_argument("name", nargs="?", help="the experiment")
+        if name == "estimate":
+            command.add_argument(
+                "--benchmark", action="append", default=None, help="only this benchmark (repeatable)"
+            )
+        if name == "batches":
+            command.add_argument("--cancel", action="store_true", help="cancel the open batches of NAME")
+    return parser
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="giant-experiments", description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["check", "list", "sync", "estimate", "batches"])
-    parser.add_argument("name", nargs="?", help="estimate, batches: the experiment")
-    parser.add_argument("--cancel", action="store_true", help="batches: cancel the open batches of NAME")
-    parser.add_argument(
-        "--benchmark", action="append", default=None, help="estimate: only this benchmark (repeatable)"
-    )
-    parser.add_argument(
-        "--file", default="", help="experiments file (default $GIANT_EXPERIMENTS or ./experiments.yaml)"
-    )
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     resource = ExperimentsResource(path=args.file)
     try:
         declared = resource.all()

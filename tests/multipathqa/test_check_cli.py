@@ -46,8 +46,11 @@ def test_incomplete_root_exits_1_and_writes_the_missing_rows(mixed, tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert "5 question(s) without a usable slide" in proc.stdout and "| all" in proc.stdout
     written = pd.read_csv(out, dtype=str, keep_default_na=False)
-    assert list(written.columns) == ["benchmark_name", "benchmark_id", "image_path", "file_id", "status", "reason"]
-    assert sorted(zip(written["benchmark_name"], written["benchmark_id"], written["status"], strict=True)) == [
+    assert list(written.columns) == [
+        "benchmark_name", "benchmark_id", "image_path", "file_id", "status", "reason"
+    ]  # fmt: skip
+    rows = zip(written["benchmark_name"], written["benchmark_id"], written["status"], strict=True)
+    assert sorted(rows) == [
         ("gtex", "GTEX-OIZH-0626", "missing"),
         ("panda", "1", "unreadable"),
         ("panda", "2", "unreadable"),
