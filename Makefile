@@ -8,7 +8,7 @@ export DAGSTER_HOME := $(CURDIR)/dagster_home
 export GIANT_DATA_DIR ?= $(CURDIR)/data
 VIEW_PORT ?= 8765
 
-.PHONY: demo cluster-demo test ui view lint bench clean
+.PHONY: demo cluster-demo test ui scripted-model view lint bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,8 +26,15 @@ cluster-demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
+# the Dagster UI and daemon (dagster-webserver + dagster-daemon, what `dagster dev` ran) and the demo's
+# scripted model on 127.0.0.1:47321, so the demo-* experiments re-run from the UI; the UI's viewer
+# links point at `make view` on VIEW_PORT (GIANT_VIEWER_URL overrides)
 ui: $(STAMP)
-	$(BIN)/dagster dev -w workspace.yaml
+	GIANT_VIEWER_URL="$${GIANT_VIEWER_URL:-http://127.0.0.1:$(VIEW_PORT)/}" $(BIN)/python -m giant_assets.demo.ui -w workspace.yaml
+
+# the scripted model alone (no key, no network), on the demo-* experiments' port; Ctrl-C stops it
+scripted-model: $(STAMP)
+	$(BIN)/giant-scripted-model --port 47321
 
 # the trajectory viewer's static sites (data/viewer/), served on loopback only: VIEW_PORT=9000 make view
 view:

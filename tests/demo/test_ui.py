@@ -1,0 +1,96 @@
+"""``make ui``'s launcher as a user runs it: the Dagster UI answers, the daemon heartbeats, the demo's
+scripted model answers the OpenAI SDK on its port, SIGTERM stops all three, and nothing prints
+Dagster's warning that ``dagster dev`` is superseded."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from dagster import DagsterInstance
+from dagster._core.instance.ref import InstanceRef
+from openai import OpenAI
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what: str, done, process: subprocess.Popen, log: Path, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        if process.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"{what}: not ready (exit {process.poll()})\n{log.read_text()[-3000:]}")
+        time.sleep(0.5)
+
+
+def answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_ui_daemon_and_scripted_model_start_and_stop_together(tmp_path: Path) -> None:
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    ui_port, model_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIANT_", "DAGSTER_"))}
+    env |= {"DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(tmp_path / "data")}
+    log = tmp_path / "ui.log"
+    with open(log, "w") as out:
+        ui = subprocess.Popen(
+            [sys.executable, "-m", "giant_assets.demo.ui", "-w", "workspace.yaml",
+             "--port", str(ui_port), "--model-port", str(model_port)],
+            env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        wait_for("the UI", lambda: answers(f"http://127.0.0.1:{ui_port}/server_info"), ui, log)
+        with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+            wait_for("the daemon", lambda: bool(instance.get_daemon_heartbeats()), ui, log)
+        model = OpenAI(base_url=f"http://127.0.0.1:{model_port}/v1", api_key="unused", max_retries=0)
+        reply = model.chat.completions.create(
+            model="scripted-demo", messages=[{"role": "user", "content": "Which organ?\n1. Lung\n2. Liver"}]
+        )
+        assert re.search(r'"answer": "[12]"}$', reply.choices[0].message.content)  # one of the options
+        os.kill(ui.pid, signal.SIGTERM)
+        assert ui.wait(timeout=60) == 0
+    finally:
+        if ui.poll() is None:
+            os.killpg(ui.pid, signal.SIGKILL)
+            ui.wait()
+    text = log.read_text()
+    assert f"Dagster UI: http://127.0.0.1:{ui_port}" in text
+    assert f"scripted model: http://127.0.0.1:{model_port}/v1" in text
+    assert "stopped: Dagster UI, daemon, scripted model" in text
+    assert "superseded" not in text and "dg dev" not in text
+    with pytest.raises(httpx.ConnectError):  # nothing left listening
+        httpx.get(f"http://127.0.0.1:{ui_port}/server_info", timeout=2)
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{model_port}/v1", timeout=2)
+
+
+def test_make_ui_runs_the_launcher_with_the_viewer_address() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "GIANT_VIEWER_URL"} | {"VIEW_PORT": "9123"}
+    dry = subprocess.run(["make", "-n", "ui"], cwd=REPO, env=env, capture_output=True, text=True, check=True)
+    assert "dagster dev" not in dry.stdout
+    (line,) = [x for x in dry.stdout.splitlines() if x.endswith("-m giant_assets.demo.ui -w workspace.yaml")]
+    assignment = line.split(" .venv/bin/python ")[0]  # the variables the recipe gives the launcher
+    shown = subprocess.run(
+        ["bash", "-c", f"{assignment} printenv GIANT_VIEWER_URL"], env=env, capture_output=True, text=True
+    )
+    assert shown.stdout.strip() == "http://127.0.0.1:9123/"  # the UI's viewer links follow VIEW_PORT
