@@ -4,8 +4,8 @@
 needs another package (dagster-dg-cli) and a ``dg`` project layout this repository does not use. So
 this runs the two commands ``dagster dev`` runs, ``dagster-webserver`` and ``dagster-daemon run`` (as a
 deployment runs them), over ``workspace.yaml``, and serves the scripted model on the port the
-``demo-*`` experiments name, so they can be re-run from the UI (a taken port is reported and left to
-whatever serves it). A throwaway ``GIANT_DEMO_API_KEY`` is set for their runs unless one is.
+``demo-*`` experiments name, so they can be re-run from the UI (a taken port, e.g. by a running
+``make demo``, is reported and taken over once it is free). A throwaway ``GIANT_DEMO_API_KEY`` is set for their runs unless one is.
 
     python -m giant_assets.demo.ui [-w workspace.yaml] [--host 127.0.0.1] [--port 3000] [--model-port N]
 """
@@ -25,6 +25,7 @@ from giant_assets.core.settings import DEMO_KEY_ENV
 from giant_assets.demo.serve_cli import DEMO_PORT, DemoModelServer
 
 STOP_WAIT_S = 20.0
+RETRY_TICKS = 10  # a taken model port is tried again every 10 x 0.5 s
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,16 +42,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _start_model(port: int) -> DemoModelServer | None:
-    if port < 0:
-        return None
+def _start_model(port: int, quiet: bool = False) -> DemoModelServer | None:
+    """The scripted model on ``port``; None when the port is taken (reported unless ``quiet``)."""
     try:
         model = DemoModelServer(port=port).start()
     except OSError as exc:
-        print(
-            f"scripted model: 127.0.0.1:{port} is taken ({exc.strerror}); "
-            "the demo-* experiments use whatever serves it"
-        )
+        if not quiet:
+            print(
+                f"scripted model: 127.0.0.1:{port} is taken ({exc.strerror}); the demo-* experiments use "
+                "whatever serves it, and this takes the port over once it is free",
+                flush=True,
+            )
         return None
     print(f"scripted model: {model.openai_base_url} (the demo-* experiments' base_url)", flush=True)
     return model
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     env.setdefault(DEMO_KEY_ENV, f"sk-demo-{secrets.token_hex(16)}")
     bin_dir = Path(sys.executable).parent
-    model = _start_model(args.model_port)
+    model = _start_model(args.model_port) if args.model_port >= 0 else None
     children = {
         "dagster-webserver": subprocess.Popen(
             [bin_dir / "dagster-webserver", "-w", args.workspace, "-h", args.host, "-p", str(args.port)],
@@ -88,10 +90,13 @@ def main(argv: list[str] | None = None) -> int:
         ),
     }
     print(f"Dagster UI: http://{args.host}:{args.port} (and its daemon); Ctrl-C stops them", flush=True)
-    failed = None
+    failed, ticks = None, 0
     try:
         while not stop.wait(0.5) and failed is None:
             failed = next((n for n, p in children.items() if p.poll() is not None), None)
+            ticks += 1
+            if model is None and args.model_port >= 0 and ticks % RETRY_TICKS == 0:  # a demo held it
+                model = _start_model(args.model_port, quiet=True)
     finally:
         _stop(children)
         if model is not None:

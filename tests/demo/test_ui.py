@@ -1,6 +1,6 @@
 """``make ui``'s launcher as a user runs it: the Dagster UI answers, the daemon heartbeats, the demo's
-scripted model answers the OpenAI SDK on its port, SIGTERM stops all three, and nothing prints
-Dagster's warning that ``dagster dev`` is superseded."""
+scripted model takes its port once another process frees it and answers the OpenAI SDK there, SIGTERM
+stops all three, and nothing prints Dagster's warning that ``dagster dev`` is superseded."""
 
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ def test_ui_daemon_and_scripted_model_start_and_stop_together(tmp_path: Path) ->
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIANT_", "DAGSTER_"))}
     env |= {"DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(tmp_path / "data")}
     log = tmp_path / "ui.log"
+    blocker = socket.create_server(("127.0.0.1", model_port))  # e.g. a `make demo` still serving the port
     with open(log, "w") as out:
         ui = subprocess.Popen(
             [sys.executable, "-m", "giant_assets.demo.ui", "-w", "workspace.yaml",
@@ -62,6 +63,10 @@ def test_ui_daemon_and_scripted_model_start_and_stop_together(tmp_path: Path) ->
         wait_for("the UI", lambda: answers(f"http://127.0.0.1:{ui_port}/server_info"), ui, log)
         with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
             wait_for("the daemon", lambda: bool(instance.get_daemon_heartbeats()), ui, log)
+        assert f"scripted model: 127.0.0.1:{model_port} is taken" in log.read_text()
+        blocker.close()  # the port is free again: the launcher takes it over
+        serving = f"scripted model: http://127.0.0.1:{model_port}/v1"
+        wait_for("the scripted model", lambda: serving in log.read_text(), ui, log, seconds=30)
         model = OpenAI(base_url=f"http://127.0.0.1:{model_port}/v1", api_key="unused", max_retries=0)
         reply = model.chat.completions.create(
             model="scripted-demo", messages=[{"role": "user", "content": "Which organ?\n1. Lung\n2. Liver"}]
@@ -70,6 +75,7 @@ def test_ui_daemon_and_scripted_model_start_and_stop_together(tmp_path: Path) ->
         os.kill(ui.pid, signal.SIGTERM)
         assert ui.wait(timeout=60) == 0
     finally:
+        blocker.close()
         if ui.poll() is None:
             os.killpg(ui.pid, signal.SIGKILL)
             ui.wait()
