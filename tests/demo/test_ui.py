@@ -63,6 +63,12 @@ def test_ui_daemon_and_scripted_model_start_and_stop_together(tmp_path: Path) ->
         wait_for("the UI", lambda: answers(f"http://127.0.0.1:{ui_port}/server_info"), ui, log)
         with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
             wait_for("the daemon", lambda: bool(instance.get_daemon_heartbeats()), ui, log)
+        # the UI's code location has the name `-m giant_assets.platform.definitions` gives, so a backfill
+        # launched from the shell with -m runs on this daemon
+        query = "{ workspaceOrError { ... on Workspace { locationEntries { name } } } }"
+        reply = httpx.post(f"http://127.0.0.1:{ui_port}/graphql", json={"query": query}, timeout=30).json()
+        entries = reply["data"]["workspaceOrError"]["locationEntries"]
+        assert [e["name"] for e in entries] == ["giant_assets.platform.definitions"]
         assert f"scripted model: 127.0.0.1:{model_port} is taken" in log.read_text()
         blocker.close()  # the port is free again: the launcher takes it over
         serving = f"scripted model: http://127.0.0.1:{model_port}/v1"
