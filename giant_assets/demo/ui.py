@@ -5,7 +5,8 @@ needs another package (dagster-dg-cli) and a ``dg`` project layout this reposito
 this runs the two commands ``dagster dev`` runs, ``dagster-webserver`` and ``dagster-daemon run`` (as a
 deployment runs them), over ``workspace.yaml``, and serves the scripted model on the port the
 ``demo-*`` experiments name, so they can be re-run from the UI (a taken port, e.g. by a running
-``make demo``, is reported and taken over once it is free). A throwaway ``GIANT_DEMO_API_KEY`` is set for their runs unless one is.
+``make demo``, is reported and taken over once it is free). A throwaway ``GIANT_DEMO_API_KEY`` is
+set for their runs unless one is.
 
     python -m giant_assets.demo.ui [-w workspace.yaml] [--host 127.0.0.1] [--port 3000] [--model-port N]
 """
