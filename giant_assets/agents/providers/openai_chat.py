@@ -1,6 +1,7 @@
 """OpenAI Chat Completions with tools (``api: chat``) through ``openai.AsyncOpenAI``: OpenAI itself and
 OpenAI-compatible servers (vLLM, Ollama, llama.cpp). A tool result carries text only on this wire, so
-a crop image follows it in a user turn. Local servers cache prefixes on their own: no cache key sent.
+a crop image follows it in a user turn. Local servers cache prefixes on their own: no cache key sent;
+``local.LocalChatModel`` adapts this wire to them (``server`` in an experiment).
 """
 
 from __future__ import annotations
@@ -26,21 +27,26 @@ class OpenAIChatModel(OpenAIModel):
     api = "chat"
     endpoint = "/chat/completions"
     response_type = ChatCompletion
+    max_tokens_field = "max_completion_tokens"  # OpenAI's name; local servers all take max_tokens
+    tool_choice: str | None = None  # None: not sent (OpenAI's default with tools is auto)
+    send_detail = True  # images at detail: high
 
     def _body(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.name, "messages": to_messages(messages)}
+        body: dict[str, Any] = {"model": self.name, "messages": to_messages(messages, self.send_detail)}
         if tools:
             body["tools"] = [
                 {"type": "function",
                  "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
                 for t in tools
             ]  # fmt: skip
+            if self.tool_choice:
+                body["tool_choice"] = self.tool_choice
         if self.reasoning_effort:
             body["reasoning_effort"] = self.reasoning_effort
         if self.max_tokens is not None:
-            body["max_completion_tokens"] = self.max_tokens
+            body[self.max_tokens_field] = self.max_tokens
         return body
 
     def _reply(self, response: Any) -> ModelReply:
@@ -67,18 +73,19 @@ class OpenAIChatModel(OpenAIModel):
         return ModelReply(text, calls, usage, reasoning=str(reasoning))
 
 
-def to_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Neutral messages as chat messages; the images of a run of tool results follow it in one user turn."""
+def to_messages(messages: Sequence[Message], detail: bool = True) -> list[dict[str, Any]]:
+    """Neutral messages as chat messages; the images of a run of tool results follow it in one user turn.
+    ``detail``: images carry OpenAI's ``detail: high`` (servers that do not know the field may refuse it)."""
     wire: list[dict[str, Any]] = []
     pending: list[ImagePart] = []
     for m in messages:
         if m.role != "tool" and pending:
-            wire.append({"role": "user", "content": _content(Message.user(*pending))})
+            wire.append({"role": "user", "content": _content(Message.user(*pending), detail)})
             pending = []
         if m.role == "system":
             wire.append({"role": "system", "content": m.text})
         elif m.role == "user":
-            wire.append({"role": "user", "content": _content(m)})
+            wire.append({"role": "user", "content": _content(m, detail)})
         elif m.role == "assistant":
             turn: dict[str, Any] = {"role": "assistant", "content": m.text or None}
             if m.tool_calls:
@@ -95,16 +102,17 @@ def to_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             wire.append({"role": "tool", "tool_call_id": m.call_id, "content": m.text})
             pending += m.images
     if pending:
-        wire.append({"role": "user", "content": _content(Message.user(*pending))})
+        wire.append({"role": "user", "content": _content(Message.user(*pending), detail)})
     return wire
 
 
-def _content(m: Message) -> list[dict[str, Any]]:
+def _content(m: Message, detail: bool = True) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for p in m.parts:
         if isinstance(p, TextPart):
             out.append({"type": "text", "text": p.text})
         elif isinstance(p, ImagePart):
             url = f"data:{p.media_type};base64,{p.data_b64}"
-            out.append({"type": "image_url", "image_url": {"url": url, "detail": "high"}})
+            image = {"url": url, "detail": "high"} if detail else {"url": url}
+            out.append({"type": "image_url", "image_url": image})
     return out
