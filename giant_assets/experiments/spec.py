@@ -135,10 +135,6 @@ class Experiment(BaseModel):
         if self.agent == "replay" and not self.replay_path:
             raise ValueError("agent 'replay' needs replay_path")
         api = self.resolved_api
-        if self.provider == "anthropic" and api != "messages":
-            raise ValueError(f"provider 'anthropic' speaks api 'messages', not {api!r}")
-        if self.provider == "openai" and api == "messages":
-            raise ValueError("api 'messages' is Anthropic's; provider 'openai' takes 'responses' or 'chat'")
         if self.server is not None:
             if self.provider != "openai" or api != "chat":
                 raise ValueError(
@@ -149,6 +145,10 @@ class Experiment(BaseModel):
                 raise ValueError(f"server {self.server!r} has no batch API: remove batch: true")
         elif self.server_image_limit is not None or self.send_detail is not None:
             raise ValueError("server_image_limit and send_detail apply to a local server: set server too")
+        if self.provider == "anthropic" and api != "messages":
+            raise ValueError(f"provider 'anthropic' speaks api 'messages', not {api!r}")
+        if self.provider == "openai" and api == "messages":
+            raise ValueError("api 'messages' is Anthropic's; provider 'openai' takes 'responses' or 'chat'")
         if self.batch and self.agent not in MODEL_MODES:
             raise ValueError(f"batch: true needs an agent that calls a model, not {self.agent!r}")
         return self

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -14,7 +17,9 @@ import pytest
 from PIL import Image
 
 from giant_assets.agents.base import AgentAnswer, AgentItem
+from giant_assets.agents.estimate import estimate
 from giant_assets.agents.giant import GiantAgent
+from giant_assets.agents.pricing import load_price_table
 from giant_assets.agents.providers import ImagePart, Message, OpenAIChatModel, TextPart, ToolSpec
 from giant_assets.agents.providers.local import LocalChatModel, keep_images, text_tool_calls
 from giant_assets.agents.registry import make_agent
@@ -244,3 +249,79 @@ def test_declared_examples_run_the_released_protocol(
         ans = run(agent, slide_path)
     assert ans.error is None and crops_served(ans) == [list(c) for c in CROPS] and ans.response_tagged
     assert all(len(r.images) <= (exp.server_image_limit or 99) for r in srv.requests)
+
+
+def test_giant_run_with_a_server(slide_path: Path, tmp_path: Path) -> None:
+    """``giant-run --server vllm``: every quirk at once, calls in the text, two images per request."""
+    q = Quirks(max_images=2, strict_params=True, needs_tool_choice=True, calls_in_text="hermes")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["OPENAI_API_KEY"] = "sk-hosted-SECRET-must-not-reach-the-local-server"
+    with ScriptedModelServer(rule=quirks(navigate(CROPS[:3]), q)) as srv:
+        result = subprocess.run(
+            [str(Path(sys.executable).parent / "giant-run"), str(slide_path),
+             "--question", "Which organ?", "--options", "Lung", "Liver", "Skin",
+             "--provider", "openai", "--server", "vllm", "--server-image-limit", "2",
+             "--model", "Qwen/Qwen3-VL-8B-Instruct", "--base-url", srv.openai_base_url, "--image-size", "560",
+             "--out", str(tmp_path / "t.json")],
+            capture_output=True, text=True, env=env, timeout=120, check=False,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "label: 2"  # "... the answer is 2." read from plain text
+    steps = json.loads((tmp_path / "t.json").read_text())["steps"]
+    assert [s["box"] for s in steps if s["action"] == "crop"] == [list(c) for c in CROPS[:3]]
+    assert len(srv.requests) == 4 and max(len(r.images) for r in srv.requests) == 2
+    assert all("authorization" not in r.headers for r in srv.requests)  # no key sent, not OpenAI's
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"server": "vllm", "provider": "anthropic"}, "server 'vllm' speaks Chat Completions"),
+        ({"server": "ollama", "api": "responses"}, "server 'ollama' speaks Chat Completions"),
+        ({"server": "vllm", "batch": True}, "server 'vllm' has no batch API"),
+        ({"server_image_limit": 4}, "server_image_limit and send_detail apply to a local server"),
+        ({"server": "sglang", "server_image_limit": 0}, "greater than or equal to 1"),
+    ],
+)
+def test_incoherent_server_settings_are_refused(fields: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Experiment(name="x", agent="giant", model="m", **fields)
+
+
+def test_server_settings_in_the_hash() -> None:
+    """The server's settings decide answers; hosted experiments keep the hash they had before them."""
+    hosted = Experiment(name="g", agent="giant", model="m")
+    assert not {"server", "server_image_limit", "send_detail"} & set(hosted.answer_settings())
+    base = Experiment(name="v", agent="giant", model="m", server="vllm")
+    assert base.config_hash() != hosted.config_hash()
+    # reasoning is not sent to a server, so it does not split its result sets
+    assert base.model_copy(update={"reasoning_effort": "low"}).config_hash() == base.config_hash()
+    # the image limit is hashed as the pruning it causes: limit 5 == max_images_in_context 5
+    limited = Experiment(name="v", agent="giant", model="m", server="vllm", server_image_limit=5)
+    pruned = Experiment(name="v", agent="giant", model="m", server="vllm", max_images_in_context=5)
+    assert limited.resolved_max_images_in_context == 5 and limited.config_hash() != base.config_hash()
+    assert (
+        limited.answer_settings()["max_images_in_context"]
+        == pruned.answer_settings()["max_images_in_context"]
+    )
+    # the default address is the one hashed: writing it out changes nothing
+    explicit = base.model_copy(update={"base_url": "http://127.0.0.1:8000/v1"})
+    assert explicit.config_hash() == base.config_hash()
+
+
+def test_estimate_counts_no_reasoning_and_the_image_limit() -> None:
+    """``giant-experiments estimate``: a server's run is estimated as what is sent to it."""
+    prices = load_price_table()
+    local = Experiment(name="v", agent="giant", model="m", server="vllm", server_image_limit=5)
+    # the same requests to a hosted model: no reasoning, the same pruning
+    same = Experiment(name="h", agent="giant", model="m", reasoning_effort=None, max_images_in_context=5)
+    a, b = (estimate(e, "tcga", items=10, prices=prices) for e in (local, same))
+    assert (a.output_tokens, a.input_tokens, a.cached_tokens) == (
+        b.output_tokens,
+        b.input_tokens,
+        b.cached_tokens,
+    )
+    unpruned = estimate(
+        local.model_copy(update={"server_image_limit": None}), "tcga", items=10, prices=prices
+    )
+    assert a.input_tokens.high < unpruned.input_tokens.high
