@@ -206,14 +206,14 @@ class Experiment(BaseModel):
                 fields["base_url"] = self.resolved_base_url
                 fields["max_images_in_context"] = self.resolved_max_images_in_context
                 fields["reasoning_effort"] = fields["thinking_budget"] = None
+            for name in HASHED_WHEN_SET:
+                if fields[name] is None:
+                    del fields[name]
             for name in ("prompt_path", "prompt_file"):  # by content, not path
                 if fields[name]:
                     fields[name] = _file_sha256(name, fields[name])
             if self.agent in ("giant", "random_patch"):  # every text the agent sends
                 fields["prompts_sha256"] = resolve_prompts(self.prompt_file, self.prompt_path).sha256()
-        for name in HASHED_WHEN_SET:
-            if fields.get(name) is None:
-                fields.pop(name, None)
         return fields | {"protocol_version": PROTOCOL_VERSION}
 
     def config_hash(self) -> str:

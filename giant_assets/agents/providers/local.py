@@ -70,6 +70,17 @@ class LocalChatModel(OpenAIChatModel):
         self.send_detail = send_detail
         super().__init__(model, **kwargs)
 
+    def _body(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None
+    ) -> dict[str, Any]:
+        body = super()._body(messages, tools, cache_key)
+        if not self.send_detail:  # the body's dicts are new for every request: edited in place
+            for message in body["messages"]:
+                for part in message["content"] if isinstance(message["content"], list) else ():
+                    if part.get("type") == "image_url":
+                        part["image_url"].pop("detail", None)
+        return body
+
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec] = (), cache_key: str | None = None
     ) -> ModelReply:

@@ -29,12 +29,11 @@ class OpenAIChatModel(OpenAIModel):
     response_type = ChatCompletion
     max_tokens_field = "max_completion_tokens"  # OpenAI's name; local servers all take max_tokens
     tool_choice: str | None = None  # None: not sent (OpenAI's default with tools is auto)
-    send_detail = True  # images at detail: high
 
     def _body(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.name, "messages": to_messages(messages, self.send_detail)}
+        body: dict[str, Any] = {"model": self.name, "messages": to_messages(messages)}
         if tools:
             body["tools"] = [
                 {"type": "function",
@@ -73,19 +72,18 @@ class OpenAIChatModel(OpenAIModel):
         return ModelReply(text, calls, usage, reasoning=str(reasoning))
 
 
-def to_messages(messages: Sequence[Message], detail: bool = True) -> list[dict[str, Any]]:
-    """Neutral messages as chat messages; the images of a run of tool results follow it in one user turn.
-    ``detail``: images carry OpenAI's ``detail: high`` (servers that do not know the field may refuse it)."""
+def to_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Neutral messages as chat messages; the images of a run of tool results follow it in one user turn."""
     wire: list[dict[str, Any]] = []
     pending: list[ImagePart] = []
     for m in messages:
         if m.role != "tool" and pending:
-            wire.append({"role": "user", "content": _content(Message.user(*pending), detail)})
+            wire.append({"role": "user", "content": _content(Message.user(*pending))})
             pending = []
         if m.role == "system":
             wire.append({"role": "system", "content": m.text})
         elif m.role == "user":
-            wire.append({"role": "user", "content": _content(m, detail)})
+            wire.append({"role": "user", "content": _content(m)})
         elif m.role == "assistant":
             turn: dict[str, Any] = {"role": "assistant", "content": m.text or None}
             if m.tool_calls:
@@ -102,17 +100,16 @@ def to_messages(messages: Sequence[Message], detail: bool = True) -> list[dict[s
             wire.append({"role": "tool", "tool_call_id": m.call_id, "content": m.text})
             pending += m.images
     if pending:
-        wire.append({"role": "user", "content": _content(Message.user(*pending), detail)})
+        wire.append({"role": "user", "content": _content(Message.user(*pending))})
     return wire
 
 
-def _content(m: Message, detail: bool = True) -> list[dict[str, Any]]:
+def _content(m: Message) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for p in m.parts:
         if isinstance(p, TextPart):
             out.append({"type": "text", "text": p.text})
         elif isinstance(p, ImagePart):
             url = f"data:{p.media_type};base64,{p.data_b64}"
-            image = {"url": url, "detail": "high"} if detail else {"url": url}
-            out.append({"type": "image_url", "image_url": image})
+            out.append({"type": "image_url", "image_url": {"url": url, "detail": "high"}})
     return out
