@@ -23,7 +23,7 @@ from giant_assets.agents.pricing import load_price_table
 from giant_assets.agents.providers import ImagePart, Message, OpenAIChatModel, TextPart, ToolSpec
 from giant_assets.agents.providers.local import LocalChatModel, keep_images, text_tool_calls
 from giant_assets.agents.registry import make_agent
-from giant_assets.demo.scripted_model import ScriptedModelServer
+from giant_assets.demo.scripted_model import ScriptedModelServer, demo_policy
 from giant_assets.experiments.declared import load_experiments
 from giant_assets.experiments.spec import Experiment
 from giant_assets.slides.access import encode_image
@@ -325,3 +325,14 @@ def test_estimate_counts_no_reasoning_and_the_image_limit() -> None:
         local.model_copy(update={"server_image_limit": None}), "tcga", items=10, prices=prices
     )
     assert a.input_tokens.high < unpruned.input_tokens.high
+
+
+def test_json_protocol_for_a_model_without_tools(slide_path: Path) -> None:
+    """Qwen2.5-VL's template renders no tools: ``protocol: json`` sends none (so no tool_choice either)
+    and reads the free-JSON crop and answer from the text, through a strict server."""
+    rule = quirks(demo_policy, Quirks(max_images=2, strict_params=True))
+    with ScriptedModelServer(rule=rule) as srv:
+        ans = run(local_agent(srv, server="ollama", protocol="json", server_image_limit=2), slide_path)
+    assert ans.error is None and len(crops_served(ans)) == 1 and ans.text in {"1", "2", "3"}
+    assert all("tools" not in r.json and "tool_choice" not in r.json for r in srv.requests)
+    assert [len(r.images) for r in srv.requests] == [1, 2]
