@@ -128,7 +128,7 @@ def _reasoning_range(exp: Experiment) -> tuple[int, int]:
     if exp.provider == "anthropic":
         budget = exp.thinking_budget or 0
         return (int(budget * 0.3), budget)
-    return REASONING_TOKENS.get(exp.reasoning_effort, (0, 0))
+    return REASONING_TOKENS.get(exp.resolved_reasoning_effort, (0, 0))
 
 
 def _reasons(exp: Experiment) -> bool:
@@ -158,7 +158,8 @@ def _run_tokens(exp: Experiment, calls: int, question_tokens: float) -> tuple[fl
     overview = image_tokens(exp.provider, size, round(size * OVERVIEW_ASPECT), model)
     crop = image_tokens(exp.provider, size, size, model) + TOOL_TURN_TOKENS
     # pruning keeps the overview and the newest `max_images_in_context - 1` crops as images
-    kept = None if exp.max_images_in_context is None else exp.max_images_in_context - 1
+    limit = exp.resolved_max_images_in_context  # a local server's image limit included
+    kept = None if limit is None else limit - 1
     prefix = SYSTEM_PROMPT_TOKENS + question_tokens + overview
     total = cached = 0.0
     for k in range(calls):  # call k carries the first k crops (only the newest `kept` as images)

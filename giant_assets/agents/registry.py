@@ -54,7 +54,7 @@ def make_giant_agent(experiment: Experiment, limiter: RateLimiter) -> Agent:
         max_attempts=experiment.max_attempts,
         image_size=experiment.resolved_image_size,
         protocol=experiment.protocol,
-        max_images_in_context=experiment.max_images_in_context,
+        max_images_in_context=experiment.resolved_max_images_in_context,
         prompts=resolve_prompts(experiment.prompt_file, experiment.prompt_path),
         note_tool=experiment.note_tool,
         serve_calls=experiment.resolved_serve_calls,

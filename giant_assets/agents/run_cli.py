@@ -2,6 +2,7 @@
 
     giant-run SLIDE --question TEXT [--options A B ...] [--benchmark NAME] --provider openai|anthropic
               [--api responses|chat] --model M [--base-url URL] [--api-key-env NAME]
+              [--server vllm|sglang|ollama|llamacpp [--server-image-limit N]]
               [--mode giant|thumbnail|patch|random_patch] [--max-steps T] [--out trajectory.json]
 
 Prints one line per step (box, level, tokens, cost), then ``answer: <text>`` and ``label: <N or none>``
@@ -48,6 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api", choices=("responses", "chat"), help="OpenAI wire format (default responses)")
     p.add_argument("--model", required=True, help="model id as the provider knows it")
     p.add_argument("--base-url", default="", help="SDK base URL, e.g. http://127.0.0.1:8000/v1 for OpenAI")
+    p.add_argument(
+        "--server",
+        choices=("vllm", "sglang", "ollama", "llamacpp"),
+        help="a local OpenAI-compatible server (with --provider openai): docs/open-models.md",
+    )
+    p.add_argument("--server-image-limit", type=int, help="the server's images per request (vLLM limit-mm)")
     p.add_argument("--api-key-env", default="", help="environment variable holding the API key")
     p.add_argument("--mode", choices=MODES, default="giant", help="agent (default giant)")
     p.add_argument("--max-steps", type=int, default=20, help="model calls per attempt, answer included")
@@ -73,6 +80,8 @@ def experiment_from_args(args: argparse.Namespace) -> Experiment:
         "api": args.api,
         "model": args.model,
         "base_url": args.base_url,
+        "server": args.server,
+        "server_image_limit": args.server_image_limit,
         "api_key_env": args.api_key_env,
         "max_steps": args.max_steps,
         "image_size": args.image_size,

@@ -29,6 +29,16 @@ MODEL_MODES = frozenset({"giant", "thumbnail", "patch", "random_patch"})
 PROTOCOL_VERSION = "3"
 SLUG = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 DEFAULT_IMAGE_SIZE = {"openai": 1000, "anthropic": 500}
+Server = Literal["vllm", "sglang", "ollama", "llamacpp"]
+# where each local server listens by default (its own documented port), OpenAI-compatible under /v1
+SERVER_BASE_URLS: dict[str, str] = {
+    "vllm": "http://127.0.0.1:8000/v1",
+    "sglang": "http://127.0.0.1:30000/v1",
+    "ollama": "http://127.0.0.1:11434/v1",
+    "llamacpp": "http://127.0.0.1:8080/v1",
+}
+# answer fields hashed only when set, so adding them left the hashes of earlier experiments unchanged
+HASHED_WHEN_SET = ("server", "server_image_limit", "send_detail")
 
 
 class Experiment(BaseModel):
@@ -45,7 +55,21 @@ class Experiment(BaseModel):
         default=None, description="wire format; default responses (openai) or messages (anthropic)"
     )
     model: str = ""
-    base_url: str = ""
+    base_url: str = Field(default="", description="API root; default the provider's, or the server's port")
+    server: Server | None = Field(
+        default=None,
+        description="a local OpenAI-compatible server (docs/open-models.md): Chat Completions, no key, "
+        "no reasoning options, no image detail, tool_choice auto, tool calls also read from the text",
+    )
+    server_image_limit: int | None = Field(
+        default=None,
+        ge=1,
+        description="images per request the server accepts (vLLM --limit-mm-per-prompt image=N): caps "
+        "max_images_in_context, the overview always kept",
+    )
+    send_detail: bool | None = Field(
+        default=None, description="with a server: send OpenAI's image detail field (default no)"
+    )
     protocol: Literal["tools", "json"] = Field(
         default="tools", description="tools: native slide_zoom tool calls; json: free-JSON actions"
     )
@@ -111,6 +135,16 @@ class Experiment(BaseModel):
         if self.agent == "replay" and not self.replay_path:
             raise ValueError("agent 'replay' needs replay_path")
         api = self.resolved_api
+        if self.server is not None:
+            if self.provider != "openai" or api != "chat":
+                raise ValueError(
+                    f"server {self.server!r} speaks Chat Completions: use provider 'openai' (the default) "
+                    f"and api 'chat' (or none), not provider {self.provider!r}, api {self.api!r}"
+                )
+            if self.batch:
+                raise ValueError(f"server {self.server!r} has no batch API: remove batch: true")
+        elif self.server_image_limit is not None or self.send_detail is not None:
+            raise ValueError("server_image_limit and send_detail apply to a local server: set server too")
         if self.provider == "anthropic" and api != "messages":
             raise ValueError(f"provider 'anthropic' speaks api 'messages', not {api!r}")
         if self.provider == "openai" and api == "messages":
@@ -121,7 +155,29 @@ class Experiment(BaseModel):
 
     @property
     def resolved_api(self) -> str:
+        if self.server is not None:
+            return self.api or "chat"
         return self.api or ("messages" if self.provider == "anthropic" else "responses")
+
+    @property
+    def resolved_base_url(self) -> str:
+        """``base_url``, or the server's default address; empty: the provider's own API."""
+        return self.base_url or (SERVER_BASE_URLS[self.server] if self.server else "")
+
+    @property
+    def resolved_max_images_in_context(self) -> int | None:
+        """``max_images_in_context`` within the server's per-request image limit (the overview counts)."""
+        limits = [k for k in (self.max_images_in_context, self.server_image_limit) if k is not None]
+        return min(limits) if limits else None
+
+    @property
+    def resolved_reasoning_effort(self) -> str | None:
+        """None for a local server (its models take no reasoning options), else ``reasoning_effort``."""
+        return None if self.server else self.reasoning_effort
+
+    @property
+    def resolved_send_detail(self) -> bool:
+        return self.send_detail if self.send_detail is not None else self.server is None
 
     @property
     def resolved_serve_calls(self) -> str:
@@ -146,6 +202,13 @@ class Experiment(BaseModel):
             fields["image_size"] = self.resolved_image_size
             fields["thumbnail_size"] = self.resolved_thumbnail_size
             fields["serve_calls"] = self.resolved_serve_calls
+            if self.server:
+                fields["base_url"] = self.resolved_base_url
+                fields["max_images_in_context"] = self.resolved_max_images_in_context
+                fields["reasoning_effort"] = fields["thinking_budget"] = None
+            for name in HASHED_WHEN_SET:
+                if fields[name] is None:
+                    del fields[name]
             for name in ("prompt_path", "prompt_file"):  # by content, not path
                 if fields[name]:
                     fields[name] = _file_sha256(name, fields[name])
@@ -170,6 +233,9 @@ ANSWER_FIELDS = (
     "api",
     "model",
     "base_url",
+    "server",
+    "server_image_limit",
+    "send_detail",
     "protocol",
     "runs_per_item",
     "max_steps",

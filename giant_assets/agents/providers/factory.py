@@ -1,4 +1,5 @@
-"""``make_chat_model``: the provider an experiment names, by its wire format (``resolved_api``)."""
+"""``make_chat_model``: the provider an experiment names, by its wire format (``resolved_api``), or the
+local-server preset (``local.LocalChatModel``) when the experiment names a ``server``."""
 
 from __future__ import annotations
 
@@ -27,11 +28,20 @@ def make_chat_model(experiment: Experiment, limiter: RateLimiter | None, **kwarg
     """The experiment's model client; ``kwargs`` (retry, timeout_s, max_tokens, ...) go to the class."""
     api = experiment.resolved_api
     common: dict[str, Any] = {
-        "base_url": experiment.base_url,
+        "base_url": experiment.resolved_base_url,
         "api_key_env": experiment.api_key_env,
         "limiter": limiter,
         "seed": experiment.seed,
     }
+    if experiment.server:
+        from giant_assets.agents.providers.local import LocalChatModel
+
+        local = {
+            "server": experiment.server,
+            "max_images": experiment.server_image_limit,
+            "send_detail": experiment.resolved_send_detail,
+        }
+        return LocalChatModel(experiment.model, **common, **local, **kwargs)
     if api == "messages":
         common["thinking_budget"] = experiment.thinking_budget
     else:

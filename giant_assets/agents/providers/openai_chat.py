@@ -1,6 +1,7 @@
 """OpenAI Chat Completions with tools (``api: chat``) through ``openai.AsyncOpenAI``: OpenAI itself and
 OpenAI-compatible servers (vLLM, Ollama, llama.cpp). A tool result carries text only on this wire, so
-a crop image follows it in a user turn. Local servers cache prefixes on their own: no cache key sent.
+a crop image follows it in a user turn. Local servers cache prefixes on their own: no cache key sent;
+``local.LocalChatModel`` adapts this wire to them (``server`` in an experiment).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ class OpenAIChatModel(OpenAIModel):
     api = "chat"
     endpoint = "/chat/completions"
     response_type = ChatCompletion
+    max_tokens_field = "max_completion_tokens"  # OpenAI's name; local servers all take max_tokens
+    tool_choice: str | None = None  # None: not sent (OpenAI's default with tools is auto)
 
     def _body(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None
@@ -37,10 +40,12 @@ class OpenAIChatModel(OpenAIModel):
                  "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
                 for t in tools
             ]  # fmt: skip
+            if self.tool_choice:
+                body["tool_choice"] = self.tool_choice
         if self.reasoning_effort:
             body["reasoning_effort"] = self.reasoning_effort
         if self.max_tokens is not None:
-            body["max_completion_tokens"] = self.max_tokens
+            body[self.max_tokens_field] = self.max_tokens
         return body
 
     def _reply(self, response: Any) -> ModelReply:

@@ -1,0 +1,171 @@
+"""OpenAI-compatible local servers (vLLM, SGLang, Ollama, llama.cpp): Chat Completions as they serve it.
+
+What differs from OpenAI's own Chat Completions (``openai_chat``), for an experiment with ``server``:
+
+- no key needed (``GIANT_LOCAL_API_KEY`` is sent when set, e.g. for ``vllm serve --api-key``; never
+  ``OPENAI_API_KEY``), no reasoning options, no image ``detail`` (``send_detail`` turns it on),
+  ``max_tokens`` rather than ``max_completion_tokens``;
+- ``tool_choice: "auto"`` whenever tools are offered: vLLM before 0.8 read a missing tool_choice as
+  ``"none"``;
+- tool calls the server left in the reply's text (no tool-call parser, or not the model's) are read
+  from it: Hermes/Qwen ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks, or else a
+  bare JSON object ``{"name": <an offered tool>, "arguments" or "parameters": {...}}``;
+- at most ``max_images`` images per request (vLLM ``--limit-mm-per-prompt``): the first image (the
+  slide's overview) stays, the oldest others leave, each replaced by a one-line note;
+- a request the server refuses as longer than its context (HTTP 400 naming the context length) is sent
+  again without the oldest image but the overview, until it fits or only the overview is left.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from giant_assets.agents.providers.errors import ProviderHTTPError
+from giant_assets.agents.providers.messages import (
+    ImagePart,
+    Message,
+    ModelReply,
+    TextPart,
+    ToolCall,
+    ToolSpec,
+)
+from giant_assets.agents.providers.openai_chat import OpenAIChatModel
+
+_LOG = logging.getLogger(__name__)
+LOCAL_KEY_ENV = "GIANT_LOCAL_API_KEY"
+_TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+# how vLLM, SGLang and llama.cpp word a prompt longer than the model's context
+_TOO_LONG = re.compile(
+    r"maximum context length|maximum model length|context length|context size|max_model_len",
+    re.IGNORECASE,
+)
+
+
+class LocalChatModel(OpenAIChatModel):
+    """A model on a local OpenAI-compatible server; see the module docstring for what it adapts."""
+
+    default_key_env = LOCAL_KEY_ENV
+    max_tokens_field = "max_tokens"
+    tool_choice = "auto"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        server: str = "local",
+        max_images: int | None = None,
+        send_detail: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.pop("reasoning_effort", None)  # local models take no reasoning options
+        kwargs.setdefault("require_key", False)
+        self.provider = server
+        self.max_images = max_images
+        self.send_detail = send_detail
+        super().__init__(model, **kwargs)
+
+    def _body(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None
+    ) -> dict[str, Any]:
+        body = super()._body(messages, tools, cache_key)
+        if not self.send_detail:  # the body's dicts are new for every request: edited in place
+            for message in body["messages"]:
+                for part in message["content"] if isinstance(message["content"], list) else ():
+                    if part.get("type") == "image_url":
+                        part["image_url"].pop("detail", None)
+        return body
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec] = (), cache_key: str | None = None
+    ) -> ModelReply:
+        messages = keep_images(messages, self.max_images)
+        while True:
+            try:
+                reply = await super().complete(messages, tools, cache_key)
+                break
+            except ProviderHTTPError as exc:
+                if exc.status != 400 or not _TOO_LONG.search(str(exc)):
+                    raise
+                fewer = keep_images(messages, image_count(messages) - 1)
+                if image_count(fewer) == image_count(messages):
+                    raise ProviderHTTPError(
+                        f"{exc}; the overview alone does not fit: raise the server's context length "
+                        "(vLLM --max-model-len, llama.cpp --ctx-size) or lower image_size",
+                        exc.status,
+                        exc.attempts,
+                    ) from None
+                _LOG.info("%s: prompt over the context length, sent again with one image fewer", self.name)
+                messages = fewer
+        if reply.tool_calls or not tools:
+            return reply
+        calls = text_tool_calls(reply.text, {t.name for t in tools})
+        return replace(reply, tool_calls=calls) if calls else reply
+
+
+def image_count(messages: Sequence[Message]) -> int:
+    return sum(isinstance(p, ImagePart) for m in messages for p in m.parts)
+
+
+def keep_images(messages: Sequence[Message], keep: int | None) -> Sequence[Message]:
+    """``messages`` with at most ``keep`` images: the first (the overview) and the newest others; each
+    image that leaves is replaced by a note naming what it showed."""
+    positions = [
+        (i, k) for i, m in enumerate(messages) for k, p in enumerate(m.parts) if isinstance(p, ImagePart)
+    ]
+    if keep is None or len(positions) <= keep:
+        return messages
+    drop = set(positions[1 : 1 + len(positions) - max(keep, 1)])
+    out = list(messages)
+    for i in {i for i, _ in drop}:
+        parts = tuple(
+            TextPart(f"[{p.label}: image removed from the context]") if (i, k) in drop else p
+            for k, p in enumerate(messages[i].parts)
+        )  # fmt: skip
+        out[i] = replace(messages[i], parts=parts)
+    return out
+
+
+def text_tool_calls(text: str, offered: set[str]) -> tuple[ToolCall, ...]:
+    """The tool calls written in ``text``: ``<tool_call>`` blocks (any tool name: the agent answers an
+    unknown one), else bare JSON objects naming an offered tool; ``()`` when there are none."""
+    blocks = _TOOL_CALL.findall(text)
+    found = [obj for block in blocks for obj in _json_objects(block)] if blocks else _json_objects(text)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    calls: list[ToolCall] = []
+    for obj in found:
+        name = obj.get("name")
+        args = obj.get("arguments", obj.get("parameters"))
+        if not isinstance(name, str) or args is None or (not blocks and name not in offered):
+            continue
+        raw = args if isinstance(args, str) else json.dumps(args)
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                args = None
+        arguments = args if isinstance(args, dict) else None
+        calls.append(ToolCall(f"call_text_{digest}_{len(calls)}", name, arguments, raw))
+    return tuple(calls)
+
+
+def _json_objects(text: str) -> list[dict[str, Any]]:
+    """Every top-level JSON object in ``text``, prose and code fences around them ignored."""
+    decoder = json.JSONDecoder()
+    found: list[dict[str, Any]] = []
+    i = text.find("{")
+    while i != -1:
+        try:
+            obj, end = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            i = text.find("{", i + 1)
+            continue
+        if isinstance(obj, dict):
+            found.append(obj)
+        i = text.find("{", end)
+    return found
