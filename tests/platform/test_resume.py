@@ -74,7 +74,8 @@ def group_alive(pgid: int) -> list[int]:
 def item_of(request: RecordedRequest, prompts: dict[str, str]) -> str:
     """The benchmark_id whose question opens the request's first user turn."""
     first_user = next(t for t in request.turns if t.role == "user")
-    found = [bid for bid, prompt in prompts.items() if first_user.texts[0].startswith(prompt + "\n")]
+    text = first_user.texts[0]
+    found = [bid for bid, prompt in prompts.items() if text == prompt or text.startswith(prompt + "\n")]
     assert len(found) == 1, first_user.texts[0][:200]
     return found[0]
 

@@ -46,7 +46,8 @@ def two_crops_then_answer(request: RecordedRequest) -> Reply:
         return crop_reply(*CORNER, prose="Start at the corner.")
     if request.assistant_turns == 1:
         first = next(t for t in request.turns if t.role == "user")
-        box = _dark_region_box("\n".join(first.texts), first.images[0])
+        system = "\n".join(t for turn in request.turns if turn.role == "system" for t in turn.texts)
+        box = _dark_region_box(system + "\n" + "\n".join(first.texts), first.images[0])
         assert box is not None
         return crop_reply(*box, prose="Now the dark area.")
     return demo_policy(request)
