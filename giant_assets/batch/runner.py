@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from giant_assets.agents.base import Agent, AgentAnswer, AgentItem
+from giant_assets.agents.providers.keys import redact_secrets
 from giant_assets.batch.guard import journal_lock, stop_when_orphaned
 from giant_assets.batch.journal import Journal
 from giant_assets.batch.plan import RunPlan, for_item, plan_runs
@@ -101,7 +102,11 @@ def result_row(
     error_kind: str | None,
     error: str | None,
 ) -> dict[str, Any]:
-    """One persisted result: the answer, its extracted label, accounting and the full trajectory."""
+    """One persisted result: the answer, its extracted label, accounting and the full trajectory.
+
+    The one place a run's text enters storage (journal, ``predictions``, ``trajectory_steps``): every
+    text field is scrubbed of the API keys read in this process (``keys.redact_secrets``).
+    """
     text = answer.text if answer else ""
     label, reason = None, None
     if answer is not None and error_kind is None:
@@ -135,7 +140,8 @@ def result_row(
         trajectory_json=json.dumps(steps, default=str),
         finished_at=_now(),
     )
-    return record.model_dump()
+    row = record.model_dump()
+    return {k: redact_secrets(v) if isinstance(v, str) else v for k, v in row.items()}
 
 
 async def run_batch(
