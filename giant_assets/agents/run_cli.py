@@ -224,5 +224,6 @@ def out_problem(out: Path) -> str | None:
         return f"--out {out}: cannot create a file under {folder}; choose a writable path"
     return None
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -22,8 +22,8 @@ from giant_assets.agents.providers.messages import (
     TextPart,
     ToolCall,
     ToolSpec,
-    token_count,
     Usage,
+    token_count,
 )
 
 EPHEMERAL = {"type": "ephemeral"}

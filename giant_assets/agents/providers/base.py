@@ -167,7 +167,8 @@ class SDKChatModel(abc.ABC):
             cause = exc.__cause__ or exc
             return Failure(f"connection failed ({type(cause).__name__}: {self.redact(str(cause))})")
         if isinstance(
-            exc, sdk.APIResponseValidationError | json.JSONDecodeError | pydantic.ValidationError | RecursionError
+            exc,
+            sdk.APIResponseValidationError | json.JSONDecodeError | pydantic.ValidationError | RecursionError,
         ):
             return MalformedResponse(
                 f"{where}: the body is not valid JSON of the expected shape "

@@ -93,7 +93,9 @@ def token_count(value: Any, name: str) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"usage {name} is {str(value)[:40]!r}, not a token count: the server's reply is malformed")
+        raise ValueError(
+            f"usage {name} is {str(value)[:40]!r}, not a token count: the server's reply is malformed"
+        )
     return value
 
 
