@@ -3,13 +3,16 @@
     giant-run SLIDE --question TEXT [--options A B ...] [--benchmark NAME] --provider openai|anthropic
               [--api responses|chat] --model M [--base-url URL] [--api-key-env NAME]
               [--mode giant|thumbnail|patch|random_patch] [--max-steps T] [--out trajectory.json]
+              [--deadline SECONDS]
 
 Prints one line per step (box, level, tokens, cost), then ``answer: <text>`` and ``label: <N or none>``
 as its last lines, and writes the trajectory as JSON with ``--out``. Exit status: 0 answered, 1 the run
-failed (the reason is printed, e.g. ``max_retries_exceeded``), 2 usage errors. The question with
+failed (the reason is printed, e.g. ``max_retries_exceeded``, or ``timeout`` past ``--deadline``, which
+bounds the whole run), 2 usage errors (``--out`` is checked before the first call; if writing it still
+fails, the answer is printed all the same and the exit status is 1). The question with
 ``--options`` is rendered as the platform renders a question-only prompt (``multipathqa.prompts``).
 The API key is read from the environment variable ``--api-key-env`` names (none is needed for a loopback
-base URL) and is written nowhere.
+base URL), stripped of surrounding whitespace, and redacted from everything printed or written.
 """
 
 from __future__ import annotations
@@ -184,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             width, height = (int(v) for v in slide.dimensions)
     except SlideError as exc:
         parser.error(str(exc))
+    if not args.deadline > 0:
+        parser.error("--deadline must be a positive number of seconds")
     if args.out is not None and (problem := out_problem(args.out)):
         parser.error(problem)  # before the first (paid) call
     prompt = render_prompt(args.question, options)
