@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -28,6 +29,7 @@ PARTIAL_SUFFIX = ".partial"
 _MD5_RE = re.compile(r"[0-9a-fA-F]{32}")
 _UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _RETRYABLE = (httpx.TransportError,)  # dropped connections, timeouts, refused connections
+MAX_METADATA_BYTES = 1 << 20  # a /files/<id> reply is a few hundred bytes; more is not GDC
 MAX_NAME_BYTES = 255  # a file name's limit on Linux/macOS file systems (the .partial suffix included)
 
 
@@ -180,17 +182,24 @@ class GdcFetcher:
         url = f"{self.base_url}/files/{file_id}"
 
         async def attempt() -> GdcFile:
+            body = bytearray()
             try:
-                response = await client.get(url, params={"fields": "file_name,md5sum,file_size"})
+                params = {"fields": "file_name,md5sum,file_size"}
+                async with client.stream("GET", url, params=params) as response:
+                    if response.status_code >= 500:
+                        raise _Retry(f"HTTP {response.status_code}", retry_after=_retry_after(response))
+                    if response.status_code != 200:
+                        raise FetchError(f"{file_id}: GET {url} answered HTTP {response.status_code}")
+                    async for chunk in response.aiter_bytes():
+                        body += chunk
+                        if len(body) > MAX_METADATA_BYTES:
+                            too_long = f"more than {MAX_METADATA_BYTES} bytes of metadata"
+                            raise FetchError(f"{file_id}: GET {url} answered {too_long}")
             except _RETRYABLE as exc:
                 raise _Retry(f"{type(exc).__name__}: {exc}") from None
-            if response.status_code >= 500:
-                raise _Retry(f"HTTP {response.status_code}", retry_after=_retry_after(response))
-            if response.status_code != 200:
-                raise FetchError(f"{file_id}: GET {url} answered HTTP {response.status_code}")
             try:
-                payload = response.json()
-            except ValueError:
+                payload = json.loads(body)
+            except (ValueError, RecursionError):
                 raise FetchError(f"{file_id}: GET {url} did not answer JSON") from None
             return parse_gdc_file(file_id, payload)
 

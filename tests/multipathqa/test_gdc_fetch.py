@@ -239,3 +239,13 @@ def test_unusable_file_names_and_empty_files_fail_alone_with_the_summary(tmp_pat
     assert f"FAILED {empty.file_id}: {empty.file_id}: GDC lists {empty.file_name} with file_size 0" in out
     for served in files[2:]:
         assert _landed(root, served) == served.body
+
+
+def test_metadata_beyond_a_megabyte_fails_that_file(tmp_path):
+    files = _tcga_files(tmp_path)[:2]
+    files[0].metadata_padding = 2 << 20  # GDC's reply is a few hundred bytes; this one never ends soon
+    with GdcServer(files) as gdc:
+        results = _fetch_within(tmp_path / "wsi", gdc.url, files, attempts=3)
+        assert gdc.data_requests(files[0].file_id) == []
+    assert "answered more than 1048576 bytes of metadata" in results[files[0].file_id].error
+    assert results[files[1].file_id].status == "downloaded"

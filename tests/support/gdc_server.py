@@ -5,8 +5,8 @@ the md5 differs), ``drop_at`` (headers promise the whole body, the connection cl
 bytes), ``errors_5xx`` (HTTP 503; also for metadata). ``bytes_per_s`` throttles bodies. Lies:
 ``published_size`` (the metadata's ``file_size``, its md5 that of the body's first so many bytes, while
 the whole body is sent), ``ignore_range`` (always the whole body, HTTP 200), ``drop_every`` (every
-response closes after that many bytes). Every request is recorded so tests can tell what was asked and
-how much was sent.
+response closes after that many bytes), ``metadata_padding`` (spaces after the metadata JSON). Every
+request is recorded so tests can tell what was asked and how much was sent.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ class ServedFile:
     published_size: int | None = None
     ignore_range: bool = False
     drop_every: int | None = None
+    metadata_padding: int = 0
     data_requests: int = 0
 
 
@@ -113,7 +114,8 @@ class GdcServer:
             "md5sum": hashlib.md5(served.body[:size]).hexdigest(),
             "file_size": size,
         }
-        handler._reply(200, json.dumps({"data": data, "warnings": {}}).encode(), "files", served.file_id)
+        body = json.dumps({"data": data, "warnings": {}}).encode() + b" " * served.metadata_padding
+        handler._reply(200, body, "files", served.file_id)
 
     def _data(self, handler: BaseHTTPRequestHandler, served: ServedFile) -> None:
         with self._lock:
