@@ -140,22 +140,6 @@ def split_answer(text: str) -> tuple[str, str, bool]:
     return text.strip(), report, False
 
 
-def _tagged(text: str, tag: str) -> list[str]:
-    """What ``re.findall(r"<tag>(.*?)</tag>", text, DOTALL | IGNORECASE)`` gives, in one linear pass
-    (that regex is quadratic on a reply of many unclosed ``<tag>``: 80 KB took 2.3 s)."""
-    found: list[str] = []
-    start: int | None = None
-    for m in _TAG.finditer(text):
-        if m.group(2).lower() != tag:
-            continue
-        if m.group(1) and start is not None:
-            found.append(text[start : m.start()])
-            start = None
-        elif not m.group(1) and start is None:
-            start = m.end()
-    return found
-
-
 def prune_images(messages: list[Message], keep: int | None) -> list[Message]:
     """The conversation as the official agent prunes it: the overview (the first message with an image)
     always stays, and of the later images the newest ``keep - 1``; older ones leave, their text stays."""
@@ -530,6 +514,22 @@ def _ints(values: list[Any]) -> list[int] | None:
     except (TypeError, ValueError, OverflowError):
         return None
     return out if len(out) == 4 else None
+
+
+def _tagged(text: str, tag: str) -> list[str]:
+    """What ``re.findall(r"<tag>(.*?)</tag>", text, DOTALL | IGNORECASE)`` gives, in one linear pass
+    (that regex is quadratic on a reply of many unclosed ``<tag>``: 80 KB took 2.3 s)."""
+    found: list[str] = []
+    start: int | None = None
+    for m in _TAG.finditer(text):
+        if m.group(2).lower() != tag:
+            continue
+        if m.group(1) and start is not None:
+            found.append(text[start : m.start()])
+            start = None
+        elif not m.group(1) and start is None:
+            start = m.end()
+    return found
 
 
 def _json_objects(text: str) -> list[dict[str, Any]]:
