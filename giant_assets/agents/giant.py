@@ -106,7 +106,10 @@ RAW_FINAL = "no JSON answer at the final step; the raw reply is used as the answ
 NO_ANSWER = "tool call at the last step: no answer in this attempt"
 _TAG = re.compile(r"<(/?)(response|report)>", re.IGNORECASE)
 MAX_PARSED_CHARS = 65_536  # a reply's action JSON is looked for in its last 64 KiB only
-_DECODE_BUDGET = 2_000_000  # characters the JSON scan may read in all (failed attempts included)
+_DECODE_BUDGET = 8_000_000  # characters the JSON scan may read in all (failed attempts included)
+_WINDOW = 4096  # a JSON value is first decoded from this many characters
+_DECODER = json.JSONDecoder()
+_OBJECT_START = re.compile(r'\{[ \t\n\r]*["}]')
 _FORMAT_HINT = (
     'Reply with one JSON object: {"action": "crop", "x": .., "y": .., "w": .., "h": ..} in level-0 pixels, '
     'or {"action": "answer", "answer": ..}.'
@@ -125,7 +128,10 @@ class Action:
 def parse_action(text: str) -> Action | None:
     """The last JSON object in ``text`` that reads as a crop or an answer; None if there is none."""
     for obj in reversed(_json_objects(text)):
-        action = _classify(obj)
+        try:
+            action = _classify(obj)
+        except RecursionError:  # an answer value nested too deep to write back as JSON
+            continue
         if action is not None:
             return action
     return None
@@ -534,25 +540,65 @@ def _tagged(text: str, tag: str) -> list[str]:
 
 def _json_objects(text: str) -> list[dict[str, Any]]:
     """Every top-level JSON object embedded in the last MAX_PARSED_CHARS of ``text`` (prose and code
-    fences around them are fine). Bounded: objects nested past the recursion limit are skipped, and the
-    scan stops after reading _DECODE_BUDGET characters (a degenerate reply of unclosed braces)."""
+    fences around them are fine). Bounded: an object nested past the recursion limit is skipped whole,
+    and the scan stops after reading _DECODE_BUDGET characters (a degenerate reply of unclosed braces)."""
     text = text[-MAX_PARSED_CHARS:]
-    decoder = json.JSONDecoder()
     found: list[dict[str, Any]] = []
+    closing: dict[int, int] | None = None
     budget = _DECODE_BUDGET
-    i = text.find("{")
+    i = _next_object(text, 0)
     while i != -1 and budget > 0:
         try:
-            obj, end = decoder.raw_decode(text, i)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            budget -= max(1, getattr(exc, "pos", len(text)) - i)
-            i = text.find("{", i + 1)
+            obj, end, cost = _decode_at(text, i)
+        except RecursionError:
+            closing = _closing_braces(text) if closing is None else closing
+            end = closing.get(i, len(text) - 1) + 1  # past the too-deep object, inner objects included
+            budget -= len(text) - i
+            i = _next_object(text, end)
             continue
-        budget -= end - i
+        budget -= cost
         if isinstance(obj, dict):
             found.append(obj)
-        i = text.find("{", end)
+        i = _next_object(text, end if obj is not None else i + 1)
     return found
+
+
+def _next_object(text: str, start: int) -> int:
+    """Where the next JSON object may start (a "{" then a key or "}"), or -1."""
+    found = _OBJECT_START.search(text, start)
+    return found.start() if found else -1
+
+
+def _decode_at(text: str, i: int) -> tuple[Any, int, int]:
+    """(object or None, end, characters read) of the JSON value starting at ``i``.
+
+    Decoded from a slice of _WINDOW characters first, so a failure costs what was read, not ``i``
+    (``JSONDecodeError`` counts the lines before its position); only a value the window cut short is
+    decoded again from the whole rest of the text.
+    """
+    chunk = text[i : i + _WINDOW]
+    for attempt in (1, 2):
+        try:
+            obj, n = _DECODER.raw_decode(chunk)
+            return obj, i + n, n
+        except json.JSONDecodeError as exc:
+            cut_short = exc.pos >= len(chunk) - 1 or exc.msg.startswith("Unterminated")
+            if attempt == 2 or not cut_short or i + len(chunk) >= len(text):
+                return None, i + 1, max(1, exc.pos) + (len(chunk) if attempt == 2 else 0)
+            chunk = text[i:]
+    raise AssertionError("unreachable")
+
+
+def _closing_braces(text: str) -> dict[int, int]:
+    """Position of each "{" -> its matching "}" (one stack pass; quotes are not special)."""
+    closing: dict[int, int] = {}
+    stack: list[int] = []
+    for i, char in enumerate(text):
+        if char == "{":
+            stack.append(i)
+        elif char == "}" and stack:
+            closing[stack.pop()] = i
+    return closing
 
 
 def _classify(obj: dict[str, Any]) -> Action | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from giant_assets.agents.giant import split_answer
+from giant_assets.agents.giant import _json_objects, parse_action, split_answer
 from giant_assets.agents.providers import MalformedResponse
 from giant_assets.agents.providers.base import SDKChatModel
 from giant_assets.agents.providers.factory import model_class
@@ -80,6 +80,44 @@ def test_tag_scan_gives_what_the_regex_gives_in_linear_time() -> None:
         response, _, tagged = split_answer(text)
         assert time.perf_counter() - start < 1.0
     assert (response, tagged) == ("2", True)
+
+
+def naive_json_objects(text: str) -> list[dict]:
+    """The plain definition (every "{" tried, left to right): the oracle for ordinary replies."""
+    decoder, found, i = json.JSONDecoder(), [], text.find("{")
+    while i != -1:
+        try:
+            obj, end = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            i = text.find("{", i + 1)
+            continue
+        if isinstance(obj, dict):
+            found.append(obj)
+        i = text.find("{", end)
+    return found
+
+
+def test_json_scan_finds_what_the_plain_scan_finds_and_is_bounded() -> None:
+    pieces = ['{"action": "crop", "x": 1, "y": 2, "w": 3, "h": 4}', '{"answer": "2"}', "{ oops }", "{", "}",
+              '{"a": {"b": [1, {"c": 2}]}}', '"', " prose ", "\n```json\n", '{"long": "' + "z" * 5000 + '"}',
+              "[1, 2]", '{"x": "}{"}']  # fmt: skip
+    rng = random.Random(11)
+    for _ in range(1500):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 10)))
+        assert _json_objects(text) == naive_json_objects(text), text[:300]
+    # degenerate replies: the plain scan is quadratic on these (JSONDecodeError counts lines per try)
+    for text in ("{" * 1_000_000, '{"' * 300_000, '{"a":' * 200_000, '{"a": "' * 100_000):
+        start = time.perf_counter()
+        assert _json_objects(text) == []
+        assert time.perf_counter() - start < 1.0, text[:20]
+
+
+@pytest.mark.parametrize("depth", [990, 995, 1000, 1500, DEEP])
+def test_deeply_nested_json_in_a_reply_is_no_action_never_a_recursion_error(depth: int) -> None:
+    nested = '{"a": ' * depth + "1" + "}" * depth
+    action = parse_action(f'{{"answer": {nested}}} and then {{"action": "crop", "x": 1}}')
+    assert action is not None and action.kind == "crop"  # the deep object is skipped, the next one read
+    assert parse_action(nested) is None or depth < 995
 
 
 def test_a_megabyte_of_response_tags_is_answered_in_seconds(slide: Path) -> None:
