@@ -21,6 +21,7 @@ and rebuilds every view; a read-only open raises ``DuckDBDamaged`` saying how to
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
@@ -269,7 +270,8 @@ class ParquetStore:
     def rebuild(self, why: DuckDBDamaged) -> None:
         """Move a damaged DuckDB file aside (``giant.duckdb.damaged``) and create every view anew."""
         aside = self.duckdb_path.with_name(self.duckdb_path.name + ".damaged")
-        self.duckdb_path.replace(aside)
+        with contextlib.suppress(FileNotFoundError):  # another writer moved it aside first
+            self.duckdb_path.replace(aside)
         Path(f"{self.duckdb_path}.wal").unlink(missing_ok=True)
         self.log(f"{why}. Rebuilding it now; the damaged file is kept as {aside}")
         self._create_views(self.tables(), timeout_s=self.lock_timeout_s)
