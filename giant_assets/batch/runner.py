@@ -34,6 +34,7 @@ from giant_assets.batch.records import (
 from giant_assets.eval.extraction import extract_label
 
 _LOG = logging.getLogger(__name__)
+_MODEL_TEXT = ("answer_text", "extraction", "error", "trajectory_json")  # what a server or model wrote
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,8 @@ def result_row(
     """One persisted result: the answer, its extracted label, accounting and the full trajectory.
 
     The one place a run's text enters storage (journal, ``predictions``, ``trajectory_steps``): every
-    text field is scrubbed of the API keys read in this process (``keys.redact_secrets``).
+    field a model or server wrote is scrubbed of the API keys read in this process
+    (``keys.redact_secrets``).
     """
     text = answer.text if answer else ""
     label, reason = None, None
@@ -141,7 +143,7 @@ def result_row(
         finished_at=_now(),
     )
     row = record.model_dump()
-    return {k: redact_secrets(v) if isinstance(v, str) else v for k, v in row.items()}
+    return row | {k: redact_secrets(row[k]) for k in _MODEL_TEXT if row[k] is not None}
 
 
 async def run_batch(
