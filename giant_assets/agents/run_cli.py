@@ -66,7 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", type=Path, help="write the trajectory JSON here")
     p.add_argument(
-        "--deadline", type=float, default=900.0, help="seconds the whole run may take (default 900)"
+        "--deadline",
+        type=float,
+        default=Experiment.model_fields["item_timeout_s"].default,
+        help="seconds the whole run may take, all attempts (default: item_timeout_s's, 3900)",
     )
     return p
 
