@@ -4,13 +4,16 @@
               [--api responses|chat] --model M [--base-url URL] [--api-key-env NAME]
               [--server vllm|sglang|ollama|llamacpp [--server-image-limit N]]
               [--mode giant|thumbnail|patch|random_patch] [--max-steps T] [--out trajectory.json]
+              [--deadline SECONDS]
 
 Prints one line per step (box, level, tokens, cost), then ``answer: <text>`` and ``label: <N or none>``
 as its last lines, and writes the trajectory as JSON with ``--out``. Exit status: 0 answered, 1 the run
-failed (the reason is printed, e.g. ``max_retries_exceeded``), 2 usage errors. The question with
+failed (the reason is printed, e.g. ``max_retries_exceeded``, or ``timeout`` past ``--deadline``, which
+bounds the whole run), 2 usage errors (``--out`` is checked before the first call; if writing it still
+fails, the answer is printed all the same and the exit status is 1). The question with
 ``--options`` is rendered as the platform renders a question-only prompt (``multipathqa.prompts``).
 The API key is read from the environment variable ``--api-key-env`` names (none is needed for a loopback
-base URL) and is written nowhere.
+base URL), stripped of surrounding whitespace, and redacted from everything printed or written.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -68,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--serve-calls", choices=("all", "first"), help="tool calls served per reply (default: per provider)"
     )
     p.add_argument("--out", type=Path, help="write the trajectory JSON here")
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=Experiment.model_fields["item_timeout_s"].default,
+        help="seconds the whole run may take, all attempts (default: item_timeout_s's, 3900)",
+    )
     return p
 
 
@@ -147,7 +157,7 @@ def trajectory_doc(
     }
 
 
-async def _run(exp: Experiment, item: AgentItem) -> AgentAnswer:
+async def _run(exp: Experiment, item: AgentItem, deadline_s: float) -> AgentAnswer:
     # imported here: the SDKs take seconds to import, and usage errors should not wait for them
     import pandas as pd
 
@@ -157,7 +167,11 @@ async def _run(exp: Experiment, item: AgentItem) -> AgentAnswer:
     limiter = make_rate_limiter(exp.provider, exp.model, exp.api_key_env, exp.requests_per_minute)
     agent = make_agent(exp, pd.DataFrame(columns=["benchmark_name", "truth_label"]), limiter)
     try:
-        return await agent.answer(item, 0)
+        async with asyncio.timeout(deadline_s):
+            return await agent.answer(item, 0)
+    except TimeoutError:
+        message = f"no answer within --deadline {deadline_s:g}s; raise --deadline for slow models"
+        return AgentAnswer(text="", error=message, error_kind="timeout")
     finally:
         await agent.aclose()
 
@@ -185,27 +199,47 @@ def main(argv: Sequence[str] | None = None) -> int:
             width, height = (int(v) for v in slide.dimensions)
     except SlideError as exc:
         parser.error(str(exc))
+    if not args.deadline > 0:
+        parser.error("--deadline must be a positive number of seconds")
+    if args.out is not None and (problem := out_problem(args.out)):
+        parser.error(problem)  # before the first (paid) call
     prompt = render_prompt(args.question, options)
     item = AgentItem(benchmark, "giant-run", prompt, options, str(args.slide), width, height)
     from giant_assets.agents.providers import MissingAPIKey
+    from giant_assets.agents.providers.keys import redact_secrets
 
     try:
-        answer = asyncio.run(_run(exp, item))
+        answer = asyncio.run(_run(exp, item, args.deadline))
     except MissingAPIKey as exc:
         parser.error(str(exc))
     for step in answer.steps:
-        print(format_step(step))
+        print(redact_secrets(format_step(step)))
     label = label_of(answer.text, benchmark, options) if answer.error is None else None
+    status = 0 if answer.error is None else 1
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         doc = trajectory_doc(exp, item, answer, label, args.question)
-        args.out.write_text(json.dumps(doc, indent=2, default=str))
+        try:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(redact_secrets(json.dumps(doc, indent=2, default=str)))
+        except OSError as exc:
+            print(f"error: --out {args.out}: cannot be written ({exc.strerror or exc}); the answer follows")
+            status = 1
     if answer.error is not None:
-        print(f"failed: {answer.error_kind or 'agent_error'}: {answer.error}")
+        print(redact_secrets(f"failed: {answer.error_kind or 'agent_error'}: {answer.error}"))
     print(f"total: {len(answer.steps)} steps, ${answer.cost_usd:.6f}")
-    print(f"answer: {' '.join(answer.text.split())}")  # one line, whatever the reply's layout
+    print(redact_secrets(f"answer: {' '.join(answer.text.split())}"))  # one line, whatever the layout
     print(f"label: {'none' if label is None else label}")
-    return 0 if answer.error is None else 1
+    return status
+
+
+def out_problem(out: Path) -> str | None:
+    """Why ``--out`` cannot take the trajectory (a directory, an unwritable folder), or None."""
+    if out.is_dir():
+        return f"--out {out} is a directory; give a file name such as {out / 'trajectory.json'}"
+    folder = next((p for p in out.parents if p.exists()), Path("."))
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        return f"--out {out}: cannot create a file under {folder}; choose a writable path"
+    return None
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from giant_assets.agents.base import Agent, AgentAnswer, AgentItem
+from giant_assets.agents.providers.keys import redact_secrets
 from giant_assets.batch.guard import journal_lock, stop_when_orphaned
 from giant_assets.batch.journal import Journal
 from giant_assets.batch.plan import RunPlan, for_item, plan_runs
@@ -33,6 +34,7 @@ from giant_assets.batch.records import (
 from giant_assets.eval.extraction import extract_label
 
 _LOG = logging.getLogger(__name__)
+_MODEL_TEXT = ("answer_text", "extraction", "error", "trajectory_json")  # what a server or model wrote
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,12 @@ def result_row(
     error_kind: str | None,
     error: str | None,
 ) -> dict[str, Any]:
-    """One persisted result: the answer, its extracted label, accounting and the full trajectory."""
+    """One persisted result: the answer, its extracted label, accounting and the full trajectory.
+
+    The one place a run's text enters storage (journal, ``predictions``, ``trajectory_steps``): every
+    field a model or server wrote is scrubbed of the API keys read in this process
+    (``keys.redact_secrets``).
+    """
     text = answer.text if answer else ""
     label, reason = None, None
     if answer is not None and error_kind is None:
@@ -135,7 +142,8 @@ def result_row(
         trajectory_json=json.dumps(steps, default=str),
         finished_at=_now(),
     )
-    return record.model_dump()
+    row = record.model_dump()
+    return row | {k: redact_secrets(row[k]) for k in _MODEL_TEXT if row[k] is not None}
 
 
 async def run_batch(

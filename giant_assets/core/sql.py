@@ -22,7 +22,7 @@ import pandas as pd
 from pandas.api.types import is_datetime64_any_dtype, is_float_dtype
 
 from giant_assets.core.settings import DUCKDB_NAME, data_dir
-from giant_assets.core.storage import DuckDBLocked, ParquetStore
+from giant_assets.core.storage import DuckDBDamaged, DuckDBLocked, ParquetStore, damaged, is_damage
 
 NULL = "NULL"  # how a missing value prints
 
@@ -31,7 +31,13 @@ def run(sql: str, db: Path) -> pd.DataFrame:
     """The query's result; raises FileNotFoundError when the DuckDB file does not exist yet."""
     if not db.exists():
         raise FileNotFoundError(f"{db} does not exist yet: run `make demo` (or materialize assets) first")
-    with duckdb.connect(str(db), read_only=True) as con:
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.IOException as exc:
+        if is_damage(exc):
+            raise damaged(db, exc) from None
+        raise
+    with con:
         relation = con.sql(sql)
         return relation.df() if relation is not None else pd.DataFrame()
 
@@ -69,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     db = args.db or data_dir() / DUCKDB_NAME
     try:
         frame = run(args.sql, db)
-    except (FileNotFoundError, duckdb.Error) as exc:
+    except (FileNotFoundError, duckdb.Error, DuckDBDamaged) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_colwidth", 60):

@@ -13,10 +13,15 @@ when another process holds it open (a read-only session blocks writers), the sto
 ``GIANT_VIEW_WAIT_S`` seconds (default 10) saying who holds it, then defers the view: the Parquet file
 is written all the same, the table is listed in ``.pending_views/``, and its view is created by the
 next write that gets the lock, or by ``giant-sql --refresh-views``.
+
+A damaged DuckDB file (truncated by a full disk, not a database) loses nothing, as it holds only
+views: a write or ``giant-sql --refresh-views`` moves it aside to ``giant.duckdb.damaged``, says so,
+and rebuilds every view; a read-only open raises ``DuckDBDamaged`` saying how to rebuild it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
@@ -40,8 +45,29 @@ _HOLDER = re.compile(r"held in (.+?) \(PID (\d+)\)")
 _LOG = logging.getLogger(__name__)
 
 
+_DAMAGE = ("not a valid duckdb database", "could not read enough bytes", "corrupt", "checksum")
+
+
 class DuckDBLocked(RuntimeError):
     """The DuckDB file stayed locked by another process for the whole wait."""
+
+
+class DuckDBDamaged(RuntimeError):
+    """The DuckDB file cannot be read as a database (truncated, overwritten)."""
+
+
+def is_damage(exc: Exception) -> bool:
+    """True for DuckDB's errors on opening a file that is not (all of) a database."""
+    return isinstance(exc, duckdb.IOException) and any(m in str(exc).lower() for m in _DAMAGE)
+
+
+def damaged(path: Path, exc: Exception) -> DuckDBDamaged:
+    """The one-line error for a damaged DuckDB file: what it holds and how to rebuild it."""
+    reason = str(exc).splitlines()[0].replace(f'"{path}" ', "").replace(f'"{path}"', "it")
+    return DuckDBDamaged(
+        f"{path} is damaged ({reason}); it holds only views over the Parquet files, so nothing is lost: "
+        "rebuild it with `giant-sql --refresh-views` (any materialization also rebuilds it)"
+    )
 
 
 def _check_name(kind: str, value: str) -> str:
@@ -156,6 +182,8 @@ class ParquetStore:
             try:
                 return duckdb.connect(str(self.duckdb_path), read_only=read_only)
             except duckdb.IOException as exc:
+                if is_damage(exc):
+                    raise damaged(self.duckdb_path, exc) from None
                 if not _is_lock_error(exc):
                     raise
                 holder = _lock_holder(exc)
@@ -206,7 +234,11 @@ class ParquetStore:
     def ensure_view(self, table: str) -> bool:
         """Make sure ``table`` (and any deferred view) has its view; False when deferred (see module doc)."""
         wanted = {_check_name("table", table)} | self.pending_views()
-        stale = self._stale_views(wanted)
+        try:
+            stale = self._stale_views(wanted)
+        except DuckDBDamaged as exc:
+            self.rebuild(exc)
+            return True
         try:
             if stale is None:
                 raise DuckDBLocked(f"{self.duckdb_path} stayed locked for {self.view_wait_s:.0f}s")
@@ -228,9 +260,22 @@ class ParquetStore:
     def refresh_views(self, timeout_s: float | None = None) -> list[str]:
         """(Re)create the view of every table present, waiting for the lock; the tables' names."""
         tables = self.tables()
-        self._create_views(tables, timeout_s=self.lock_timeout_s if timeout_s is None else timeout_s)
+        try:
+            self._create_views(tables, timeout_s=self.lock_timeout_s if timeout_s is None else timeout_s)
+        except DuckDBDamaged as exc:
+            self.rebuild(exc)
         self._clear_pending(self.pending_views())
         return tables
+
+    def rebuild(self, why: DuckDBDamaged) -> None:
+        """Move a damaged DuckDB file aside (``giant.duckdb.damaged``) and create every view anew."""
+        aside = self.duckdb_path.with_name(self.duckdb_path.name + ".damaged")
+        with contextlib.suppress(FileNotFoundError):  # another writer moved it aside first
+            self.duckdb_path.replace(aside)
+        Path(f"{self.duckdb_path}.wal").unlink(missing_ok=True)
+        self.log(f"{why}. Rebuilding it now; the damaged file is kept as {aside}")
+        self._create_views(self.tables(), timeout_s=self.lock_timeout_s)
+        self._clear_pending(self.pending_views())
 
     def _create_views(self, tables: list[str], timeout_s: float) -> None:
         with self.connect(timeout_s=timeout_s) as con:

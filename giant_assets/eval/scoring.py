@@ -34,6 +34,7 @@ from giant_assets.eval.bootstrap import bootstrap_metric
 from giant_assets.eval.extraction import PANDA_NULL_REASON, extract_label
 from giant_assets.eval.metrics import METRICS
 from giant_assets.eval.voting import vote_frame
+from giant_assets.experiments.binding import read_binding
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 ITEM_KEY = ["benchmark_name", "benchmark_id"]
@@ -233,7 +234,7 @@ def write_results_json(
         binding = bindings_dir / f"{experiment}.json"
         doc = {
             "experiment": experiment,
-            "binding": json.loads(binding.read_text()) if binding.exists() else None,
+            "binding": read_binding(binding) if binding.exists() else None,
             "provenance": provenance,
             "metrics": json.loads(
                 group.sort_values("benchmark_name", key=lambda s: s.map(order)).to_json(orient="records")

@@ -3,20 +3,48 @@
 The binding is a small JSON file per name under ``<data_dir>/experiments/``. A later run under the same
 name whose answer-deciding settings differ fails, naming every field that differs; speed and scoring
 settings may change freely.
+
+The file is created whole or not at all (written to a temp file, then linked into place, which fails
+if another run bound the name first), so a full disk never leaves an empty binding; one found empty or
+corrupt (written by an older version) is reported with its path and what to do.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
+from giant_assets.core.files import current_umask
 from giant_assets.experiments.spec import Experiment
 
 
 class ExperimentConflict(ValueError):
     """An experiment name was already bound to other answer-deciding settings."""
+
+
+class BindingCorrupt(ValueError):
+    """A binding file that is empty or not a binding."""
+
+
+def read_binding(path: Path) -> dict[str, Any]:
+    """The binding stored at ``path``; BindingCorrupt naming the file when it is empty or unreadable."""
+    problem, doc = None, None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        problem = "empty (0 bytes)" if not path.stat().st_size else f"corrupt ({exc})"
+    if problem is None and not (isinstance(doc, dict) and isinstance(doc.get("answer_settings"), dict)):
+        problem = "corrupt (no answer_settings object)"
+    if problem is not None:
+        raise BindingCorrupt(
+            f"experiment binding {path} is {problem}, as a full disk can leave it; delete it and re-run to "
+            "bind the experiment's current settings again (its journals are keyed by those settings' hash, "
+            "so no other answers are reused)"
+        )
+    return doc
 
 
 def binding_path(data_dir: Path, name: str) -> Path:
@@ -34,10 +62,8 @@ def bind(experiment: Experiment, data_dir: Path) -> dict[str, Any]:
     current = json.loads(json.dumps(experiment.answer_settings(), default=str))
     doc = {"name": experiment.name, "config_hash": experiment.config_hash(), "answer_settings": current}
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    except FileExistsError:
-        bound = json.loads(path.read_text(encoding="utf-8"))
+    if not _create_whole(path, json.dumps(doc, indent=2).encode()):
+        bound = read_binding(path)
         diff = differing_fields(bound["answer_settings"], current)
         if diff:
             details = ", ".join(
@@ -49,6 +75,21 @@ def bind(experiment: Experiment, data_dir: Path) -> dict[str, Any]:
                 f"or delete {path} together with that experiment's results to start it over"
             ) from None
         return bound
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=2)
     return doc
+
+
+def _create_whole(path: Path, data: bytes) -> bool:
+    """Create ``path`` holding ``data`` whole, atomically; False (nothing written) if it exists."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~current_umask())
+        os.link(tmp, path)  # atomic, and refuses an existing name: the first run to bind wins
+    except FileExistsError:
+        return False
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return True

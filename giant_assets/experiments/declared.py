@@ -39,7 +39,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def _mapping_without_duplicates(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
+        key = loader.construct_object(key_node, deep=True)
+        if isinstance(key, list | dict | set):  # YAML allows "? [a, b]" keys; Python cannot hash them
+            raise ExperimentsFileError(
+                f"{loader.name}: line {key_node.start_mark.line + 1}: a key must be a plain name, "
+                f"not a {'list' if isinstance(key, list) else 'mapping'} ({key!r}); write it as `name:`"
+            )
         if key in seen:
             raise ExperimentsFileError(
                 f"{loader.name}: line {key_node.start_mark.line + 1}: {key!r} is given twice "

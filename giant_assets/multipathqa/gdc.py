@@ -4,14 +4,18 @@ For each file: ``GET {base}/files/<file_id>`` gives ``file_name``, ``md5sum`` an
 comes from ``GET {base}/data/<file_id>`` into ``<file_name>.partial``, resumed with an HTTP Range request
 after a dropped connection or a killed process, checked against the published size and md5, and only
 then renamed to its final name. 5xx replies and transport errors are retried with exponential backoff;
-a body whose md5 differs is downloaded again; a file still wrong after ``attempts`` tries is reported,
-never left under its final name.
+a body whose md5 differs is downloaded again. Everything is bounded: a body is cut at the published
+size, and a file gets at most ``attempts`` body requests in all (resumes, retries and md5 re-downloads
+together; a rerun resumes its ``.partial``); a file still wrong then, or one whose metadata cannot be
+used or written (a name too long for the file system, a size of 0), is reported as failed and the
+others go on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -25,6 +29,8 @@ PARTIAL_SUFFIX = ".partial"
 _MD5_RE = re.compile(r"[0-9a-fA-F]{32}")
 _UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _RETRYABLE = (httpx.TransportError,)  # dropped connections, timeouts, refused connections
+MAX_METADATA_BYTES = 1 << 20  # a /files/<id> reply is a few hundred bytes; more is not GDC
+MAX_NAME_BYTES = 255  # a file name's limit on Linux/macOS file systems (the .partial suffix included)
 
 
 @dataclass(frozen=True)
@@ -63,11 +69,10 @@ class FetchError(Exception):
 
 
 class _Retry(Exception):
-    """One attempt failed in a way worth retrying; ``progressed`` when new bytes reached the disk."""
+    """One attempt failed in a way worth retrying."""
 
-    def __init__(self, message: str, progressed: bool = False, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
-        self.progressed = progressed
         self.retry_after = retry_after
 
 
@@ -89,10 +94,17 @@ def parse_gdc_file(file_id: str, payload: object) -> GdcFile:
         raise FetchError(f"{file_id}: GDC file_name {name!r} is not a plain file name")
     if "\x00" in name or name.endswith(PARTIAL_SUFFIX):
         raise FetchError(f"{file_id}: GDC file_name {name!r} is not usable")
+    if len((name + PARTIAL_SUFFIX).encode()) > MAX_NAME_BYTES:
+        raise FetchError(
+            f"{file_id}: GDC file_name is {len(name.encode())} bytes, too long for a file name "
+            f"(at most {MAX_NAME_BYTES - len(PARTIAL_SUFFIX)}); download it by hand under a shorter name"
+        )
     if not isinstance(md5, str) or not _MD5_RE.fullmatch(md5):
         raise FetchError(f"{file_id}: GDC md5sum {md5!r} is not an md5 hex digest")
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
         raise FetchError(f"{file_id}: GDC file_size {size!r} is not a byte count")
+    if size == 0:
+        raise FetchError(f"{file_id}: GDC lists {name} with file_size 0: no slide to download")
     return GdcFile(file_id, name, md5.lower(), size)
 
 
@@ -136,8 +148,14 @@ class GdcFetcher:
                     try:
                         return await self._fetch_one(client, file_id)
                     except FetchError as exc:
-                        self.log(f"failed: {exc}")
-                        return FetchResult(file_id, "failed", error=str(exc))
+                        error = str(exc)
+                    except OSError as exc:  # the disk: full, read-only, a name it refuses
+                        where = exc.filename or self.wsi_root
+                        error = f"{file_id}: cannot write {where}: {exc.strerror or exc}"
+                    except Exception as exc:  # one file's surprise never ends the others' downloads
+                        error = f"{file_id}: {type(exc).__name__}: {exc}"
+                    self.log(f"failed: {error}")
+                    return FetchResult(file_id, "failed", error=error)
 
             return list(await asyncio.gather(*(one(f) for f in ids)))
 
@@ -148,29 +166,40 @@ class GdcFetcher:
             try:
                 return await attempt_once()
             except _Retry as exc:
-                failures = 1 if exc.progressed else failures + 1
-                if failures >= self.policy.attempts:
-                    raise FetchError(f"{what}: gave up after {failures} failed attempts: {exc}") from None
-                delay = min(self.policy.max_backoff_s, self.policy.backoff_s * 2 ** (failures - 1))
-                delay = max(delay, min(exc.retry_after or 0.0, self.policy.max_backoff_s))
-                self.log(f"{what}: {exc}; retrying in {delay:.1f}s")
-                await asyncio.sleep(delay)
+                failures += 1
+                await self._back_off(what, exc, failures)
+
+    async def _back_off(self, what: str, exc: _Retry, failures: int) -> None:
+        """Wait before the next try, or raise FetchError once ``failures`` reaches policy.attempts."""
+        if failures >= self.policy.attempts:
+            raise FetchError(f"{what}: gave up after {failures} failed attempts: {exc}") from None
+        delay = min(self.policy.max_backoff_s, self.policy.backoff_s * 2 ** (failures - 1))
+        delay = max(delay, min(exc.retry_after or 0.0, self.policy.max_backoff_s))
+        self.log(f"{what}: {exc}; retrying in {delay:.1f}s")
+        await asyncio.sleep(delay)
 
     async def metadata(self, client: httpx.AsyncClient, file_id: str) -> GdcFile:
         url = f"{self.base_url}/files/{file_id}"
 
         async def attempt() -> GdcFile:
+            body = bytearray()
             try:
-                response = await client.get(url, params={"fields": "file_name,md5sum,file_size"})
+                params = {"fields": "file_name,md5sum,file_size"}
+                async with client.stream("GET", url, params=params) as response:
+                    if response.status_code >= 500:
+                        raise _Retry(f"HTTP {response.status_code}", retry_after=_retry_after(response))
+                    if response.status_code != 200:
+                        raise FetchError(f"{file_id}: GET {url} answered HTTP {response.status_code}")
+                    async for chunk in response.aiter_bytes():
+                        body += chunk
+                        if len(body) > MAX_METADATA_BYTES:
+                            too_long = f"more than {MAX_METADATA_BYTES} bytes of metadata"
+                            raise FetchError(f"{file_id}: GET {url} answered {too_long}")
             except _RETRYABLE as exc:
                 raise _Retry(f"{type(exc).__name__}: {exc}") from None
-            if response.status_code >= 500:
-                raise _Retry(f"HTTP {response.status_code}", retry_after=_retry_after(response))
-            if response.status_code != 200:
-                raise FetchError(f"{file_id}: GET {url} answered HTTP {response.status_code}")
             try:
-                payload = response.json()
-            except ValueError:
+                payload = json.loads(body)
+            except (ValueError, RecursionError):
                 raise FetchError(f"{file_id}: GET {url} did not answer JSON") from None
             return parse_gdc_file(file_id, payload)
 
@@ -195,21 +224,24 @@ class GdcFetcher:
         already = partial.stat().st_size if partial.exists() else 0
         self.on_bytes(min(already, meta.file_size))
         fetched = 0
-        md5_failures = 0
+        requests = 0  # body requests of this file: every resume, retry and md5 re-download counts
+        what = f"{meta.file_name} ({file_id})"
         while True:
-            fetched += await self._with_retries(
-                f"{meta.file_name} ({file_id})", lambda: self._download_attempt(client, meta, partial)
-            )
+            requests += 1
+            try:
+                fetched += await self._download_attempt(client, meta, partial)
+            except _Retry as exc:
+                await self._back_off(what, exc, requests)
+                continue
             digest = await asyncio.to_thread(md5_of, partial, self.policy.chunk_bytes)
             if digest == meta.md5sum:
                 break
-            md5_failures += 1
             partial.unlink(missing_ok=True)
             self.on_bytes(-meta.file_size)
             message = f"md5 {digest} differs from GDC's {meta.md5sum}"
-            if md5_failures >= self.policy.attempts:
-                raise FetchError(f"{meta.file_name} ({file_id}): {message} after {md5_failures} downloads")
-            self.log(f"{meta.file_name} ({file_id}): {message}; downloading again")
+            if requests >= self.policy.attempts:
+                raise FetchError(f"{what}: {message} after {requests} downloads")
+            self.log(f"{what}: {message}; downloading again")
         os.replace(partial, final)
         self.log(f"downloaded: {final}")
         return FetchResult(file_id, "downloaded", final, fetched)
@@ -251,17 +283,18 @@ class GdcFetcher:
                     fh.truncate()
                     try:
                         async for chunk in response.aiter_bytes():  # as received: a drop loses nothing
-                            fh.write(chunk)
-                            received += len(chunk)
-                            self.on_bytes(len(chunk))
+                            room = meta.file_size - offset - received
+                            fh.write(chunk[:room])  # never past the published size
+                            received += min(len(chunk), room)
+                            self.on_bytes(min(len(chunk), room))
+                            if len(chunk) >= room:
+                                break
                     finally:
                         fh.flush()
                         os.fsync(fh.fileno())
         except _RETRYABLE as exc:
-            raise _Retry(
-                f"{type(exc).__name__} after {received} bytes: {exc}", progressed=received > 0
-            ) from None
+            raise _Retry(f"{type(exc).__name__} after {received} bytes: {exc}") from None
         size = partial.stat().st_size
         if size != meta.file_size:
-            raise _Retry(f"got {size} of {meta.file_size} bytes", progressed=received > 0)
+            raise _Retry(f"got {size} of {meta.file_size} bytes")
         return received

@@ -136,14 +136,19 @@ def resolve_slide(
     root = tree.root
     tried: list[str] = []
     directories: list[Path] = []
+    blocked: dict[Path, str] = {}  # folders whose listing failed (permissions, I/O): reported, not fatal
     for place in _places(benchmark_name, image_path, file_id, tree):
         found: dict[Path, Path] = {}
         for rel in place:
             candidate = root / rel
             tried.append(str(candidate))
-            if not candidate.exists():
+            try:
+                if not candidate.exists():
+                    continue
+                real = candidate.resolve()
+            except OSError as exc:
+                blocked.setdefault(candidate.parent, exc.strerror or type(exc).__name__)
                 continue
-            real = candidate.resolve()
             if not real.is_relative_to(root):
                 return SlideResolution(
                     None, WSI_UNSAFE, f"{candidate} resolves outside the WSI root ({real})"
@@ -157,6 +162,13 @@ def resolve_slide(
             return SlideResolution(None, WSI_AMBIGUOUS, f"ambiguous: two candidate slides {names}")
         if found:
             return SlideResolution(next(iter(found)), WSI_OK)
+    if blocked:
+        folder, why = next(iter(blocked.items()))
+        return SlideResolution(
+            None,
+            WSI_UNREADABLE,
+            f"folder {folder} cannot be read ({why}); fix its permissions or mount and check again",
+        )
     if directories:
         return SlideResolution(
             None,

@@ -168,6 +168,52 @@ def test_a_dagster_materialization_succeeds_while_a_duckdb_shell_is_open(tmp_pat
     assert _rows(tmp_path / "giant.duckdb", "select sum(w) from tiny_new") == [(30,)]
 
 
+def _truncate(path: Path) -> None:
+    """Cut the file to half its size, as a full disk does to a file being written."""
+    with open(path, "r+b") as fh:
+        fh.truncate(path.stat().st_size // 2)
+
+
+def test_a_truncated_duckdb_file_is_named_then_rebuilt(tmp_path, capsys):
+    from dagster import asset, materialize
+
+    from giant_assets.platform.io_manager import ParquetDuckDBIOManager
+    from giant_assets.platform.resources import StorageResource
+
+    @asset
+    def tiny() -> pd.DataFrame:
+        return pd.DataFrame({"v": [1, 2]})
+
+    @asset
+    def tiny_more(tiny: pd.DataFrame) -> pd.DataFrame:
+        return tiny.assign(w=tiny["v"] * 10)
+
+    db = tmp_path / "giant.duckdb"
+    resources = {"io_manager": ParquetDuckDBIOManager(storage=StorageResource(data_dir=str(tmp_path)))}
+    assert materialize([tiny], resources=resources).success
+    _truncate(db)
+    capsys.readouterr()  # Dagster's own log lines
+    # giant-sql: one line naming the file, what it holds and what to do
+    assert sql_main(["--db", str(db), "select sum(v) from tiny"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {db} is damaged (") and "\n" not in err
+    assert "holds only views over the Parquet files" in err and "giant-sql --refresh-views" in err
+    with pytest.raises(Exception, match="is damaged"):
+        ParquetStore(tmp_path).query("select 1")
+    # a materialization rebuilds it and succeeds; the damaged file is kept beside it
+    assert materialize([tiny, tiny_more], resources=resources).success
+    assert (tmp_path / "giant.duckdb.damaged").exists()
+    assert _rows(db, "select sum(v), sum(w) from tiny_more") == [(3, 30)]
+    assert _rows(db, "select sum(v) from tiny") == [(3,)]
+    # and so does giant-sql --refresh-views
+    _truncate(db)
+    assert sql_main(["--db", str(db), "--refresh-views"]) == 0
+    captured = capsys.readouterr()
+    assert "views of 2 table(s)" in captured.out and "Rebuilding it now" in captured.err
+    assert sql_main(["--db", str(db), "select sum(w) as w from tiny_more"]) == 0
+    assert "30" in capsys.readouterr().out
+
+
 # --- paths and permissions ----------------------------------------------------------------------------
 
 

@@ -3,13 +3,16 @@ name binding keep answer-deciding settings apart from speed and scoring settings
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from giant_assets.experiments.binding import ExperimentConflict, bind
+from giant_assets.experiments.binding import BindingCorrupt, ExperimentConflict, bind, read_binding
 from giant_assets.experiments.declared import ExperimentsFileError, get_experiment, load_experiments
 from giant_assets.experiments.spec import ANSWER_FIELDS, SCORING_FIELDS, SPEED_FIELDS, Experiment
+from giant_assets.platform.experiments_cli import main as experiments_main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,6 +65,12 @@ def test_defaults_apply_and_each_experiment_overrides(tmp_path: Path) -> None:
         ("experiments: {a: {}}\nextra: 1\n", "unknown top-level key(s) ['extra']"),
         ("experiments:\n  a: [1, 2]\n", "experiment 'a': expected a mapping of settings"),
         ("experiments: {a: {agent: random}\n", "not valid YAML"),
+        ("experiments:\n  ? [a, b]\n  : {agent: random}\n", "line 2: a key must be a plain name, not a list"),
+        (
+            "experiments:\n  a:\n    ? {agent: x}\n    : random\n",
+            "line 3: a key must be a plain name, not a mapping",
+        ),
+        ("defaults:\n  ? [seed]\n  : 1\nexperiments: {a: {}}\n", "line 2: a key must be a plain name"),
         (
             "experiments:\n  c: {agent: giant, provider: anthropic, api: chat, model: m}\n",
             "provider 'anthropic' speaks api 'messages'",
@@ -132,3 +141,46 @@ def test_a_name_is_bound_to_its_answer_settings(tmp_path: Path) -> None:
     assert "seed" not in text  # only the fields that differ
     with pytest.raises(ExperimentConflict, match="runs_per_item: 1 -> 5"):
         bind(first.model_copy(update={"runs_per_item": 5}), tmp_path)
+
+
+def test_check_reports_a_list_key_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "experiments:\n  ? [a, b]\n  : {agent: random}\n")
+    assert experiments_main(["check", "--file", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}: line 2: a key must be a plain name, not a list (['a', 'b'])")
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_full_disk_leaves_no_binding(tmp_path: Path) -> None:
+    """Bind in a process whose writes fail as on a full disk (RLIMIT_FSIZE 0: every write is EFBIG)."""
+    code = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from giant_assets.experiments.binding import bind\n"
+        "from giant_assets.experiments.spec import Experiment\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))\n"
+        "try:\n"
+        "    bind(Experiment(name='gpt', agent='giant', model='gpt-5'), Path(sys.argv[1]))\n"
+        "except OSError as exc:\n"
+        "    print(exc.strerror)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 0 and run.stdout.strip() == "File too large", run.stderr
+    assert list((tmp_path / "experiments").iterdir()) == []  # no empty binding, no temp file
+    bind(Experiment(name="gpt", agent="giant", model="gpt-5"), tmp_path)  # the next run binds it
+    assert read_binding(tmp_path / "experiments" / "gpt.json")["answer_settings"]["model"] == "gpt-5"
+
+
+@pytest.mark.parametrize(("text", "what"), [("", "is empty (0 bytes)"), ('{"name": "gpt"', "is corrupt")])
+def test_an_empty_or_corrupt_binding_is_named_with_what_to_do(tmp_path: Path, text: str, what: str) -> None:
+    path = tmp_path / "experiments" / "gpt.json"
+    path.parent.mkdir()
+    path.write_text(text)
+    with pytest.raises(BindingCorrupt) as err:
+        bind(Experiment(name="gpt", agent="giant", model="gpt-5"), tmp_path)
+    message = str(err.value)
+    assert message.startswith(f"experiment binding {path} {what}") and "delete it and re-run" in message
+    assert "\n" not in message

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +106,39 @@ def test_usage_errors_exit_2_with_a_message(mixed, tmp_path, capsys, argv, messa
     values = {"root": str(mixed.root), "csv": str(sample_csv_path()), "latin1": str(latin1)}
     assert main([a.format(**values) for a in argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def _without_root_override() -> list[str]:
+    """A command prefix under which a folder of mode 000 cannot be listed: root reads any folder unless
+    it drops CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (util-linux ``setpriv``); other users need none."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: a folder of mode 000 stays readable")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+
+
+def test_an_unreadable_folder_is_reported_and_the_check_goes_on(tmp_path):
+    mixed = build_mixed_root(tmp_path / "wsi")
+    locked = mixed.root / "tcga"
+    locked.chmod(0o000)
+    out = tmp_path / "missing.csv"
+    proc = subprocess.run(
+        [*_without_root_override(), str(CLI), "--csv", str(sample_csv_path()), "--wsi-root", str(mixed.root),
+         "--missing-out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    written = pd.read_csv(out, dtype=str, keep_default_na=False).set_index("image_path")
+    reason = (
+        f"folder {locked} cannot be read (Permission denied); fix its permissions or mount and check again"
+    )
+    for image_path in ("TCGA-A1-A0SK-01Z-00-DX1.svs", "TCGA-EA-A3HT-01Z-00-DX1.svs"):  # both live in tcga/
+        rows = written.loc[[image_path]]
+        assert set(rows["status"]) == {"unreadable"} and set(rows["reason"]) == {reason}
+    # the other rows are checked as before: TCGA-05-4244 is found in its GDC folder past the locked one
+    assert "TCGA-05-4244-01Z-00-DX1.svs" not in written.index
+    assert written.loc["GTEX-OIZH-0626.tiff", "status"] == "missing"
+    assert "14 question(s)" not in proc.stdout and "question(s) without a usable slide" in proc.stdout
+    locked.chmod(0o755)  # let pytest clean up

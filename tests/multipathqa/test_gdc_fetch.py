@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import hashlib
 import os
@@ -181,3 +182,70 @@ def test_usage_errors_exit_2(tmp_path, capsys, argv, message):
     base.update(dict(zip(argv[::2], argv[1::2], strict=True)))
     assert main([x for kv in base.items() for x in kv]) == 2
     assert message in capsys.readouterr().err
+
+
+def _fetch_within(root: Path, url: str, files: list[ServedFile], attempts: int, seconds: float = 30):
+    """``_fetch`` that fails the test, instead of hanging, if the downloads do not end in time."""
+    fetcher = GdcFetcher(root, url, FetchPolicy(attempts=attempts, backoff_s=0.001))
+    results = asyncio.run(asyncio.wait_for(fetcher.fetch_all([f.file_id for f in files]), seconds))
+    return {r.file_id: r for r in results}
+
+
+def test_a_body_longer_than_its_published_size_is_cut_there(tmp_path):
+    files = _tcga_files(tmp_path)[:1]
+    slide = files[0].body
+    files[0].body = slide + os.urandom(8 << 20)  # a server that streams on past the file's end
+    files[0].published_size = len(slide)
+    with GdcServer(files) as gdc:
+        result = _fetch_within(tmp_path / "wsi", gdc.url, files, attempts=3)[files[0].file_id]
+        (request,) = gdc.data_requests(files[0].file_id)
+    assert result.status == "downloaded" and result.bytes_fetched == len(slide)
+    assert _landed(tmp_path / "wsi", files[0]) == slide
+
+
+@pytest.mark.parametrize("lie", ["size", "range"])
+def test_a_lying_server_gets_attempts_requests_then_the_file_fails(tmp_path, lie):
+    files = _tcga_files(tmp_path)[:2]
+    liar = files[0]
+    if lie == "size":  # GDC publishes more bytes than the body ever has
+        liar.published_size = len(liar.body) + 1000
+    else:  # Range ignored, and every response drops half-way: received bytes are no progress
+        liar.ignore_range, liar.drop_every = True, len(liar.body) // 2
+    with GdcServer(files) as gdc:
+        results = _fetch_within(tmp_path / "wsi", gdc.url, files, attempts=3)
+        assert len(gdc.data_requests(liar.file_id)) == 3
+    assert results[liar.file_id].status == "failed"
+    assert (
+        f"{liar.file_name} ({liar.file_id}): gave up after 3 failed attempts" in results[liar.file_id].error
+    )
+    assert results[files[1].file_id].status == "downloaded"
+    partial = tmp_path / "wsi" / liar.file_id / (liar.file_name + ".partial")
+    assert partial.stat().st_size <= len(liar.body)  # kept for a rerun to resume, never past the size
+
+
+def test_unusable_file_names_and_empty_files_fail_alone_with_the_summary(tmp_path, capsys):
+    files = _tcga_files(tmp_path)
+    long_name, empty = files[0], files[1]
+    long_name.file_name = "x" * 296 + ".svs"  # 300 bytes: the file system refuses it (File name too long)
+    empty.published_size = 0
+    root = tmp_path / "wsi"
+    root.mkdir()
+    with GdcServer(files) as gdc:
+        code = main(["--csv", str(sample_csv_path()), "--wsi-root", str(root), *FAST, "--base-url", gdc.url])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "downloaded 4, already complete 0, already under the root 0, failed 2" in out
+    assert f"FAILED {long_name.file_id}: {long_name.file_id}: GDC file_name is 300 bytes, too long" in out
+    assert f"FAILED {empty.file_id}: {empty.file_id}: GDC lists {empty.file_name} with file_size 0" in out
+    for served in files[2:]:
+        assert _landed(root, served) == served.body
+
+
+def test_metadata_beyond_a_megabyte_fails_that_file(tmp_path):
+    files = _tcga_files(tmp_path)[:2]
+    files[0].metadata_padding = 2 << 20  # GDC's reply is a few hundred bytes; this one never ends soon
+    with GdcServer(files) as gdc:
+        results = _fetch_within(tmp_path / "wsi", gdc.url, files, attempts=3)
+        assert gdc.data_requests(files[0].file_id) == []
+    assert "answered more than 1048576 bytes of metadata" in results[files[0].file_id].error
+    assert results[files[1].file_id].status == "downloaded"

@@ -2,8 +2,11 @@
 
 Faults per file, each for the first N requests of that file's body: ``corrupt`` (one byte flipped, so
 the md5 differs), ``drop_at`` (headers promise the whole body, the connection closes after that many
-bytes), ``errors_5xx`` (HTTP 503; also for metadata). ``bytes_per_s`` throttles bodies. Every request is
-recorded so tests can tell what was asked and how much was sent.
+bytes), ``errors_5xx`` (HTTP 503; also for metadata). ``bytes_per_s`` throttles bodies. Lies:
+``published_size`` (the metadata's ``file_size``, its md5 that of the body's first so many bytes, while
+the whole body is sent), ``ignore_range`` (always the whole body, HTTP 200), ``drop_every`` (every
+response closes after that many bytes), ``metadata_padding`` (spaces after the metadata JSON). Every
+request is recorded so tests can tell what was asked and how much was sent.
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ class ServedFile:
     errors_5xx: int = 0
     metadata_5xx: int = 0
     bytes_per_s: float | None = None
+    published_size: int | None = None
+    ignore_range: bool = False
+    drop_every: int | None = None
+    metadata_padding: int = 0
     data_requests: int = 0
 
 
@@ -100,13 +107,15 @@ class GdcServer:
         if fail:
             handler._reply(503, b'{"message": "busy"}', "files", served.file_id)
             return
+        size = len(served.body) if served.published_size is None else served.published_size
         data = {
             "file_id": served.file_id,
             "file_name": served.file_name,
-            "md5sum": hashlib.md5(served.body).hexdigest(),
-            "file_size": len(served.body),
+            "md5sum": hashlib.md5(served.body[:size]).hexdigest(),
+            "file_size": size,
         }
-        handler._reply(200, json.dumps({"data": data, "warnings": {}}).encode(), "files", served.file_id)
+        body = json.dumps({"data": data, "warnings": {}}).encode() + b" " * served.metadata_padding
+        handler._reply(200, body, "files", served.file_id)
 
     def _data(self, handler: BaseHTTPRequestHandler, served: ServedFile) -> None:
         with self._lock:
@@ -116,7 +125,7 @@ class GdcServer:
             served.errors_5xx -= fail
             corrupt = not fail and served.corrupt > 0
             served.corrupt -= corrupt
-        rng = handler.headers.get("Range")
+        rng = None if served.ignore_range else handler.headers.get("Range")
         if fail:
             handler._reply(503, b'{"message": "busy"}', "data", served.file_id)
             return
@@ -134,7 +143,7 @@ class GdcServer:
         if rng:
             handler.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
         handler.end_headers()
-        limit = min(served.drop_at.get(number, len(part)), len(part))
+        limit = min(served.drop_at.get(number, served.drop_every or len(part)), len(part))
         sent = 0
         try:
             while sent < limit:

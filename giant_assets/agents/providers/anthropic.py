@@ -23,6 +23,7 @@ from giant_assets.agents.providers.messages import (
     ToolCall,
     ToolSpec,
     Usage,
+    token_count,
 )
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -87,10 +88,10 @@ class AnthropicChatModel(SDKChatModel):
         )
         thinking = "\n".join(b.thinking for b in blocks if b.type == "thinking")
         u = response.usage
-        read = u.cache_read_input_tokens or 0
-        written = u.cache_creation_input_tokens or 0
+        read = token_count(u.cache_read_input_tokens, "cache_read_input_tokens")
+        written = token_count(u.cache_creation_input_tokens, "cache_creation_input_tokens")
         usage = Usage(
-            input_tokens=u.input_tokens + read + written,
+            input_tokens=token_count(u.input_tokens, "input_tokens") + read + written,
             output_tokens=u.output_tokens,
             cached_input_tokens=read,
             cache_write_tokens=written,

@@ -135,7 +135,7 @@ class SDKChatModel(abc.ABC):
             )
         try:
             reply = self._reply(response)
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, RecursionError) as exc:
             raise MalformedResponse(
                 f"{self.provider} {self.url}: the reply lacks what was expected "
                 f"({type(exc).__name__}: {self.redact(str(exc))})",
@@ -166,7 +166,10 @@ class SDKChatModel(abc.ABC):
         if isinstance(exc, sdk.APIConnectionError):
             cause = exc.__cause__ or exc
             return Failure(f"connection failed ({type(cause).__name__}: {self.redact(str(cause))})")
-        if isinstance(exc, sdk.APIResponseValidationError | json.JSONDecodeError | pydantic.ValidationError):
+        if isinstance(
+            exc,
+            sdk.APIResponseValidationError | json.JSONDecodeError | pydantic.ValidationError | RecursionError,
+        ):
             return MalformedResponse(
                 f"{where}: the body is not valid JSON of the expected shape "
                 f"({type(exc).__name__}: {self.redact(str(exc))[:300]})",

@@ -85,6 +85,20 @@ class Message:
         return [p for p in self.parts if isinstance(p, ImagePart)]
 
 
+def token_count(value: Any, name: str) -> int:
+    """A usage count as the server sent it, as an int: null/absent is 0 (local servers often omit
+    usage); anything but a non-negative whole number raises ValueError naming the field."""
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(
+            f"usage {name} is {str(value)[:40]!r}, not a token count: the server's reply is malformed"
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class Usage:
     """Tokens of one call. ``input_tokens`` counts every input token, cached and cache-written included."""
@@ -94,6 +108,11 @@ class Usage:
     cached_input_tokens: int = 0  # read from the provider's prompt cache
     cache_write_tokens: int = 0  # written to it (Anthropic bills these above the input rate)
     reasoning_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens",
+                     "reasoning_tokens"):  # fmt: skip
+            object.__setattr__(self, name, token_count(getattr(self, name), name))
 
     @property
     def total(self) -> int:

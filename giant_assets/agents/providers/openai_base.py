@@ -32,9 +32,9 @@ class OpenAIModel(SDKChatModel):
 
 
 def tool_arguments(raw: str) -> dict[str, Any] | None:
-    """A tool call's JSON arguments as a dict; None when they are not a JSON object."""
+    """A tool call's JSON arguments as a dict; None when they are not a JSON object (or nest too deep)."""
     try:
         value = json.loads(raw or "{}")
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
