@@ -69,6 +69,16 @@ def bind(experiment: Experiment, data_dir: Path) -> dict[str, Any]:
             details = ", ".join(
                 f"{k}: {bound['answer_settings'].get(k)!r} -> {current.get(k)!r}" for k in diff
             )
+            if "protocol_version" in diff:  # the platform changed what it sends, not the user's settings
+                raise ExperimentConflict(
+                    f"experiment {experiment.name!r} last ran under the platform's protocol version "
+                    f"{bound['answer_settings'].get('protocol_version')!r}; this giant-assets sends protocol "
+                    f"{current.get('protocol_version')!r} ({details}), so those results are a "
+                    f"different result set and are never mixed with new ones. To run the name under the "
+                    f"current protocol, delete {path} and re-run every benchmark of the row (its old answers "
+                    "stay in their journal, unused); to keep the old results, declare the same settings "
+                    "under a new name"
+                ) from None
             raise ExperimentConflict(
                 f"experiment {experiment.name!r} already ran with other answer-deciding settings "
                 f"({details}); results under one name are never mixed: give the new settings a new name, "

@@ -143,6 +143,24 @@ def test_a_name_is_bound_to_its_answer_settings(tmp_path: Path) -> None:
         bind(first.model_copy(update={"runs_per_item": 5}), tmp_path)
 
 
+def test_a_platform_upgrade_that_changes_the_protocol_says_so(tmp_path: Path) -> None:
+    """A name bound under an older protocol (as an older giant-assets wrote it): the message names the
+    protocol change and the exact way to re-run, instead of blaming the user's settings."""
+    import json
+
+    exp = Experiment(name="gpt5-giant", agent="giant", model="gpt-5")
+    path = bind(exp, tmp_path) and tmp_path / "experiments" / "gpt5-giant.json"
+    doc = json.loads(path.read_text())
+    doc["answer_settings"]["protocol_version"] = "2"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ExperimentConflict) as err:
+        bind(exp, tmp_path)
+    text = str(err.value)
+    assert "last ran under the platform's protocol version '2'" in text
+    assert f"delete {path} and re-run every benchmark of the row" in text
+    assert "already ran with other answer-deciding settings" not in text
+
+
 def test_check_reports_a_list_key_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, "experiments:\n  ? [a, b]\n  : {agent: random}\n")
     assert experiments_main(["check", "--file", str(path)]) == 1
