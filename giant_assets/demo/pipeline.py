@@ -71,6 +71,26 @@ def _run(
     print(f"  ok  {title} ({time.monotonic() - started:.1f}s)", flush=True)
 
 
+def _rebind_after_upgrade(root: Path, experiments) -> None:
+    """The demo's own experiments follow the platform: a binding left by an older giant-assets (another
+    protocol version) is replaced, and the demo re-runs every cell of those names (free: a scripted
+    model). A user's experiments are never rebound silently (see experiments/binding.py)."""
+    from giant_assets.experiments.binding import ExperimentConflict, bind, binding_path
+
+    for name in EXPERIMENTS:
+        try:
+            bind(experiments.get(name), root)
+        except ExperimentConflict as conflict:
+            if "protocol version" not in str(conflict):
+                raise
+            binding_path(root, name).unlink()
+            bind(experiments.get(name), root)
+            print(
+                f"  ok  {name}: bound to this version's protocol (its earlier results are replaced)",
+                flush=True,
+            )
+
+
 def _experiment(instance: DagsterInstance, name: str) -> None:
     for benchmark in BENCHMARK_NAMES:
         title = f"{name}: runs, steps, votes, metrics, ROI, pictures, viewer for {benchmark}"
@@ -110,6 +130,7 @@ def main() -> None:
     prices.write_text(f"{DEMO_MODEL}: {{input_per_mtok: 0.0, output_per_mtok: 0.0}}\n")
     os.environ.setdefault(PRICES_ENV, str(prices))
     os.environ.setdefault(DEMO_KEY_ENV, f"sk-demo-{secrets.token_hex(16)}")
+    _rebind_after_upgrade(root, experiments)
     server = serve_demo_model(port=DEMO_PORT)
     try:
         for name in EXPERIMENTS:

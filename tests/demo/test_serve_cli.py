@@ -77,3 +77,26 @@ def test_a_taken_port_is_one_clear_line_and_exit_2(model) -> None:
 def test_the_command_is_installed_as_giant_scripted_model() -> None:
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["giant-scripted-model"] == "giant_assets.demo.serve_cli:main"
+
+
+def test_the_demo_rebinds_its_own_experiments_after_a_protocol_upgrade(tmp_path, capsys) -> None:
+    """A data dir kept from an older giant-assets: the demo's experiments were bound under protocol 2."""
+    import json
+
+    from giant_assets.demo.pipeline import EXPERIMENTS, _rebind_after_upgrade
+    from giant_assets.experiments.binding import ExperimentConflict, bind, binding_path
+    from giant_assets.platform.resources import ExperimentsResource
+
+    experiments = ExperimentsResource()
+    for name in EXPERIMENTS:
+        bind(experiments.get(name), tmp_path)
+    stale = binding_path(tmp_path, "demo-giant")
+    doc = json.loads(stale.read_text())
+    doc["answer_settings"]["protocol_version"] = "2"
+    stale.write_text(json.dumps(doc))
+    with pytest.raises(ExperimentConflict):
+        bind(experiments.get("demo-giant"), tmp_path)
+    _rebind_after_upgrade(tmp_path, experiments)
+    assert "demo-giant: bound to this version's protocol" in capsys.readouterr().out
+    bind(experiments.get("demo-giant"), tmp_path)  # no conflict any more
+    assert json.loads(stale.read_text())["config_hash"] == experiments.get("demo-giant").config_hash()
