@@ -46,6 +46,7 @@ class Step:
     tool_call_id: str | None = None
     http_attempts: int = 0  # HTTP attempts behind this model call (retries included)
     note: str = ""  # note steps: the observation the model recorded with the note tool
+    image_sha256: list[str] = field(default_factory=list)  # SHA-256 of each image this step sent (encoded)
 
 
 @dataclass

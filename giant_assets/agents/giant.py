@@ -213,6 +213,12 @@ class GiantAgent:
         """Start reading ``item``'s slide overview now, ahead of its runs (the batch runner calls this)."""
         self.overviews.prefetch(item.wsi_path)
 
+    async def shown_region(self, slide: openslide.OpenSlide, box: list[int]) -> ImagePart | None:
+        """Level-0 ``box`` encoded exactly as a crop step sends it (the viewer re-renders runs with this);
+        None when the region cannot be shown."""
+        parts = await self._crop(slide, list(box), Step(0, "crop"), random.Random(0), self.max_steps)
+        return next((p for p in parts if isinstance(p, ImagePart)), None)
+
     async def aclose(self) -> None:
         await self.overviews.aclose()
         await self.chat.aclose()
@@ -440,6 +446,7 @@ class GiantAgent:
         step.box, step.level, step.image_size = list(view.box), view.level, list(view.image.size)
         x, y, w, h = view.box
         image = await self._image_part(view, f"region x0={x}, y0={y}, w={w}, h={h}")
+        step.image_sha256 = [image.sha256]
         if self.protocol == "tools":
             text = self._tool_result_text(requested, view, slide.dimensions, left, notes or [])
             return [TextPart(text), image]
@@ -493,7 +500,7 @@ def _turns_left(left: int) -> str:
 def _overview_step(index: int, first: Overview, attempt: int) -> Step:
     return Step(
         index, "thumbnail", box=list(first.box), level=first.level, image_size=list(first.image_size),
-        attempt=attempt,
+        attempt=attempt, image_sha256=[first.part.sha256],
     )  # fmt: skip
 
 

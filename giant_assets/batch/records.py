@@ -127,6 +127,7 @@ STEP_COLUMNS: dict[str, str] = {
     "cost_usd": "float64",
     "latency_s": "float64",
     "error": "object",
+    "image_sha256": "object",  # SHA-256 of each encoded image the step sent, comma-separated; null: none
 }
 
 
@@ -159,6 +160,7 @@ def steps_frame(predictions: pd.DataFrame) -> pd.DataFrame:
                     "cost_usd": step.get("cost_usd", 0.0),
                     "latency_s": step.get("latency_s", 0.0),
                     "error": step.get("error"),
+                    "image_sha256": ",".join(step.get("image_sha256") or []) or None,
                 }
             )
     columns = {k: ("int64" if k == "run_index" else "object") for k in keys} | STEP_COLUMNS

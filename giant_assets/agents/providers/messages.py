@@ -7,6 +7,8 @@ items, Anthropic thinking blocks) travels in ``Message.replay``, opaque to the a
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -24,6 +26,11 @@ class ImagePart:
     data_b64: str = field(repr=False)
     media_type: str = "image/jpeg"
     label: str = "image"  # what the image shows, for the note that replaces it when it leaves the context
+
+    @property
+    def sha256(self) -> str:
+        """Hex SHA-256 of the encoded image bytes sent (what ``Step.image_sha256`` records)."""
+        return hashlib.sha256(base64.b64decode(self.data_b64)).hexdigest()
 
 
 Part = TextPart | ImagePart
