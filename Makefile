@@ -36,11 +36,11 @@ ui: $(STAMP)
 scripted-model: $(STAMP)
 	$(BIN)/giant-scripted-model --port 47321
 
-# the trajectory viewer's static sites (data/viewer/), served on loopback only: VIEW_PORT=9000 make view
-view:
+# the trajectory viewer (data/viewer/), served on loopback only by giant-view, which draws a page's
+# missing pictures on its first visit: VIEW_PORT=9000 make view
+view: $(STAMP)
 	@test -d "$(GIANT_DATA_DIR)/viewer" || { echo "no $(GIANT_DATA_DIR)/viewer yet: run make demo (or materialize trajectory_viewer)"; exit 1; }
-	@echo "trajectory viewer: http://127.0.0.1:$(VIEW_PORT)/ (remote machine: ssh -L $(VIEW_PORT):127.0.0.1:$(VIEW_PORT) <host>)"
-	$(PYTHON) -m http.server $(VIEW_PORT) --bind 127.0.0.1 --directory "$(GIANT_DATA_DIR)/viewer"
+	$(BIN)/python -m giant_assets.report.viewer.serve --port $(VIEW_PORT) --dir "$(GIANT_DATA_DIR)/viewer"
 
 lint: $(STAMP)
 	$(BIN)/ruff check giant_assets tests benchmarks

@@ -22,6 +22,7 @@ from giant_assets.slides.access import open_slide
 RENDER_URL = "http://127.0.0.1:9/never-called"  # the model client is built, never used
 IMAGE_AGENTS = frozenset({"giant", "random_patch"})
 EXTENSIONS = {"image/jpeg": "jpg", "image/png": "png"}
+PARALLEL = 4  # images rendered at once (OpenSlide reads, resampling and encoding release the GIL)
 
 
 @dataclass(frozen=True)
@@ -68,23 +69,27 @@ def _recorded(step: dict[str, Any]) -> str | None:
 async def _render(experiment: Experiment, wsi_path: str, runs: list[list[dict[str, Any]]]):
     agent = _agent(experiment)
     slide = await asyncio.to_thread(open_slide, wsi_path)
+    slots = asyncio.Semaphore(PARALLEL)
+
+    async def one(step: dict[str, Any]) -> SentImage | None:
+        action = step.get("action")
+        async with slots:
+            if action == "thumbnail":
+                part = (await agent.overviews.get(wsi_path)).part
+            elif action == "crop" and step.get("box"):
+                part = await agent.shown_region(slide, list(step["box"]))
+            else:
+                return None
+        if part is None:
+            return None
+        data = base64.b64decode(part.data_b64)
+        return SentImage(int(step["index"]), action, data, part.media_type, _recorded(step))
+
     try:
-        out: list[list[SentImage]] = []
+        out = []
         for steps in runs:
-            images = []
-            for step in steps:
-                action = step.get("action")
-                if action == "thumbnail":
-                    part = (await agent.overviews.get(wsi_path)).part
-                elif action == "crop" and step.get("box"):
-                    part = await agent.shown_region(slide, list(step["box"]))
-                else:
-                    continue
-                if part is None:
-                    continue
-                data = base64.b64decode(part.data_b64)
-                images.append(SentImage(int(step["index"]), action, data, part.media_type, _recorded(step)))
-            out.append(images)
+            images = await asyncio.gather(*(one(step) for step in steps))
+            out.append([image for image in images if image is not None])
         return out
     finally:
         await asyncio.to_thread(slide.close)

@@ -1,9 +1,11 @@
-"""Pictures of where an agent looked: per run an overview (thumbnail, numbered viewed boxes in blue,
-reference regions in green) and each crop re-read from the slide at the recorded box, as PNG files.
+"""Pictures of where an agent looked: per run a map (thumbnail, numbered viewed boxes in blue, reference
+regions in green), then each image as the model received it (GIANT: re-rendered by the agent's own
+code, guides included, checked against the recorded digest) or, for other agents, each viewed box
+re-read from the slide.
 
-Layout: ``<root>/<benchmark>/<benchmark_id>/run<k>/overview.png`` and ``step<i>.png`` (``i`` the step's
-index, unique across a run's attempts), every name built by ``core.paths.confined_path`` so no benchmark
-id can leave ``root``.
+Layout: ``<root>/<benchmark>/<benchmark_id>/run<k>/overview.png`` and ``step<i>.jpg`` (the bytes sent;
+``.png`` for a re-read crop or a PNG-sending experiment; ``i`` the step's index, unique across a run's
+attempts), every name built by ``core.paths.confined_path`` so no benchmark id can leave ``root``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from PIL import Image, ImageDraw, ImageFont
 
 from giant_assets.batch.records import RUN_KEY, parse_trajectory
 from giant_assets.core.paths import confined_path
+from giant_assets.experiments.spec import Experiment
 from giant_assets.geometry.roi import Region, regions_from_frame
+from giant_assets.report.sent_images import SentImage, render_sent_images, renders_sent_images
 from giant_assets.slides.access import InvalidRegion, SlideError, Thumbnail, crop, open_slide, thumbnail
 
 VIEWED = (0, 160, 255)
@@ -34,11 +38,13 @@ PICTURE_COLUMNS = {
     "benchmark_name": "object",
     "benchmark_id": "object",
     "run_index": "int64",
-    "kind": "object",  # "overview" | "crop"
-    "step": "Int64",  # the crop's step index; null for the overview
-    "path": "object",  # absolute path of the PNG
+    "kind": "object",  # "overview" (the map) | "thumbnail" (the overview as sent) | "crop"
+    "step": "Int64",  # the picture's step index; null for the map
+    "path": "object",  # absolute path of the file (a sent image: the very bytes sent)
     "width": "int64",
     "height": "int64",
+    "sha256": "object",  # a sent image's SHA-256; null for the map and for re-read crops
+    "verified": "boolean",  # equal to the digest the trajectory recorded; null: nothing recorded
 }
 
 
@@ -71,9 +77,15 @@ def _saw_something(steps: list[dict[str, Any]]) -> bool:
 
 
 def _draw_on_slide(
-    slide, base: Thumbnail, steps: list[dict[str, Any]], out_dir: Path, references: Iterable[Region]
+    slide,
+    base: Thumbnail,
+    steps: list[dict[str, Any]],
+    out_dir: Path,
+    references: Iterable[Region],
+    sent: list[SentImage] | None = None,
 ) -> list[dict[str, Any]]:
-    """One run's pictures on an open slide whose overview thumbnail ``base`` is already read."""
+    """One run's pictures on an open slide whose overview thumbnail ``base`` is already read: the map,
+    then the images ``sent`` to the model when given, else each viewed box re-read without guides."""
     out_dir.mkdir(parents=True, exist_ok=True)
     records: list[dict[str, Any]] = []
     image = base.image.convert("RGB")  # a fresh copy to draw on
@@ -92,6 +104,8 @@ def _draw_on_slide(
         label = (to_px(x, y)[0] + 3, to_px(x, y)[1] + 2)
         draw.rectangle(draw.textbbox(label, str(number), font=font), fill=(255, 255, 255))
         draw.text(label, str(number), fill=VIEWED, font=font)
+        if sent is not None:
+            continue
         try:
             picture = crop(slide, [x, y, w, h], CROP_SIZE).image.convert("RGB")
         except InvalidRegion:
@@ -99,6 +113,15 @@ def _draw_on_slide(
         path = out_dir / f"step{step['index']}.png"
         picture.save(path, compress_level=PNG_COMPRESS_LEVEL)
         records.append({"kind": "crop", "step": step["index"], "path": str(path), "size": picture.size})
+    for shown in sent or []:
+        path = out_dir / f"step{shown.step}.{shown.extension}"
+        path.write_bytes(shown.data)  # the bytes the model received, not re-encoded
+        with Image.open(io.BytesIO(shown.data)) as decoded:
+            size = decoded.size
+        records.append(
+            {"kind": shown.kind, "step": shown.step, "path": str(path), "size": size,
+             "sha256": shown.sha256, "verified": shown.verified}
+        )  # fmt: skip
     overview = out_dir / "overview.png"
     image.save(overview, compress_level=PNG_COMPRESS_LEVEL)
     records.insert(0, {"kind": "overview", "step": None, "path": str(overview), "size": image.size})
@@ -106,32 +129,44 @@ def _draw_on_slide(
 
 
 def draw_runs(
-    wsi_path: str, runs: list[tuple[list[dict[str, Any]], Path, Iterable[Region]]]
+    wsi_path: str,
+    runs: list[tuple[list[dict[str, Any]], Path, Iterable[Region]]],
+    experiment: Experiment | None = None,
 ) -> list[list[dict[str, Any]]]:
     """Pictures of several runs on one slide (``(steps, out_dir, references)`` each), opening it and
     reading its overview once; per run, one record per file written (none for a run that saw nothing).
 
-    Each run gets ``overview.png`` and a crop per viewed box; a box the slide refused (the model was
-    told so) gets a numbered outline but no crop.
+    Each run gets ``overview.png`` (the map). A GIANT ``experiment``'s runs then get every image their
+    model was sent, re-rendered by the agent's own code (``sent_images``: guides and encoding included,
+    checked against the recorded digests); other runs get each viewed box re-read without guides. A
+    box the slide refused (the model was told so) gets a numbered outline but no picture.
     """
     if not any(_saw_something(steps) for steps, _, _ in runs):
         return [[] for _ in runs]
+    sent: list[list[SentImage] | None] = [None] * len(runs)
+    if renders_sent_images(experiment):
+        assert experiment is not None
+        sent = list(render_sent_images(experiment, wsi_path, [steps for steps, _, _ in runs]))
     slide = open_slide(wsi_path)
     try:
         base = thumbnail(slide, OVERVIEW_SIZE, guides=False)
         return [
-            _draw_on_slide(slide, base, steps, out_dir, refs) if _saw_something(steps) else []
-            for steps, out_dir, refs in runs
+            _draw_on_slide(slide, base, steps, out_dir, refs, images) if _saw_something(steps) else []
+            for (steps, out_dir, refs), images in zip(runs, sent, strict=True)
         ]
     finally:
         slide.close()
 
 
 def draw_run(
-    wsi_path: str, steps: list[dict[str, Any]], out_dir: Path, references: Iterable[Region] = ()
+    wsi_path: str,
+    steps: list[dict[str, Any]],
+    out_dir: Path,
+    references: Iterable[Region] = (),
+    experiment: Experiment | None = None,
 ) -> list[dict[str, Any]]:
     """One run's pictures into ``out_dir`` (see ``draw_runs``)."""
-    return draw_runs(wsi_path, [(steps, out_dir, references)])[0]
+    return draw_runs(wsi_path, [(steps, out_dir, references)], experiment)[0]
 
 
 def _regions_by_item(regions: pd.DataFrame | None) -> dict[tuple[str, str], list[Region]]:
@@ -150,6 +185,7 @@ def write_pictures(
     regions: pd.DataFrame | None = None,
     workers: int = 1,
     on_error=None,
+    experiment: Experiment | None = None,
 ) -> pd.DataFrame:
     """Pictures of every run in ``runs`` (prediction rows) under ``root``; one row per file written.
 
@@ -157,7 +193,8 @@ def write_pictures(
     are drawn in green. Each slide is opened and its overview read once for all its runs; slides are
     drawn in ``workers`` threads (1 by default: on a busy 2-core machine threads measured slower, 66 ms
     per run serial vs 94-100 ms with 2-4 threads). A slide that cannot be read skips its runs
-    (``on_error(message)`` is told): pictures never fail an evaluation.
+    (``on_error(message)`` is told): pictures never fail an evaluation. ``experiment`` (the runs'
+    experiment) decides whether the images sent are re-rendered (see ``draw_runs``).
     """
     paths = {(str(r.benchmark_name), str(r.benchmark_id)): r.wsi_path for r in items.itertuples(index=False)}
     refs = _regions_by_item(regions)
@@ -179,7 +216,7 @@ def write_pictures(
             for run in slide_runs
         ]
         try:
-            drawn = draw_runs(wsi, work)
+            drawn = draw_runs(wsi, work, experiment)
         except (SlideError, OSError) as exc:
             if on_error is not None:
                 names = ", ".join(
@@ -202,6 +239,30 @@ def write_pictures(
     records = [r for run_records in drawn for r in run_records]
     frame = pd.DataFrame.from_records(records, columns=list(PICTURE_COLUMNS))
     return frame.astype(PICTURE_COLUMNS)
+
+
+def selected_runs(runs: pd.DataFrame, voted: pd.DataFrame) -> pd.DataFrame:
+    """The runs of the items worth a look first: the voted answer is wrong, or the runs disagree.
+
+    ``runs`` carry each run's re-extracted ``predicted_label`` (``eval.scoring.rescore``), ``voted`` is
+    the ``item_predictions`` rows (``correct``, ``slide_available``).
+    """
+    if not len(runs):
+        return runs
+    keys = ["benchmark_name", "benchmark_id"]
+    wrong = {
+        (str(v["benchmark_name"]), str(v["benchmark_id"]))
+        for v in voted.to_dict("records")
+        if bool(v.get("slide_available", True)) and not bool(v.get("correct"))
+    }
+    labels = runs["predicted_label"].astype("Int64").astype("string").fillna("none")
+    distinct = labels.groupby([runs[k].astype(str) for k in keys]).nunique()
+    disagree = {key for key, n in distinct.items() if n > 1}
+    chosen = [
+        (str(b), str(i)) in wrong | disagree
+        for b, i in zip(runs["benchmark_name"], runs["benchmark_id"], strict=True)
+    ]
+    return runs[chosen]
 
 
 def preview_markdown(overview: Path, crops: Iterable[Path] = (), max_crops: int = 2, title: str = "") -> str:

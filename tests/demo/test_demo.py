@@ -101,8 +101,18 @@ def test_giant_trajectories_have_crops_read_pictures_and_a_viewer(demo: tuple[Pa
     runs = sql(data, "select * from predictions where experiment = 'demo-giant' and error_kind is null")
     assert len(runs) == 2 * 11  # two runs of every item with a readable slide, all answered
     overviews = list((data / "trajectories" / "demo-giant").glob("*/*/run*/overview.png"))
-    crops = list((data / "trajectories" / "demo-giant").glob("*/*/run*/step*.png"))
-    assert len(overviews) == len(runs) and len(crops) == len(steps)
+    sent = list((data / "trajectories" / "demo-giant").glob("*/*/run*/step*.jpg"))  # the images as sent
+    shown = sql(
+        data,
+        "select image_sha256 from trajectory_steps where experiment = 'demo-giant' "
+        "and action in ('thumbnail', 'crop') and image_sha256 is not null",
+    )
+    assert len(overviews) == len(runs) and len(sent) == len(shown) >= len(steps) + len(runs)
+    pictures = sql(
+        data, "select * from trajectory_pictures where experiment = 'demo-giant' and sha256 is not null"
+    )
+    assert len(pictures) == len(sent) and pictures["verified"].all()
+    assert set(pictures["sha256"]) == set(shown["image_sha256"])
     index = data / "viewer" / "demo-giant" / "index.html"
     assert index.is_file() and index.as_uri() in stdout
 
@@ -175,7 +185,7 @@ def test_the_demo_key_is_stored_nowhere(demo: tuple[Path, str]) -> None:
 
 def test_the_demo_viewer_shows_every_giant_step_in_chromium(demo: tuple[Path, str]) -> None:
     """What a user opens after `make demo`: the index lists every item, and an item page shows each
-    run's overview and crops decoded, one figure per step the trajectory_steps table records."""
+    run's map and the images it sent decoded, one figure per step the trajectory_steps table records."""
     data, _ = demo
     site = data / "viewer" / "demo-giant"
     with Browser(chromium_path()) as browser:
@@ -189,7 +199,7 @@ def test_the_demo_viewer_shows_every_giant_step_in_chromium(demo: tuple[Path, st
             "select count(*) n from trajectory_steps where experiment = 'demo-giant' "
             "and benchmark_name = 'tcga_slidebench' and benchmark_id = '0' and action = 'crop'",
         ).at[0, "n"]
-        assert len(images) == 2 + crops  # an overview per run plus every crop
+        assert len(images) == 2 + 2 + crops  # per run the map and the overview as sent, then every crop
         assert all(done and width > 0 for done, width in images)
         assert browser.eval("document.querySelectorAll('section.run').length") == 2
         assert browser.problems() == []

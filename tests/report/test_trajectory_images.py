@@ -183,3 +183,31 @@ def test_an_unreadable_slide_is_reported_and_skipped(slide: Path, tmp_path: Path
     assert len(told) == 1 and "tcga/bad run 0" in told[0] and "good" not in told[0]
     empty = write_pictures(runs_frame([]).reindex(columns=runs_frame(["x"]).columns), items, tmp_path / "e")
     assert empty.empty and str(empty["step"].dtype) == "Int64"
+
+
+def test_selected_runs_are_those_of_items_voted_wrong_or_whose_runs_disagree() -> None:
+    import pandas as pd
+
+    from giant_assets.report.trajectory_images import selected_runs
+
+    labels = {"wrong": [2, 2], "split": [1, None], "right": [1, 1], "nolabel": [None, None], "gone": [None]}
+    runs = pd.DataFrame(
+        [
+            {"benchmark_name": "tcga", "benchmark_id": item, "run_index": k, "predicted_label": label}
+            for item, values in labels.items()
+            for k, label in enumerate(values)
+        ]
+    ).astype({"predicted_label": "Int64"})
+    voted = pd.DataFrame(
+        [
+            {"benchmark_name": "tcga", "benchmark_id": "wrong", "correct": False, "slide_available": True},
+            {"benchmark_name": "tcga", "benchmark_id": "split", "correct": True, "slide_available": True},
+            {"benchmark_name": "tcga", "benchmark_id": "right", "correct": True, "slide_available": True},
+            {"benchmark_name": "tcga", "benchmark_id": "nolabel", "correct": False, "slide_available": True},
+            {"benchmark_name": "tcga", "benchmark_id": "gone", "correct": False, "slide_available": False},
+        ]
+    )
+    chosen = selected_runs(runs, voted)
+    assert sorted(zip(chosen["benchmark_id"], chosen["run_index"], strict=True)) == [
+        ("nolabel", 0), ("nolabel", 1), ("split", 0), ("split", 1), ("wrong", 0), ("wrong", 1)
+    ]  # fmt: skip

@@ -3,12 +3,14 @@
 import pandas as pd
 from dagster import AssetExecutionContext, AssetOut, MetadataValue, asset, multi_asset
 
+from giant_assets.core.settings import DEFAULT_VIEWER_URL, VIEWER_URL_ENV, env
 from giant_assets.eval.comparisons import experiment_comparisons as compare_experiments
 from giant_assets.eval.leaderboard import leaderboard_long, leaderboard_markdown, leaderboard_table
 from giant_assets.eval.scoring import write_results_json
 from giant_assets.multipathqa.errata import errata_summary, errata_text
 from giant_assets.platform.automation import FOLLOWS_RESULTS
 from giant_assets.platform.resources import StorageResource
+from giant_assets.report.viewer.items import disagreeing_items, disagreements_markdown
 
 COMPARISON_COLUMNS_SHOWN = [
     "benchmark_name",
@@ -80,9 +82,13 @@ def experiment_comparisons(context: AssetExecutionContext, item_predictions: pd.
     the share of replicates in which the difference is <= 0."""
     table = compare_experiments(item_predictions)
     shown = [c for c in COMPARISON_COLUMNS_SHOWN if c in table.columns]
+    disagree = disagreeing_items(item_predictions)
+    viewer_url = env(VIEWER_URL_ENV) or DEFAULT_VIEWER_URL
     context.add_output_metadata(
         {
             "pairs": len(table),
+            "disagreeing_items": int(disagree[["benchmark_name", "benchmark_id"]].drop_duplicates().shape[0]),
+            "disagreements": MetadataValue.md(disagreements_markdown(disagree, viewer_url)),
             "comparisons": MetadataValue.md(
                 table[shown].head(40).to_markdown(index=False) if len(table) else "none"
             ),

@@ -4,6 +4,7 @@ import html
 import shutil
 import time
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 from dagster import AssetExecutionContext, Config, MetadataValue, asset
@@ -15,7 +16,7 @@ from giant_assets.eval.scoring import rescore
 from giant_assets.platform.automation import FOLLOWS_CELL
 from giant_assets.platform.partitions import cell, results_partitions
 from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource, StorageResource
-from giant_assets.report.trajectory_images import preview_markdown, write_pictures
+from giant_assets.report.trajectory_images import preview_markdown, selected_runs, write_pictures
 from giant_assets.report.viewer import item_pages, served_url, write_benchmark
 
 PREVIEW_ROWS = 8
@@ -29,6 +30,12 @@ def _regions(dataset: MultiPathQAResource, benchmark: str) -> pd.DataFrame | Non
 
 class PicturesConfig(Config):
     workers: int = Field(default=1, ge=1, le=64, description="slides drawn in parallel threads")
+    render: Literal["none", "selected", "all"] = Field(
+        default="none",
+        description="which runs are drawn now: none; selected = the items whose vote is wrong or whose "
+        "runs disagree; all = every run (measured 1.4-2.9 s and 810 KB a run of 5 zooms, docs/viewer.md). "
+        "The others are drawn by the served viewer (make view, giant-view) when their page is first opened.",
+    )
 
 
 @asset(partitions_def=results_partitions, group_name="report", kinds={"pillow", "openslide"})
@@ -36,17 +43,23 @@ def trajectory_pictures(
     context: AssetExecutionContext,
     config: PicturesConfig,
     predictions: pd.DataFrame,
+    item_predictions: pd.DataFrame,
     benchmark_items: pd.DataFrame,
     storage: StorageResource,
     dataset: MultiPathQAResource,
+    experiments: ExperimentsResource,
 ) -> pd.DataFrame:
-    """One row per picture file: each run's overview (thumbnail, numbered viewed boxes in blue, reference
-    regions in green) and each crop re-read from the slide at its recorded box.
+    """One row per picture file: each run's map (thumbnail, numbered viewed boxes in blue, reference
+    regions in green), then each image as its model received it (GIANT: re-rendered by the agent's own
+    code and checked against the recorded SHA-256, ``verified``) or, for other agents, each viewed box
+    re-read from the slide. ``render`` (config) says which runs are drawn now; the served viewer draws
+    the others on demand.
 
     Files: ``<data_dir>/trajectories/<experiment>/<benchmark>/<benchmark_id>/run<k>/``; the partition's
     folder is replaced on every materialization.
     """
     experiment, benchmark = cell(context)
+    spec = experiments.get(experiment)
     root = confined_path(storage.root, "trajectories", experiment)
     folder = confined_path(root, benchmark)
     if folder.exists():
@@ -54,8 +67,19 @@ def trajectory_pictures(
     items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
     started = time.perf_counter()
     regions = _regions(dataset, benchmark)
+    runs = predictions
+    if config.render == "selected":
+        runs = selected_runs(rescore(predictions, items, spec.panda_null_grade), item_predictions)
+    elif config.render == "none":
+        runs = predictions.iloc[:0]
     pictures = write_pictures(
-        predictions, items, root, regions, workers=config.workers, on_error=context.log.warning
+        runs,
+        items,
+        root,
+        regions,
+        workers=config.workers,
+        on_error=context.log.warning,
+        experiment=spec,
     )
     seconds = time.perf_counter() - started
     pictures.insert(0, "experiment", experiment)
@@ -76,6 +100,8 @@ def trajectory_pictures(
         {
             "experiment": experiment,
             "folder": MetadataValue.path(str(folder)),
+            "render": config.render,
+            "runs": len(predictions),
             "runs_drawn": len(overviews),
             "pictures": len(pictures),
             "seconds": round(seconds, 3),
@@ -140,10 +166,13 @@ def trajectory_viewer(
     experiment, benchmark = cell(context)
     items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
     started = time.perf_counter()
-    runs = rescore(predictions, items, experiments.get(experiment).panda_null_grade)
+    spec = experiments.get(experiment)
+    runs = rescore(predictions, items, spec.panda_null_grade)
     pages = item_pages(runs, item_predictions, items, trajectory_pictures, _regions(dataset, benchmark))
     viewer_root = confined_path(storage.root, "viewer")
-    site = write_benchmark(confined_path(viewer_root, experiment), benchmark, pages)
+    site = write_benchmark(
+        confined_path(viewer_root, experiment), benchmark, pages, spec.model_dump(mode="json")
+    )
     mine = [r for r in site.rows if r["benchmark"] == benchmark]
     base = env(VIEWER_URL_ENV) or DEFAULT_VIEWER_URL
     context.add_output_metadata(
@@ -158,6 +187,7 @@ def trajectory_viewer(
             ),
             "item_pages": len(site.pages),
             "pictures": site.pictures,
+            "pages_drawn_on_first_visit": site.pending,  # by make view / giant-view
             "items_in_index": len(site.rows),
             "seconds": round(time.perf_counter() - started, 3),
             "preview": MetadataValue.md(_preview_table(mine)),

@@ -19,9 +19,10 @@ from giant_assets.batch.records import parse_trajectory
 # step fields shown in their own place on the page; any other field with a value is listed generically
 KNOWN_STEP_FIELDS = frozenset(
     {"index", "attempt", "action", "box", "requested_box", "level", "image_size", "text", "reasoning",
-     "report", "input_tokens", "output_tokens", "cost_usd", "latency_s", "error"}
+     "report", "input_tokens", "output_tokens", "cost_usd", "latency_s", "error", "image_sha256"}
 )  # fmt: skip
 QUESTION_PREVIEW_CHARS = 180
+HIGH_AGREEMENT = 0.8  # "confidently wrong": a wrong vote that at least this share of 2+ runs gave
 
 
 def _present(value: Any) -> bool:
@@ -63,7 +64,7 @@ def _number(value: Any, default: float = 0.0) -> float:
     return float(value) if _present(value) else default
 
 
-def _step_view(step: dict[str, Any], pictures: dict[int, str]) -> dict[str, Any]:
+def _step_view(step: dict[str, Any]) -> dict[str, Any]:
     extra = {
         k: (v if isinstance(v, str | int | float | bool) else json.dumps(v))
         for k, v in step.items()
@@ -86,15 +87,45 @@ def _step_view(step: dict[str, Any], pictures: dict[int, str]) -> dict[str, Any]
         "latency_s": _number(step.get("latency_s")),
         "error": step.get("error"),
         "attempt": step.get("attempt"),
-        "picture": pictures.get(step.get("index")),
+        "image_sha256": list(step.get("image_sha256") or []),
+        "picture": None,  # set by attach_pictures
+        "picture_check": None,
         "extra": extra,
     }
 
 
-def _run_view(run: Any, options: list[str], truth: int, pictures: dict[Any, str]) -> dict[str, Any]:
+def attach_pictures(run: dict[str, Any], pictures: dict[Any, dict[str, Any]]) -> None:
+    """Point a run view at its picture records (by step index; ``None``: the map), ``path`` each."""
+    run["overview"] = (pictures.get(None) or {}).get("path")
+    for step in run["steps"]:
+        picture = pictures.get(step["index"])
+        step["picture"] = (picture or {}).get("path")
+        step["picture_check"] = _check(picture, step["image_sha256"])
+    run["pictures_pending"] = not pictures and any(s["action"] in ("thumbnail", "crop") for s in run["steps"])
+
+
+def _check(picture: dict[str, Any] | None, recorded: list[str]) -> dict[str, Any] | None:
+    """What the page says about a step's picture: the image sent (and whether its digest matches)."""
+    if picture is None:
+        return None
+    sha = picture.get("sha256")
+    if not _present(sha):
+        return {"sent": False, "verified": None, "sha256": "", "recorded": ",".join(recorded)}
+    verified = picture.get("verified")
+    return {
+        "sent": True,
+        "verified": bool(verified) if _present(verified) else None,
+        "sha256": str(sha),
+        "recorded": ",".join(recorded),
+    }
+
+
+def _run_view(
+    run: Any, options: list[str], truth: int, pictures: dict[Any, dict[str, Any]]
+) -> dict[str, Any]:
     steps = parse_trajectory(run.trajectory_json) if _present(run.trajectory_json) else []
     label = run.predicted_label if _present(run.predicted_label) else None
-    return {
+    view = {
         "run_index": int(run.run_index),
         "answer_text": run.answer_text if _present(run.answer_text) else "",
         "label": None if label is None else int(label),
@@ -108,9 +139,10 @@ def _run_view(run: Any, options: list[str], truth: int, pictures: dict[Any, str]
         "cost_usd": _number(run.cost_usd),
         "latency_s": _number(run.latency_s),
         "n_steps": int(run.n_steps),
-        "overview": pictures.get(None),
-        "steps": [_step_view(s, pictures) for s in steps],
+        "steps": [_step_view(s) for s in steps],
     }
+    attach_pictures(view, pictures)
+    return view
 
 
 def item_pages(
@@ -129,11 +161,11 @@ def item_pages(
     runs_of: dict[tuple[str, str], list[Any]] = {}
     for run in runs.sort_values("run_index").itertuples(index=False):
         runs_of.setdefault((str(run.benchmark_name), str(run.benchmark_id)), []).append(run)
-    pics: dict[tuple[str, str, int], dict[Any, str]] = {}
-    for pic in pictures.itertuples(index=False):
-        step = int(pic.step) if _present(pic.step) else None  # None: the overview
-        key = (str(pic.benchmark_name), str(pic.benchmark_id), int(pic.run_index))
-        pics.setdefault(key, {})[step] = str(pic.path)
+    pics: dict[tuple[str, str, int], dict[Any, dict[str, Any]]] = {}
+    for pic in pictures.to_dict("records"):
+        step = int(pic["step"]) if _present(pic["step"]) else None  # None: the overview
+        key = (str(pic["benchmark_name"]), str(pic["benchmark_id"]), int(pic["run_index"]))
+        pics.setdefault(key, {})[step] = pic
     refs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     if regions is not None:
         for r in regions.itertuples(index=False):
@@ -155,7 +187,11 @@ def item_pages(
             _run_view(r, options, truth, pics.get((*key, int(r.run_index)), {})) for r in runs_of.get(key, [])
         ]
         voted_label = vote.get("predicted_label") if vote else None
+        voted_label = int(voted_label) if _present(voted_label) else None
         errors = sorted({r["error_kind"] for r in run_views if r["error_kind"]})
+        outcome = _outcome(vote)
+        agreeing = sum(r["label"] is not None and r["label"] == voted_label for r in run_views)
+        agreement = agreeing / len(run_views) if run_views and voted_label is not None else None
         pages.append(
             {
                 "benchmark": key[0],
@@ -165,15 +201,21 @@ def item_pages(
                 "image_path": str(getattr(item, "image_path", "") or ""),
                 "truth_label": truth,
                 "truth_text": answer_text(truth, options),
-                "voted_label": int(voted_label) if _present(voted_label) else None,
+                "voted_label": voted_label,
                 "voted_text": answer_text(voted_label, options),
-                "outcome": _outcome(vote),
+                "outcome": outcome,
+                "agreement": agreement,  # share of runs that gave the voted label
+                "agreeing": agreeing,
+                "confidently_wrong": outcome == "wrong"
+                and len(run_views) >= 2
+                and (agreement or 0.0) >= HIGH_AGREEMENT,
                 "n_runs": len(run_views),
                 "n_steps": sum(r["n_steps"] for r in run_views),
                 "cost_usd": sum(r["cost_usd"] for r in run_views),
                 "errors": errors,
                 "references": refs.get(key, []),
                 "runs": run_views,
+                "wsi_path": str(getattr(item, "wsi_path", "") or ""),
             }
         )
     return pages
@@ -187,9 +229,14 @@ def index_row(page: dict[str, Any], href: str) -> dict[str, Any]:
         "benchmark": page["benchmark"],
         "benchmark_id": page["benchmark_id"],
         "question": short,
+        "prompt": question,
         "truth_text": page["truth_text"],
         "voted_text": page["voted_text"],
         "outcome": page["outcome"],
+        "voted_label": page["voted_label"],
+        "agreement": page["agreement"],
+        "confidently_wrong": page["confidently_wrong"],
+        "run_answers": [r["label_text"] for r in page["runs"]],
         "n_runs": page["n_runs"],
         "n_steps": page["n_steps"],
         "cost_usd": page["cost_usd"],
@@ -212,6 +259,7 @@ def index_counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
         # as the headline counts it: every item, an unscored one (no slide) counting wrong
         "accuracy_pct": 100.0 * correct / len(rows) if rows else None,
         "with_errors": sum(bool(r["errors"]) for r in rows),
+        "confidently_wrong": sum(bool(r.get("confidently_wrong")) for r in rows),
         "runs": sum(r["n_runs"] for r in rows),
         "steps": sum(r["n_steps"] for r in rows),
         "cost_usd": sum(r["cost_usd"] for r in rows),

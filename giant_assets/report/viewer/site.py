@@ -26,13 +26,13 @@ from urllib.parse import quote
 from giant_assets.core.files import atomic_write_bytes
 from giant_assets.core.paths import confined_path, decode_component
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
+from giant_assets.report.viewer.items import ROWS_DIR, STATIC_FILES, cross_href, rebuild_items, summary_href
 from giant_assets.report.viewer.pages import index_counts, index_row
 
 if TYPE_CHECKING:
     from jinja2 import Environment
 
-STATIC_FILES = ("viewer.css", "viewer.js")
-ROWS_DIR = "_rows"
+RECIPE = "render.json"  # beside an item page whose pictures are drawn on its first visit
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class SiteResult:
     pages: list[Path]
     pictures: int  # picture files placed beside the pages
     rows: list[dict[str, Any]]  # every index row of the experiment, as shown
+    pending: int = 0  # pages whose pictures the served viewer draws on their first visit
 
 
 def served_url(base: str, page: Path, viewer_root: Path) -> str:
@@ -108,26 +109,44 @@ def _place_pictures(page: dict[str, Any], page_dir: Path) -> int:
     return placed
 
 
-def write_benchmark(site: Path, benchmark: str, pages: list[dict[str, Any]]) -> SiteResult:
-    """Write ``benchmark``'s item pages (replacing its earlier ones), then rebuild the index."""
+def render_item(env: Environment, page: dict[str, Any], page_dir: Path) -> Path:
+    """Write one item page (its pictures already beside it)."""
+    path = page_dir / "index.html"
+    cross = cross_href(page["benchmark"], page["benchmark_id"])
+    html = env.get_template("item.html").render(page=page, root="../../", cross_href=cross)
+    atomic_write_bytes(path, html.encode("utf-8"))
+    return path
+
+
+def write_benchmark(
+    site: Path, benchmark: str, pages: list[dict[str, Any]], experiment: dict[str, Any] | None = None
+) -> SiteResult:
+    """Write ``benchmark``'s item pages (replacing its earlier ones), then rebuild the index and the
+    benchmark's cross-experiment pages.
+
+    A page with runs whose pictures were not drawn gets ``render.json`` beside it (the page and the
+    ``experiment``'s settings): the served viewer (``viewer.serve``) draws them on the first visit.
+    """
     env = _environment()
     bench_dir = confined_path(site, benchmark)
     if bench_dir.exists():
         shutil.rmtree(bench_dir)
-    item_template = env.get_template("item.html")
-    written, pictures, rows = [], 0, []
+    written, pictures, pending, rows = [], 0, 0, []
     for page in pages:
         page_dir = confined_path(bench_dir, page["benchmark_id"])
         page_dir.mkdir(parents=True, exist_ok=True)
         pictures += _place_pictures(page, page_dir)
-        path = page_dir / "index.html"
-        path.write_text(item_template.render(page=page, root="../../"), encoding="utf-8")
-        written.append(path)
+        if any(run.get("pictures_pending") for run in page["runs"]) and page.get("wsi_path"):
+            recipe = {"experiment": experiment, "page": page}
+            atomic_write_bytes(page_dir / RECIPE, json.dumps(recipe, ensure_ascii=False).encode("utf-8"))
+            pending += 1
+        written.append(render_item(env, page, page_dir))
         rows.append(index_row(page, _href(bench_dir.name, page_dir.name, "index.html")))
     fragment = confined_path(site, ROWS_DIR, f"{benchmark}.json")
     atomic_write_bytes(fragment, json.dumps(rows, ensure_ascii=False).encode("utf-8"))
     index, all_rows = rebuild_index(site, env)
-    return SiteResult(index=index, pages=written, pictures=pictures, rows=all_rows)
+    rebuild_items(site.parent, benchmark, env)
+    return SiteResult(index=index, pages=written, pictures=pictures, rows=all_rows, pending=pending)
 
 
 def _benchmark_order(path: Path) -> tuple[int, str]:
@@ -152,6 +171,7 @@ def rebuild_index(site: Path, env: Environment | None = None) -> tuple[Path, lis
             counts=index_counts(rows),
             benchmarks=sorted({r["benchmark"] for r in rows}, key=lambda b: _benchmark_order(Path(b))),
             error_kinds=sorted({e for r in rows for e in r["errors"]}),
+            items_scripts=["../" + summary_href(b) for b in sorted({r["benchmark"] for r in rows})],
             root="",
         )
         index = site / "index.html"
