@@ -160,7 +160,9 @@ def _scenario(cluster: Cluster, model, env: dict[str, str], experiments: Path) -
     asked: Counter[str] = Counter()  # model requests per item of the victim, as the server saw them
     for request in model.requests:
         text = first_user_text(request)
-        asked.update(bid for bid, prompt in victim_prompts.items() if text.startswith(prompt + "\n"))
+        asked.update(
+            bid for bid, prompt in victim_prompts.items() if text == prompt or text.startswith(prompt + "\n")
+        )
     calls: Counter[str] = Counter()  # model requests per item behind the final journal's runs
     for row in rows:
         calls[row["benchmark_id"]] += model_calls(row)
