@@ -29,7 +29,7 @@ from dagster import AssetSelection, DagsterInstance, materialize
 
 from giant_assets.core.settings import DAGSTER_HOME_ENV, DEMO_KEY_ENV, PRICES_ENV, data_dir, env
 from giant_assets.core.storage import ParquetStore
-from giant_assets.demo.scripted_model import serve_demo_model
+from giant_assets.demo.scripted_model import ScriptedModelServer, demo_policy, is_scripted_model
 from giant_assets.demo.serve_cli import DEMO_PORT
 from giant_assets.eval.export import submission_path
 from giant_assets.eval.leaderboard import leaderboard_markdown
@@ -71,6 +71,22 @@ def _run(
     if not result.success:
         sys.exit(f"demo step failed: {title}")
     print(f"  ok  {title} ({time.monotonic() - started:.1f}s)", flush=True)
+
+
+def _demo_model() -> ScriptedModelServer | None:
+    """The scripted model on the port the demo experiments name: ours, or one already serving there
+    (``make ui``, ``giant-scripted-model``); another program on that port is an error, never silently
+    talked to."""
+    try:
+        return ScriptedModelServer(rule=demo_policy, port=DEMO_PORT).start()
+    except OSError:
+        if is_scripted_model(DEMO_PORT):
+            print(f"  ok  using the scripted model already serving on 127.0.0.1:{DEMO_PORT}", flush=True)
+            return None
+        sys.exit(
+            f"demo: port {DEMO_PORT} on 127.0.0.1 (the demo-* experiments' base_url) is taken by another "
+            "program that is not the scripted model; stop it and run make demo again"
+        )
 
 
 def _rebind_after_upgrade(root: Path, experiments) -> None:
@@ -133,12 +149,13 @@ def main() -> None:
     os.environ.setdefault(PRICES_ENV, str(prices))
     os.environ.setdefault(DEMO_KEY_ENV, f"sk-demo-{secrets.token_hex(16)}")
     _rebind_after_upgrade(root, experiments)
-    server = serve_demo_model(port=DEMO_PORT)
+    server = _demo_model()
     try:
         for name in EXPERIMENTS:
             _experiment(instance, name)
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()
     _run("leaderboard beside the paper's Table 1, paired comparisons", ACROSS, instance)
     submission = _grade_export(instance, root)
     _report(root, submission)

@@ -49,6 +49,7 @@ WIRES = {
     "/v1/messages": "messages",
 }
 TOOL_NAME = "slide_zoom"
+IDENTITY_PATH = "/scripted-model"
 
 
 @dataclass(frozen=True)
@@ -379,6 +380,17 @@ class ScriptedModelServer:
         return total, cached, written
 
 
+def is_scripted_model(port: int, timeout_s: float = 2.0) -> bool:
+    """True when a scripted model of this project answers on 127.0.0.1:``port``."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{IDENTITY_PATH}", timeout=timeout_s) as reply:
+            return json.loads(reply.read()).get("scripted_model") == "giant-assets"
+    except (OSError, ValueError):
+        return False
+
+
 def serve_demo_model(latency_s: float = 0.0, port: int = 0) -> ScriptedModelServer:
     """A started server answering every request with ``demo_policy``; call ``stop()`` when done.
 
@@ -435,6 +447,12 @@ def _handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, *args: object) -> None:  # quiet tests
             pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            """``GET /scripted-model``: who is listening (the demo reuses a scripted model it finds)."""
+            found = self.path.split("?")[0] == IDENTITY_PATH
+            body = json.dumps({"scripted_model": "giant-assets"} if found else {"error": "no route"}).encode()
+            self._send(200 if found else 404, body, {})
 
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length") or 0)

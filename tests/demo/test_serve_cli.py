@@ -100,3 +100,27 @@ def test_the_demo_rebinds_its_own_experiments_after_a_protocol_upgrade(tmp_path,
     assert "demo-giant: bound to this version's protocol" in capsys.readouterr().out
     bind(experiments.get("demo-giant"), tmp_path)  # no conflict any more
     assert json.loads(stale.read_text())["config_hash"] == experiments.get("demo-giant").config_hash()
+
+
+def test_the_demo_uses_a_scripted_model_on_its_port_and_refuses_another_program(monkeypatch, capsys) -> None:
+    import http.server
+    import threading
+
+    from giant_assets.demo import pipeline
+    from giant_assets.demo.scripted_model import ScriptedModelServer, is_scripted_model
+
+    with ScriptedModelServer() as running:  # e.g. make ui's, or giant-scripted-model
+        port = int(running.base_url.rsplit(":", 1)[1])
+        monkeypatch.setattr(pipeline, "DEMO_PORT", port)
+        assert is_scripted_model(port) and pipeline._demo_model() is None
+        assert f"using the scripted model already serving on 127.0.0.1:{port}" in capsys.readouterr().out
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setattr(pipeline, "DEMO_PORT", other.server_address[1])
+        assert not is_scripted_model(other.server_address[1])
+        with pytest.raises(SystemExit, match="is taken by another program that is not the scripted model"):
+            pipeline._demo_model()
+    finally:
+        other.shutdown()
+        other.server_close()
