@@ -27,7 +27,7 @@ import numpy as np
 import openslide
 
 from giant_assets.agents.base import AgentAnswer, AgentItem, Step
-from giant_assets.agents.overviews import OverviewCache
+from giant_assets.agents.overviews import Encoding, OverviewCache
 from giant_assets.agents.pricing import PriceTable, load_price_table
 from giant_assets.agents.providers import ChatModel, ImagePart, Message, ModelReply, ProviderError, TextPart
 from giant_assets.batch.ratelimit import RateLimiter
@@ -36,12 +36,11 @@ from giant_assets.core.settings import PRICES_ENV, env
 from giant_assets.eval.extraction import PANDA, extract_label
 from giant_assets.eval.voting import majority_vote
 from giant_assets.experiments.spec import Experiment
-from giant_assets.slides.access import SlideError, encode_image, media_type, open_slide
+from giant_assets.slides.access import SlideError, open_slide
 from giant_assets.slides.tissue import sample_patches, tissue_mask
 from giant_assets.slides.views import region
 
 PATCH_CONCURRENCY = 5  # patch calls of one item in flight at once (the shared limiter still paces them)
-IMAGE_FORMAT = "JPEG"
 
 SYSTEM_PROMPT = (
     "You are an expert pathologist answering a question about a whole-slide image (WSI) of a tissue "
@@ -135,7 +134,7 @@ class ThumbnailAgent(_SlideBaseline):
     def __init__(self, chat: ChatModel, experiment: Experiment, prices: PriceTable | None = None) -> None:
         super().__init__(chat, experiment, prices)
         size = experiment.resolved_thumbnail_size
-        self.thumbnails = OverviewCache(size, IMAGE_FORMAT, guides=False, label=self.name)
+        self.thumbnails = OverviewCache(size, Encoding(), guides=False, label=self.name)
 
     def prefetch(self, item: AgentItem) -> None:
         """Start reading ``item``'s thumbnail now, ahead of its runs (the batch runner calls this)."""
@@ -187,8 +186,7 @@ class PatchAgent(_SlideBaseline):
                 note = PATCH_NOTE.format(
                     w=view.image.size[0], h=view.image.size[1], width=width, height=height
                 )
-                data = await asyncio.to_thread(encode_image, view.image, IMAGE_FORMAT)
-                image = ImagePart(data, media_type(IMAGE_FORMAT), self.name)
+                image = await asyncio.to_thread(Encoding().part, view.image, self.name)
                 reply = await self._ask(item, note, image)
                 return self._step(index, "patch", (view.box, view.level, view.image.size), reply)
 

@@ -37,7 +37,7 @@ from typing import Any
 import openslide
 
 from giant_assets.agents.base import AgentAnswer, AgentItem, Step
-from giant_assets.agents.overviews import Overview, OverviewCache
+from giant_assets.agents.overviews import Encoding, Overview, OverviewCache
 from giant_assets.agents.pricing import PriceTable, load_price_table
 from giant_assets.agents.prompts import BUILT_IN, PromptSet
 from giant_assets.agents.providers import (
@@ -50,7 +50,7 @@ from giant_assets.agents.providers import (
     ToolCall,
     ToolSpec,
 )
-from giant_assets.slides.access import InvalidRegion, SlideError, encode_image, media_type, open_slide
+from giant_assets.slides.access import JPEG_QUALITY, InvalidRegion, SlideError, open_slide
 from giant_assets.slides.views import SlideView, region
 
 MAX_RETRIES_EXCEEDED = "max_retries_exceeded"
@@ -178,6 +178,8 @@ class GiantAgent:
         attempt_timeout_s: float | None = OFFICIAL_ATTEMPT_TIMEOUT_S,
         prices: PriceTable | None = None,
         image_format: str = "JPEG",
+        image_quality: int = JPEG_QUALITY,
+        overview_detail: str | None = None,
         random_crops: bool = False,
         seed: int = 0,
         name: str = "giant",
@@ -201,10 +203,11 @@ class GiantAgent:
         self.serve_calls = serve_calls
         self.attempt_timeout_s = attempt_timeout_s
         self.prices = prices or load_price_table()
-        self.image_format = image_format
+        # as the released code: the overview with no ``detail`` (the API's auto), every crop at high
+        self.crop_encoding = Encoding(image_format, image_quality, "high")
         self.random_crops = random_crops
         self.seed = seed
-        self.overviews = OverviewCache(image_size, image_format)
+        self.overviews = OverviewCache(image_size, replace(self.crop_encoding, detail=overview_detail))
 
     def __repr__(self) -> str:
         return f"GiantAgent(name={self.name!r}, chat={self.chat!r}, max_steps={self.max_steps})"
@@ -474,8 +477,7 @@ class GiantAgent:
         return text
 
     async def _image_part(self, view: SlideView, label: str) -> ImagePart:
-        data = await asyncio.to_thread(encode_image, view.image, self.image_format)
-        return ImagePart(data, media_type(self.image_format), label)
+        return await asyncio.to_thread(self.crop_encoding.part, view.image, label)
 
 
 @dataclass

@@ -19,8 +19,10 @@ import os
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from PIL import Image
+
 from giant_assets.agents.providers import ImagePart
-from giant_assets.slides.access import encode_image, media_type, open_slide
+from giant_assets.slides.access import JPEG_QUALITY, encode_image, media_type, open_slide
 from giant_assets.slides.views import overview
 
 OVERVIEW_LABEL = "overview of the whole slide"
@@ -38,18 +40,31 @@ class Overview:
     part: ImagePart  # the encoded image
 
 
+@dataclass(frozen=True)
+class Encoding:
+    """How an image is sent: file format, JPEG quality, and OpenAI's ``detail`` (None: no field, auto)."""
+
+    image_format: str = "JPEG"
+    quality: int = JPEG_QUALITY
+    detail: str | None = None
+
+    def part(self, image: Image.Image, label: str) -> ImagePart:
+        """``image`` encoded this way (blocking: run in a thread)."""
+        data = encode_image(image, self.image_format, self.quality)
+        return ImagePart(data, media_type(self.image_format), label, self.detail)
+
+
 def read_overview(
-    path: str, long_side: int, image_format: str, guides: bool = True, label: str = OVERVIEW_LABEL
+    path: str, long_side: int, encoding: Encoding, guides: bool = True, label: str = OVERVIEW_LABEL
 ) -> Overview:
     """Open ``path``, make its overview at ``long_side`` and encode it (blocking: run in a thread)."""
     slide = open_slide(path)
     try:
         width, height = slide.dimensions
         view = overview(slide, long_side, guides)
-        data = encode_image(view.image, image_format)
+        part = encoding.part(view.image, label)
     finally:
         slide.close()
-    part = ImagePart(data, media_type(image_format), label)
     return Overview(int(width), int(height), view.box, view.level, view.image.size, part)
 
 
@@ -59,14 +74,14 @@ class OverviewCache:
     def __init__(
         self,
         long_side: int,
-        image_format: str,
+        encoding: Encoding,
         guides: bool = True,
         label: str = OVERVIEW_LABEL,
         capacity: int = 64,
         workers: int | None = None,
     ) -> None:
         self.long_side = long_side
-        self.image_format = image_format
+        self.encoding = encoding
         self.guides = guides
         self.label = label
         self.capacity = max(1, capacity)
@@ -129,7 +144,7 @@ class OverviewCache:
             return await asyncio.to_thread(self._read_now, path)
 
     def _read_now(self, path: str) -> Overview:
-        return read_overview(path, self.long_side, self.image_format, self.guides, self.label)
+        return read_overview(path, self.long_side, self.encoding, self.guides, self.label)
 
 
 def _file_key(path: str | None) -> tuple | None:

@@ -61,6 +61,8 @@ def make_giant_agent(experiment: Experiment, limiter: RateLimiter) -> Agent:
         # a batch round may take hours: like item_timeout_s, no limit in batch mode
         attempt_timeout_s=None if experiment.batch else experiment.attempt_timeout_s,
         prices=prices,
+        image_quality=experiment.image_quality,
+        overview_detail=None if experiment.overview_detail == "auto" else experiment.overview_detail,
         random_crops=experiment.agent == "random_patch",
         seed=experiment.seed,
         name=experiment.agent,

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from giant_assets.agents.prompts import resolve_prompts
 from giant_assets.core.files import file_sha256
+from giant_assets.slides.access import JPEG_QUALITY
 
 AgentMode = Literal["random", "majority", "replay", "giant", "thumbnail", "patch", "random_patch"]
 MODEL_MODES = frozenset({"giant", "thumbnail", "patch", "random_patch"})
@@ -81,6 +82,17 @@ class Experiment(BaseModel):
     )
     thumbnail_size: int | None = Field(
         default=None, ge=64, le=16384, description="thumbnail baseline's long side; default image_size"
+    )
+    overview_detail: Literal["auto", "low", "high"] = Field(
+        default="auto",
+        description="OpenAI image detail of GIANT's overview; auto sends no detail field (the released code's "
+        "choice); crops always go at high",
+    )
+    image_quality: int = Field(
+        default=JPEG_QUALITY,
+        ge=1,
+        le=95,
+        description="JPEG quality of every image sent (Pillow's default 75)",
     )
     n_patches: int = Field(default=30, ge=1, le=1000, description="patch baseline: patches per item")
     patch_size: int = Field(default=224, ge=16, le=4096, description="patch baseline: level-0 side")
@@ -242,6 +254,8 @@ ANSWER_FIELDS = (
     "max_attempts",
     "image_size",
     "thumbnail_size",
+    "overview_detail",
+    "image_quality",
     "n_patches",
     "patch_size",
     "max_images_in_context",

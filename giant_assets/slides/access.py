@@ -22,6 +22,7 @@ from giant_assets.slides.guides import Guides, draw_guides
 MAX_ASPECT = 50.0  # a crop whose clipped box is longer than this many times its width is refused
 MAX_READ_PIXELS = 1 << 24  # larger reads are done in row strips
 _FORMATS = {"JPEG": "image/jpeg", "PNG": "image/png"}
+JPEG_QUALITY = 75  # Pillow's default, which the released GIANT code encodes with (it names none)
 
 
 class SlideError(Exception):
@@ -188,8 +189,8 @@ def thumbnail(
     return Thumbnail(image, level, size, (0, 0), scale, drawn)
 
 
-def encode_image(img: Image.Image, fmt: str = "JPEG", quality: int = 90) -> str:
-    """Base64 (ASCII) of the image encoded as JPEG or PNG."""
+def encode_image(img: Image.Image, fmt: str = "JPEG", quality: int = JPEG_QUALITY) -> str:
+    """Base64 (ASCII) of the image encoded as JPEG (at ``quality``, 1-95) or PNG."""
     fmt = fmt.upper()
     if fmt not in _FORMATS:
         raise ValueError(f"image format {fmt!r} is not supported; use one of {sorted(_FORMATS)}")

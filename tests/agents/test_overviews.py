@@ -14,7 +14,7 @@ from PIL import Image
 
 from giant_assets.agents.base import AgentItem
 from giant_assets.agents.giant import GiantAgent
-from giant_assets.agents.overviews import OverviewCache, read_overview
+from giant_assets.agents.overviews import Encoding, OverviewCache, read_overview
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.providers import OpenAIResponsesModel
 from giant_assets.batch.journal import Journal
@@ -129,7 +129,7 @@ def test_runner_reads_ahead_of_each_run_by_the_concurrency(slide_dir: Path, tmp_
 
 def test_a_rewritten_slide_is_read_again(tmp_path: Path) -> None:
     path = write_pyramidal_slide(tmp_path / "s.svs", ONE_LESION_DESIGN, levels=4, svs=True)
-    cache = OverviewCache(500, "JPEG")
+    cache = OverviewCache(500, Encoding())
 
     async def go() -> tuple:
         first = await cache.get(str(path))
@@ -142,13 +142,13 @@ def test_a_rewritten_slide_is_read_again(tmp_path: Path) -> None:
     first, again, third = asyncio.run(go())
     assert again is first and cache.reads == 2
     assert (first.width, first.height) == (4096, 3072) and (third.width, third.height) == (2048, 1536)
-    assert third == read_overview(str(path), 500, "JPEG")
+    assert third == read_overview(str(path), 500, Encoding())
 
 
 def test_a_failed_read_is_not_kept(tmp_path: Path) -> None:
     path = tmp_path / "broken.svs"
     path.write_bytes(b"II*\x00 not really a slide")
-    cache = OverviewCache(500, "JPEG")
+    cache = OverviewCache(500, Encoding())
 
     async def go() -> None:
         for _ in range(2):
@@ -161,7 +161,7 @@ def test_a_failed_read_is_not_kept(tmp_path: Path) -> None:
 
 
 def test_a_cancelled_run_does_not_cancel_a_shared_read(slide_dir: Path) -> None:
-    cache = OverviewCache(500, "JPEG")
+    cache = OverviewCache(500, Encoding())
 
     async def go():
         first = asyncio.create_task(cache.get(str(slide_dir / "a.svs")))
@@ -176,7 +176,7 @@ def test_a_cancelled_run_does_not_cancel_a_shared_read(slide_dir: Path) -> None:
 
 def test_capacity_drops_the_least_recently_used(slide_dir: Path, tmp_path: Path) -> None:
     paths = [str(p) for p in file_copies(slide_dir / "a.svs", tmp_path, 3)]
-    cache = OverviewCache(200, "JPEG", capacity=2)
+    cache = OverviewCache(200, Encoding(), capacity=2)
 
     async def go() -> None:
         await cache.get(paths[0])
@@ -193,7 +193,7 @@ def test_capacity_drops_the_least_recently_used(slide_dir: Path, tmp_path: Path)
 
 def test_one_cache_serves_successive_event_loops(slide_dir: Path, tmp_path: Path) -> None:
     paths = [str(p) for p in file_copies(slide_dir / "a.svs", tmp_path, 4)]
-    cache = OverviewCache(300, "JPEG", workers=1)
+    cache = OverviewCache(300, Encoding(), workers=1)
 
     async def two(a: str, b: str) -> list:  # one worker: the second read waits on the first
         return await asyncio.gather(cache.get(a), cache.get(b))

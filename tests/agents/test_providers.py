@@ -110,7 +110,7 @@ def test_responses_request_shape_tool_call_reasoning_and_usage(key_env: str) -> 
     assert body["reasoning"]["effort"] == "high" and body["include"] == ["reasoning.encrypted_content"]
     assert body["store"] is False and body["prompt_cache_key"] == "item-7"
     image = body["input"][1]["content"][1]
-    assert image["type"] == "input_image" and image["detail"] == "high"
+    assert image["type"] == "input_image" and "detail" not in image  # a part without detail: the API's auto
     assert image["image_url"].startswith("data:image/png;base64,") and req.images[0].size == (40, 30)
     assert srv.requests[0].headers.get("x-stainless-retry-count") == "0"
     (tool_call,) = reply.tool_calls
@@ -128,7 +128,7 @@ def test_responses_passes_reasoning_items_and_tool_output_back(key_env: str) -> 
 
         async def go():
             first = await model.complete(MESSAGES, [ZOOM])
-            crop = ImagePart(png_b64((64, 32), (0, 0, 255)), "image/png")
+            crop = ImagePart(png_b64((64, 32), (0, 0, 255)), "image/png", detail="high")
             result = Message.tool_result(first.tool_calls[0].id, TextPart("here"), crop)
             second = await model.complete([*MESSAGES, first.as_message(), result], [ZOOM])
             await model.aclose()
@@ -153,7 +153,7 @@ def test_chat_completions_tools_and_image_after_the_tool_result(key_env: str) ->
 
         async def go():
             first = await model.complete(MESSAGES, [ZOOM])
-            crop = ImagePart(png_b64((16, 16), (0, 255, 0)), "image/png")
+            crop = ImagePart(png_b64((16, 16), (0, 255, 0)), "image/png", detail="low")
             result = Message.tool_result(first.tool_calls[0].id, TextPart("crop"), crop)
             second = await model.complete([*MESSAGES, first.as_message(), result], [ZOOM])
             await model.aclose()
@@ -170,7 +170,8 @@ def test_chat_completions_tools_and_image_after_the_tool_result(key_env: str) ->
         body["messages"][2]["tool_calls"][0]["function"]["arguments"] == '{"x0": 5, "y0": 6, "w": 7, "h": 8}'
     )
     assert body["messages"][3] == {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "crop"}
-    assert body["messages"][4]["content"][0]["image_url"]["detail"] == "high"
+    assert body["messages"][4]["content"][0]["image_url"]["detail"] == "low"
+    assert list(body["messages"][1]["content"][1]["image_url"]) == ["url"]  # no detail: the API's auto
     assert "reasoning_effort" not in body and "prompt_cache_key" not in body
     assert (second.text, second.usage.input_tokens, second.usage.cached_input_tokens) == ("done", 300, 128)
 

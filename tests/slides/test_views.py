@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFont
 
 from giant_assets.slides.access import InvalidRegion, open_slide
-from giant_assets.slides.guides import GUIDE_COLOR, LABEL_INK, label_font
+from giant_assets.slides.guides import font_path
 from giant_assets.slides.synthetic import LESION, ONE_LESION_DESIGN, render_level, write_pyramidal_slide
 from giant_assets.slides.views import overview, region
 
@@ -126,96 +126,117 @@ def test_pixels_are_the_region_downscaled(open_spy) -> None:
     np.testing.assert_array_equal(np.asarray(native.image), render_level(DESIGN, 1)[1000:1400, 2000:2600])
 
 
-def _guide_columns(image: np.ndarray, row: int) -> list[int]:
-    return [int(c) for c in np.nonzero((image[row] == GUIDE_COLOR).all(axis=1))[0]]
+# (box or None for the overview, target) -> image size, line columns and rows (i/5 of the image, truncated:
+# Pillow draws a line at a float position in the pixel it truncates to), and their level-0 labels
+# x0 + int(i/5 * image side * ds), ds = long side's level-0 pixels per image pixel; worked out by hand.
+GUIDES = [
+    # 2400 x 1000 at 1000 px: 1000 x 417, ds 2.4; rows int(83.4, 166.8, 250.2, 333.6); y labels
+    # 500 + int(200.16, 400.32, 600.48, 800.64)
+    (
+        (1000, 500, 2400, 1000),
+        1000,
+        (1000, 417),
+        [200, 400, 600, 800],
+        [83, 166, 250, 333],
+        [1480, 1960, 2440, 2920],
+        [700, 900, 1100, 1300],
+    ),
+    # the overview at 500 px: 500 x 375, ds 8.192: x labels int(819.2, 1638.4, 2457.6, 3276.8)
+    (
+        None,
+        500,
+        (500, 375),
+        [100, 200, 300, 400],
+        [75, 150, 225, 300],
+        [819, 1638, 2457, 3276],
+        [614, 1228, 1843, 2457],
+    ),
+    # a 224 x 72 patch at native size, ds 1: columns int(44.8, 89.6, 134.4, 179.2), rows int(14.4 ...)
+    (
+        (100, 3000, 224, 72),
+        224,
+        (224, 72),
+        [44, 89, 134, 179],
+        [14, 28, 43, 57],
+        [144, 189, 234, 279],
+        [3014, 3028, 3043, 3057],
+    ),
+]
+GREEN, RED, BLACK, WHITE = (0, 255, 0), (255, 0, 0), (0, 0, 0), (255, 255, 255)
 
 
-@pytest.mark.parametrize(
-    ("box", "target", "size", "cols", "rows", "labels_x", "labels_y", "width"),
-    [
-        # 2400 x 1000 at 1000 px: image 1000 x 417; lines at i/5: columns 200, 400, 600, 800, rows
-        # round(417 i / 5) = 83, 167, 250, 334; level-0 1000 + 480 i and 500 + 200 i; width 2 -> [c-1, c]
-        (
-            (1000, 500, 2400, 1000),
-            1000,
-            (1000, 417),
-            [200, 400, 600, 800],
-            [83, 167, 250, 334],
-            [1480, 1960, 2440, 2920],
-            [700, 900, 1100, 1300],
-            2,
-        ),
-        # the overview at 500 px: 500 x 375, columns 100, 200, 300, 400, rows 75, 150, 225, 300, width 1
-        (
-            None,
-            500,
-            (500, 375),
-            [100, 200, 300, 400],
-            [75, 150, 225, 300],
-            [819, 1638, 2458, 3277],
-            [614, 1229, 1843, 2458],
-            1,
-        ),
-        # a 224 patch at native size: columns round(224 i / 5) = 45, 90, 134, 179; level-0 100 + the same
-        (
-            (100, 3000, 224, 72),
-            224,
-            (224, 72),
-            [45, 90, 134, 179],
-            [14, 29, 43, 58],
-            [145, 190, 234, 279],
-            [3014, 3029, 3043, 3058],
-            1,
-        ),
-    ],
-)
-def test_guides_positions_and_labels(
-    open_spy, box, target, size, cols, rows, labels_x, labels_y, width
+def _font(size: tuple[int, int]) -> ImageFont.FreeTypeFont:
+    """The released code's font: DejaVu Sans at int(2% of the short side), at least 8 px."""
+    return ImageFont.truetype(str(font_path()), max(int(0.02 * min(size)), 8))
+
+
+def _label_boxes(size, cols, rows, labels_x, labels_y, corner):
+    """Every label as (text, its top-left, padding), where the released code puts it."""
+    font, probe = _font(size), ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    out = [(str(v), (size[0] * (i + 1) / 5 + 3, 3), 3) for i, v in enumerate(labels_x)]
+    for i, v in enumerate(labels_y):
+        _, top, _, bottom = probe.textbbox((0, 0), str(v), font=font)
+        out.append((str(v), (3, size[1] * (i + 1) / 5 - (bottom - top) - 6), 3))
+    out.append((corner, (2, 2), 4))
+    return font, out
+
+
+@pytest.mark.parametrize(("box", "target", "size", "cols", "rows", "labels_x", "labels_y"), GUIDES)
+def test_guides_drawn_as_the_released_code_draws_them(
+    open_spy, box, target, size, cols, rows, labels_x, labels_y
 ) -> None:
+    """1 px opaque green lines, labels white on black boxes, a red border and the (x0, y0) corner label;
+    everything else is the plain view."""
     slide = open_spy("x2")
     view = overview(slide, target) if box is None else region(slide, box, target)
     plain = overview(slide, target, guides=False) if box is None else region(slide, box, target, guides=False)
-    img = np.asarray(view.image)
-    assert view.image.size == size
-    assert view.guides is not None
-    assert [g.pixel for g in view.guides.x] == cols and [g.level0 for g in view.guides.x] == labels_x
-    assert [g.pixel for g in view.guides.y] == rows and [g.level0 for g in view.guides.y] == labels_y
-    # vertical lines: a row between two horizontal lines, below the labels, is guide-coloured exactly there
-    mid_row = (rows[1] + rows[2]) // 2
-    expected_cols = [c - width // 2 + k for c in cols for k in range(width)]
-    assert _guide_columns(img, mid_row) == expected_cols
-    mid_col = (cols[1] + cols[2]) // 2
-    got_rows = [int(r) for r in np.nonzero((img[:, mid_col] == GUIDE_COLOR).all(axis=1))[0]]
-    assert got_rows == [r - width // 2 + k for r in rows for k in range(width)]
-    # away from lines and labels the image is the plain view
-    untouched = np.ones(img.shape[:2], dtype=bool)
-    untouched[:, [c for c in range(size[0]) if any(abs(c - x) <= width for x in cols)]] = False
-    untouched[[r for r in range(size[1]) if any(abs(r - y) <= width for y in rows)], :] = False
-    font_px = label_font(max(size)).size
-    untouched[: font_px + 8, :] = False  # x labels along the top
-    untouched[:, : 5 * font_px] = False  # y labels along the left
-    assert (img[untouched] == np.asarray(plain.image)[untouched]).all()
-    # each label: black ink on white near its line, the same ink as the text drawn on its own
-    font = label_font(max(size))
-    for g in view.guides.x:
-        _assert_label(img, font, str(g.level0), (g.pixel, 2), "mt")
-    for g in view.guides.y:
-        _assert_label(img, font, str(g.level0), (2, g.pixel), "lm")
-
-
-def _assert_label(img: np.ndarray, font, text: str, xy: tuple[int, int], anchor: str) -> None:
-    """The label's box in ``img`` holds exactly the ink of ``text`` rendered alone (shifted inside)."""
-    probe = Image.new("RGB", (img.shape[1], img.shape[0]), (255, 255, 255))
-    draw = ImageDraw.Draw(probe)
-    left, top, right, bottom = draw.textbbox(xy, text, font=font, anchor=anchor)
-    dx = max(0, 2 - left) - max(0, right + 2 - img.shape[1])
-    dy = max(0, 2 - top) - max(0, bottom + 2 - img.shape[0])
-    draw.text((xy[0] + dx, xy[1] + dy), text, fill=LABEL_INK, font=font, anchor=anchor)
-    region_ = (slice(top + dy, bottom + dy), slice(left + dx, right + dx))
-    want = np.asarray(probe)[region_]
-    got = img[region_]
-    assert (want != 255).any()
-    np.testing.assert_array_equal(got, want)
+    img, base = np.asarray(view.image), np.asarray(plain.image)
+    assert view.image.size == size and view.guides is not None
+    assert [(g.pixel, g.level0) for g in view.guides.x] == list(zip(cols, labels_x, strict=True))
+    assert [(g.pixel, g.level0) for g in view.guides.y] == list(zip(rows, labels_y, strict=True))
+    x0, y0 = (0, 0) if box is None else box[:2]
+    font, labels = _label_boxes(size, cols, rows, labels_x, labels_y, f"({x0}, {y0})")
+    probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    covered = np.zeros(img.shape[:2], dtype=bool)
+    for text, xy, pad in labels:
+        left, top, right, bottom = probe.textbbox(xy, text, font=font)
+        covered[
+            max(0, int(top) - pad) : int(bottom) + pad + 1, max(0, int(left) - pad) : int(right) + pad + 1
+        ] = True
+    # the border: pure red on the four edges, but under the corner label
+    edges = np.zeros_like(covered)
+    edges[[0, -1], :] = edges[:, [0, -1]] = True
+    assert (img[edges & ~covered] == RED).all()
+    # the lines: pure green in full, one pixel wide, wherever no label box or the border covers them
+    free = ~(covered | edges)
+    free_of_lines = free.copy()
+    free_of_lines[:, cols] = free_of_lines[rows, :] = False
+    green = (img == GREEN).all(axis=2)
+    for c in cols:  # green down the whole column, and not in the next one (one pixel wide)
+        assert green[free[:, c], c].all() and not green[free_of_lines[:, c + 1], c + 1].any()
+    for r in rows:
+        assert green[r, free[r, :]].all() and not green[r + 1, free_of_lines[r + 1, :]].any()
+    corner_text, corner_xy, _ = labels[-1]
+    assert corner_text == f"({x0}, {y0})" and covered[0, 0] and (img[0, 0] == BLACK).all()
+    # a label's box is black but for the ink of its text, white on black as the text renders alone: the
+    # corner label (drawn last) and the last x label (on the patch, the corner label covers the first)
+    for text, xy, pad in (labels[-1], labels[len(cols) - 1]):
+        alone = Image.new("RGB", view.image.size, BLACK)
+        ImageDraw.Draw(alone).text(xy, text, font=font, fill=WHITE)
+        left, top, right, bottom = (int(v) for v in probe.textbbox(xy, text, font=font))
+        # the box, without its last row and column (a horizontal line may cross there on a small image)
+        window = (
+            slice(max(0, top - pad), min(bottom + pad, rows[0])),
+            slice(max(0, left - pad), right + pad),
+        )
+        want = np.asarray(alone)[window]
+        assert (want.min(axis=2) > 150).any()  # light ink inside the box
+        np.testing.assert_array_equal(img[window], want)
+    # everything else is the plain view
+    marks = covered | edges
+    marks[:, cols] = True
+    marks[rows, :] = True
+    np.testing.assert_array_equal(img[~marks], base[~marks])
 
 
 def test_clipping_and_invalid_boxes(open_spy) -> None:

@@ -26,6 +26,7 @@ class ImagePart:
     data_b64: str = field(repr=False)
     media_type: str = "image/jpeg"
     label: str = "image"  # what the image shows, for the note that replaces it when it leaves the context
+    detail: str | None = None  # OpenAI's image ``detail`` ("low" | "high" | "auto"); None: no field sent
 
     @property
     def sha256(self) -> str:

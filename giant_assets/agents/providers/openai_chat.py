@@ -111,5 +111,6 @@ def _content(m: Message) -> list[dict[str, Any]]:
             out.append({"type": "text", "text": p.text})
         elif isinstance(p, ImagePart):
             url = f"data:{p.media_type};base64,{p.data_b64}"
-            out.append({"type": "image_url", "image_url": {"url": url, "detail": "high"}})
+            image = {"url": url} | ({"detail": p.detail} if p.detail else {})
+            out.append({"type": "image_url", "image_url": image})
     return out

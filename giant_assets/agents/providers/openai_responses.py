@@ -2,8 +2,8 @@
 
 Tools are function tools; the model's output items (reasoning, function calls, messages) go back
 verbatim on the next call. Nothing is stored server-side (``store=False``), so with reasoning on the
-encrypted reasoning content is requested and passed back. Images are sent at ``detail: high``;
-``prompt_cache_key`` routes an item's calls to the same prompt cache.
+encrypted reasoning content is requested and passed back. An image carries its part's ``detail``
+(none: the API's default, ``auto``); ``prompt_cache_key`` routes an item's calls to the same prompt cache.
 """
 
 from __future__ import annotations
@@ -105,5 +105,6 @@ def _content(parts: Sequence[Part]) -> list[dict[str, Any]]:
             out.append({"type": "input_text", "text": p.text})
         elif isinstance(p, ImagePart):
             url = f"data:{p.media_type};base64,{p.data_b64}"
-            out.append({"type": "input_image", "image_url": url, "detail": "high"})
+            image = {"type": "input_image", "image_url": url}
+            out.append(image | ({"detail": p.detail} if p.detail else {}))
     return out
