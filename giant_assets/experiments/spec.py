@@ -85,8 +85,8 @@ class Experiment(BaseModel):
     )
     overview_detail: Literal["auto", "low", "high"] = Field(
         default="auto",
-        description="OpenAI image detail of GIANT's overview; auto sends no detail field (the released code's "
-        "choice); crops always go at high",
+        description="OpenAI image detail of GIANT's overview; auto sends no detail field (as the released "
+        "code); crops always go at high",
     )
     image_quality: int = Field(
         default=JPEG_QUALITY,
