@@ -1,14 +1,19 @@
-"""The paper's two non-navigating baselines over the same provider layer as GIANT.
+"""The paper's two non-navigating baselines over the same provider layer as GIANT, as the released runs
+made them: the question's prompt and one image in one user turn, no system prompt, no image ``detail``
+(the API's auto).
 
-- ``ThumbnailAgent``: one call with the whole slide at ``experiment.resolved_thumbnail_size`` (long side,
-  never upsampled; no guide lines: the model cannot ask for regions, so coordinates would mean nothing).
-  The reply text is the answer.
-- ``PatchAgent``: ``experiment.n_patches`` random tissue patches of ``experiment.patch_size`` level-0
-  pixels (tissue by Otsu on the overview, ``slides.tissue``), one call per patch, each reply's label
-  extracted with ``eval.extraction.extract_label`` and majority-voted (``eval.voting``: ties go to the
-  earliest patch). Patches are drawn from a generator seeded by (experiment seed, benchmark, item id,
-  run index): a run is repeatable, other items and runs get other patches. Patches are sent at their
-  native size (never upsampled; downscaled only if ``patch_size`` exceeds the provider's image size).
+- ``ThumbnailAgent``: one call with the whole slide at ``experiment.thumbnail_size`` (default
+  1024; ``views.thumbnail_view``: OpenSlide's ``get_thumbnail`` up to 1024 px, the GIANT overview reader
+  above it; no guide lines). The reply text is the answer.
+- ``PatchAgent``: ``experiment.n_patches`` (30) patches of ``experiment.patch_size`` (224) level-0 pixels
+  drawn without replacement (all of them when there are fewer) from the slide's patch grid, one call per
+  patch, each read at level 0 and sent at its native size; each reply's label extracted with
+  ``eval.extraction.extract_label`` and majority-voted (``eval.voting``: ties go to the earliest patch).
+  ``patch_sampler: clam`` (default) is the released grid (``slides.clam``, the benchmark's CLAM preset:
+  ``panda`` for PANDA, ``tcga`` otherwise); ``otsu`` keeps the platform's earlier sampler (patches
+  anywhere on Otsu's tissue mask of the overview, ``slides.tissue``). Patches are drawn from a generator
+  seeded by (experiment seed, benchmark, item id, run index): a run is repeatable, other items and runs
+  get other patches.
 
 Every model call is one ``Step`` (box, level, image size, tokens, cost, latency); the patch agent ends
 with an ``answer`` step (no call) holding the tally. The voted answer text is ``{"answer": N}``
@@ -22,6 +27,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import openslide
@@ -37,24 +43,13 @@ from giant_assets.eval.extraction import PANDA, extract_label
 from giant_assets.eval.voting import majority_vote
 from giant_assets.experiments.spec import Experiment
 from giant_assets.slides.access import SlideError, open_slide
+from giant_assets.slides.clam import clam_patches, load_preset, preset_for
 from giant_assets.slides.tissue import sample_patches, tissue_mask
-from giant_assets.slides.views import region
+from giant_assets.slides.views import SlideView, region, thumbnail_view
 
 PATCH_CONCURRENCY = 5  # patch calls of one item in flight at once (the shared limiter still paces them)
 
-SYSTEM_PROMPT = (
-    "You are an expert pathologist answering a question about a whole-slide image (WSI) of a tissue "
-    "section. Look carefully at the image you are given and answer the question in exactly the format "
-    "it asks for."
-)
-THUMBNAIL_NOTE = (
-    "The image shows the whole slide ({width} x {height} pixels at full resolution), scaled down to "
-    "{w} x {h} pixels."
-)
-PATCH_NOTE = (
-    "The image is one {w} x {h} pixel patch of tissue at full resolution, taken at random from a "
-    "whole-slide image of {width} x {height} pixels; it is all you can see of the slide."
-)
+ENCODING = Encoding()  # JPEG at Pillow's default quality, no detail field
 
 
 class _SlideBaseline:
@@ -88,10 +83,9 @@ class _SlideBaseline:
     async def _answer(self, item: AgentItem, run_index: int, steps: list[Step]) -> AgentAnswer:
         raise NotImplementedError
 
-    async def _ask(self, item: AgentItem, note: str, image: ImagePart) -> ModelReply:
-        """One call: the system prompt, then the note, the question and the image."""
-        messages = [Message.system(SYSTEM_PROMPT), Message.user(TextPart(f"{note}\n\n{item.prompt}"), image)]
-        return await self.chat.complete(messages)
+    async def _ask(self, item: AgentItem, image: ImagePart) -> ModelReply:
+        """One call: the question's prompt and the image in one user turn, nothing else."""
+        return await self.chat.complete([Message.user(TextPart(item.prompt), image)])
 
     def _step(
         self, index: int, action: str, shown: tuple[Sequence[int], int, Sequence[int]], reply: ModelReply
@@ -133,8 +127,9 @@ class ThumbnailAgent(_SlideBaseline):
 
     def __init__(self, chat: ChatModel, experiment: Experiment, prices: PriceTable | None = None) -> None:
         super().__init__(chat, experiment, prices)
-        size = experiment.resolved_thumbnail_size
-        self.thumbnails = OverviewCache(size, Encoding(), guides=False, label=self.name)
+        size = experiment.thumbnail_size
+        encoding = Encoding(quality=experiment.image_quality)
+        self.thumbnails = OverviewCache(size, encoding, guides=False, label=self.name, view=thumbnail_view)
 
     def prefetch(self, item: AgentItem) -> None:
         """Start reading ``item``'s thumbnail now, ahead of its runs (the batch runner calls this)."""
@@ -146,10 +141,8 @@ class ThumbnailAgent(_SlideBaseline):
 
     async def _answer(self, item: AgentItem, run_index: int, steps: list[Step]) -> AgentAnswer:
         thumb = await self.thumbnails.get(str(item.wsi_path))  # no slide handle of its own
-        w, h = thumb.image_size
-        note = THUMBNAIL_NOTE.format(width=thumb.width, height=thumb.height, w=w, h=h)
         try:
-            reply = await self._ask(item, note, thumb.part)
+            reply = await self._ask(item, thumb.part)
         except ProviderError as exc:
             return _failed(steps, f"model call failed at step 0: {exc}")
         steps.append(self._step(0, "answer", (thumb.box, thumb.level, thumb.image_size), reply))
@@ -174,20 +167,18 @@ class PatchAgent(_SlideBaseline):
         if item.benchmark_name != PANDA and not item.options:
             return _failed(steps, f"item {item.benchmark_id}: the patch baseline needs options to vote on")
         exp = self.experiment
-        tissue = await asyncio.to_thread(tissue_mask, slide)
         rng = np.random.default_rng(patch_seed(exp.seed, item.benchmark_name, item.benchmark_id, run_index))
-        boxes = sample_patches(tissue, exp.patch_size, exp.n_patches, rng)
-        width, height = slide.dimensions
+        boxes = await asyncio.to_thread(self._boxes, slide, item, rng)
+        if not boxes:
+            return _failed(steps, f"item {item.benchmark_id}: no tissue patches found on {item.wsi_path}")
+        encoding = Encoding(quality=exp.image_quality)
         gate = asyncio.Semaphore(PATCH_CONCURRENCY)
 
         async def one(index: int, box: tuple[int, int, int, int]) -> Step:
             async with gate:
-                view = await asyncio.to_thread(region, slide, box, exp.resolved_image_size, False)
-                note = PATCH_NOTE.format(
-                    w=view.image.size[0], h=view.image.size[1], width=width, height=height
-                )
-                image = await asyncio.to_thread(Encoding().part, view.image, self.name)
-                reply = await self._ask(item, note, image)
+                view = await asyncio.to_thread(self._read, slide, box)
+                image = await asyncio.to_thread(encoding.part, view.image, self.name)
+                reply = await self._ask(item, image)
                 return self._step(index, "patch", (view.box, view.level, view.image.size), reply)
 
         results = await asyncio.gather(*(one(i, box) for i, box in enumerate(boxes)), return_exceptions=True)
@@ -210,6 +201,27 @@ class PatchAgent(_SlideBaseline):
         text = json.dumps({key: voted}) if voted is not None else ""
         steps.append(Step(len(steps), "answer", text=f"{text or 'no label'}; {_tally(labels)}"))
         return AgentAnswer(text=text, steps=steps)
+
+    def _boxes(
+        self, slide: openslide.OpenSlide, item: AgentItem, rng: np.random.Generator
+    ) -> list[tuple[int, int, int, int]]:
+        """The item's patches: drawn without replacement from the CLAM grid, or on Otsu's mask."""
+        exp = self.experiment
+        if exp.patch_sampler == "otsu":
+            return sample_patches(tissue_mask(slide), exp.patch_size, exp.n_patches, rng)
+        params = replace(load_preset(preset_for(item.benchmark_name)), patch_size=exp.patch_size)
+        coords = clam_patches(slide, params)
+        picks = rng.choice(len(coords), size=min(exp.n_patches, len(coords)), replace=False)
+        return [(int(coords[i, 0]), int(coords[i, 1]), exp.patch_size, exp.patch_size) for i in picks]
+
+    def _read(self, slide: openslide.OpenSlide, box: tuple[int, int, int, int]) -> SlideView:
+        """A CLAM patch read whole at level 0 (past the slide's edge: black, as OpenSlide's transparent
+        pixels converted to RGB); an Otsu patch as before (native size, never upsampled)."""
+        if self.experiment.patch_sampler == "otsu":
+            return region(slide, box, self.experiment.resolved_image_size, False)
+        x, y, w, h = box
+        image = slide.read_region((x, y), 0, (w, h)).convert("RGB")
+        return SlideView(image, box, 0, 1.0, False, (w, h))
 
 
 def patch_seed(seed: int, benchmark: str, benchmark_id: str, run_index: int) -> int:

@@ -17,13 +17,15 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import openslide
 from PIL import Image
 
 from giant_assets.agents.providers import ImagePart
 from giant_assets.slides.access import JPEG_QUALITY, encode_image, media_type, open_slide
-from giant_assets.slides.views import overview
+from giant_assets.slides.views import SlideView, overview
 
 OVERVIEW_LABEL = "overview of the whole slide"
 
@@ -54,14 +56,22 @@ class Encoding:
         return ImagePart(data, media_type(self.image_format), label, self.detail)
 
 
+ViewMaker = Callable[[openslide.OpenSlide, int, bool], SlideView]  # (slide, long side, guides) -> image
+
+
 def read_overview(
-    path: str, long_side: int, encoding: Encoding, guides: bool = True, label: str = OVERVIEW_LABEL
+    path: str,
+    long_side: int,
+    encoding: Encoding,
+    guides: bool = True,
+    label: str = OVERVIEW_LABEL,
+    view_maker: ViewMaker = overview,
 ) -> Overview:
     """Open ``path``, make its overview at ``long_side`` and encode it (blocking: run in a thread)."""
     slide = open_slide(path)
     try:
         width, height = slide.dimensions
-        view = overview(slide, long_side, guides)
+        view = view_maker(slide, long_side, guides)
         part = encoding.part(view.image, label)
     finally:
         slide.close()
@@ -79,11 +89,13 @@ class OverviewCache:
         label: str = OVERVIEW_LABEL,
         capacity: int = 64,
         workers: int | None = None,
+        view: ViewMaker = overview,
     ) -> None:
         self.long_side = long_side
         self.encoding = encoding
         self.guides = guides
         self.label = label
+        self.view = view
         self.capacity = max(1, capacity)
         self._workers = max(1, workers or os.cpu_count() or 1)
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop the reads and slots belong to
@@ -144,7 +156,7 @@ class OverviewCache:
             return await asyncio.to_thread(self._read_now, path)
 
     def _read_now(self, path: str) -> Overview:
-        return read_overview(path, self.long_side, self.encoding, self.guides, self.label)
+        return read_overview(path, self.long_side, self.encoding, self.guides, self.label, self.view)
 
 
 def _file_key(path: str | None) -> tuple | None:

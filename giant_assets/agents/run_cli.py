@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=MODES, default="giant", help="agent (default giant)")
     p.add_argument("--max-steps", type=int, default=20, help="model calls per attempt, answer included")
     p.add_argument("--image-size", type=int, help="long side of every image (default 1000 / 500)")
-    p.add_argument("--thumbnail-size", type=int, help="thumbnail mode: the slide's long side")
+    p.add_argument("--thumbnail-size", type=int, default=1024, help="thumbnail mode: the slide's long side")
     p.add_argument("--n-patches", type=int, default=30, help="patch mode: patches per question")
     p.add_argument("--seed", type=int, default=0, help="seed of random patches and crops")
     p.add_argument("--prompt-file", default="", help="prompt file, e.g. from giant-prompts import")

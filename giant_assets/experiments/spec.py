@@ -80,8 +80,8 @@ class Experiment(BaseModel):
     image_size: int | None = Field(
         default=None, ge=64, le=8192, description="long side of every image sent; default 1000/500"
     )
-    thumbnail_size: int | None = Field(
-        default=None, ge=64, le=16384, description="thumbnail baseline's long side; default image_size"
+    thumbnail_size: int = Field(
+        default=1024, ge=64, le=16384, description="thumbnail baseline's long side (the released runs: 1024)"
     )
     overview_detail: Literal["auto", "low", "high"] = Field(
         default="auto",
@@ -96,6 +96,11 @@ class Experiment(BaseModel):
     )
     n_patches: int = Field(default=30, ge=1, le=1000, description="patch baseline: patches per item")
     patch_size: int = Field(default=224, ge=16, le=4096, description="patch baseline: level-0 side")
+    patch_sampler: Literal["clam", "otsu"] = Field(
+        default="clam",
+        description="patch baseline: clam = the released CLAM grid (per-benchmark preset), otsu = the "
+        "platform's earlier sampler on Otsu's mask",
+    )
     max_images_in_context: int | None = Field(default=None, ge=1)
     prompt_path: str = Field(default="", description="multi-step system-prompt template; content hashed")
     prompt_file: str = Field(
@@ -200,10 +205,6 @@ class Experiment(BaseModel):
     def resolved_image_size(self) -> int:
         return self.image_size or DEFAULT_IMAGE_SIZE[self.provider]
 
-    @property
-    def resolved_thumbnail_size(self) -> int:
-        return self.thumbnail_size or self.resolved_image_size
-
     def answer_settings(self) -> dict[str, Any]:
         """The answer-deciding settings, as hashed (the prompt file by its content's sha256)."""
         fields = {name: getattr(self, name) for name in ANSWER_FIELDS}
@@ -212,7 +213,6 @@ class Experiment(BaseModel):
         else:
             fields["api"] = self.resolved_api
             fields["image_size"] = self.resolved_image_size
-            fields["thumbnail_size"] = self.resolved_thumbnail_size
             fields["serve_calls"] = self.resolved_serve_calls
             if self.server:
                 fields["base_url"] = self.resolved_base_url
@@ -258,6 +258,7 @@ ANSWER_FIELDS = (
     "image_quality",
     "n_patches",
     "patch_size",
+    "patch_sampler",
     "max_images_in_context",
     "prompt_path",
     "prompt_file",

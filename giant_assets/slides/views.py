@@ -24,6 +24,7 @@ from giant_assets.slides.access import MAX_READ_PIXELS, InvalidRegion, output_si
 from giant_assets.slides.guides import Guides, draw_guides
 
 LEVEL_MARGIN = 0.85  # ask OpenSlide for a level a little finer than the exact downsample
+THUMBNAIL_READER_MAX = 1024  # the released thumbnail baseline uses get_thumbnail up to this size
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,32 @@ def overview(
     """The whole slide with its long side ``long_side`` (native size if the slide is smaller)."""
     width, height = slide.dimensions
     return _view(slide, (0, 0, int(width), int(height)), False, long_side, guides, max_read_pixels)
+
+
+def thumbnail_view(
+    slide: openslide.OpenSlide, long_side: int, guides: bool = False, max_read_pixels: int = MAX_READ_PIXELS
+) -> SlideView:
+    """The thumbnail baseline's image, as the released runs made it: OpenSlide's ``get_thumbnail`` in a
+    ``long_side`` square up to ``THUMBNAIL_READER_MAX`` px, the overview reader above it.
+
+    ``get_thumbnail`` reads a whole pyramid level; when that level would exceed ``max_read_pixels``
+    (a slide without a coarse enough level) the overview reader makes the image instead, strip by strip.
+    """
+    width, height = (int(v) for v in slide.dimensions)
+    if long_side > THUMBNAIL_READER_MAX:
+        return overview(slide, long_side, guides, max_read_pixels)
+    level = int(slide.get_best_level_for_downsample(max(width / long_side, height / long_side)))
+    level_w, level_h = (int(v) for v in slide.level_dimensions[level])
+    if level_w * level_h > max_read_pixels:
+        return overview(slide, long_side, guides, max_read_pixels)
+    image = slide.get_thumbnail((long_side, long_side)).convert("RGB")
+    box = (0, 0, width, height)
+    drawn = None
+    if guides:
+        image, drawn = draw_guides(image, box)
+    return SlideView(
+        image, box, level, float(slide.level_downsamples[level]), False, (level_w, level_h), drawn
+    )
 
 
 def region(

@@ -24,7 +24,6 @@ from giant_assets.experiments.spec import Experiment
 from giant_assets.multipathqa.prompts import render_prompt
 from giant_assets.slides.access import encode_image, open_slide
 from giant_assets.slides.synthetic import LESION, TISSUE, Blob, SlideDesign, write_pyramidal_slide
-from giant_assets.slides.views import overview
 
 # a large tissue section with a large dark lesion: patches land on both, so the vote has two camps
 DESIGN = SlideDesign(
@@ -41,9 +40,9 @@ DARK_REPLY, LIGHT_REPLY, UNSURE_REPLY = "The answer is 3 (High).", '{"answer": 1
 MEANS = {DARK_REPLY: 3, LIGHT_REPLY: 1, UNSURE_REPLY: None}
 
 
-def in_tissue(x: float, y: float) -> bool:
+def in_tissue(x: float, y: float, grow: float = 0.0) -> bool:
     b = DESIGN.tissue[0]
-    return ((x - b.cx) / b.rx) ** 2 + ((y - b.cy) / b.ry) ** 2 <= 1.0
+    return ((x - b.cx) / (b.rx + grow)) ** 2 + ((y - b.cy) / (b.ry + grow)) ** 2 <= 1.0
 
 
 def by_darkness(request: RecordedRequest) -> Reply:
@@ -90,21 +89,29 @@ async def run(exp: Experiment, *items_runs: tuple[AgentItem, int]):
 @pytest.mark.parametrize(
     ("provider", "api", "size", "want_size", "level"),
     [
-        ("openai", "chat", 700, (700, 525), 2),  # 4096/700 = 5.85 x 0.85 = 4.97 -> level 2 (4)
-        ("anthropic", None, None, (500, 375), 2),  # Anthropic's default 500: 8.19 x 0.85 = 6.96 -> level 2
-        ("openai", None, None, (1000, 750), 1),  # OpenAI's default 1000 (Responses): 3.48 -> level 1
+        # up to 1024: OpenSlide's get_thumbnail, the best level for 4096/700 = 5.85 is level 2 (4)
+        ("openai", "chat", 700, (700, 525), 2),
+        ("anthropic", None, None, (1024, 768), 2),  # the released default 1024 for every provider: 4x
+        ("openai", None, None, (1024, 768), 2),
+        # above 1024: the overview reader, 2.05 x 0.85 = 1.74 -> level 0
+        ("openai", None, 2000, (2000, 1500), 0),
     ],
 )
 def test_thumbnail_one_call_at_the_configured_size(slide_path, provider, api, size, want_size, level) -> None:
     with ScriptedModelServer(script=[Reply('Grade: {"answer": 2}', usage=(1500, 40))]) as server:
-        exp = experiment(server, "thumbnail", provider, api, thumbnail_size=size)
+        exp = experiment(server, "thumbnail", provider, api, **({"thumbnail_size": size} if size else {}))
         (answer,) = asyncio.run(run(exp, (make_item(slide_path), 0)))
     assert len(server.requests) == 1
     request = server.requests[0]
     assert request.wire == exp.resolved_api
     (image,) = request.images
     assert image.size == want_size
-    assert "What is the level of mitotic activity?" in request.text and "4. Cannot determine" in request.text
+    # the released call: one user turn, the prompt and the image, no system prompt, no image detail
+    assert [t.role for t in request.turns] == ["user"] and list(request.turns[0].texts) == [
+        make_item(slide_path).prompt
+    ]
+    assert "system" not in request.json and "instructions" not in request.json
+    assert '"detail"' not in request.body.decode()
     assert answer.error is None and answer.text == 'Grade: {"answer": 2}'
     (step,) = answer.steps
     assert (step.action, step.box, step.level, step.image_size) == (
@@ -124,7 +131,7 @@ def test_thumbnail_read_once_per_slide_file_and_ahead_through_the_runner(slide_p
         for bid in ("1", "2")
     ]  # fmt: skip
     with ScriptedModelServer(rule=lambda _: Reply('{"answer": 2}')) as server:
-        agent = build(experiment(server, "thumbnail", thumbnail_size=700))
+        agent = build(experiment(server, "thumbnail", thumbnail_size=700))  # get_thumbnail's range
 
         async def go():
             try:
@@ -139,8 +146,8 @@ def test_thumbnail_read_once_per_slide_file_and_ahead_through_the_runner(slide_p
     assert outcome.executed == 6 and all(r["correct"] for r in outcome.rows)
     assert agent.thumbnails.reads == 1  # six runs over two questions on one slide file
     slide = open_slide(slide_path)
-    try:  # the oracle: the unguided overview made directly from the slide
-        expected = base64.b64decode(encode_image(overview(slide, 700, guides=False).image))
+    try:  # the oracle: OpenSlide's own thumbnail, JPEG at Pillow's default quality
+        expected = base64.b64decode(encode_image(slide.get_thumbnail((700, 700)), quality=75))
     finally:
         slide.close()
     assert [r.turns[-1].images[0] for r in server.requests] == [expected] * 6
@@ -153,14 +160,20 @@ def test_patch_thirty_calls_in_tissue_voted(slide_path) -> None:
     assert answer.error is None
     assert len(server.requests) == 30
     assert all([im.size for im in r.images] == [(224, 224)] for r in server.requests)  # native size
+    assert all([t.role for t in r.turns] == ["user"] and "system" not in r.json for r in server.requests)
     patches, final = answer.steps[:30], answer.steps[30]
     assert [s.index for s in patches] == list(range(30)) and {s.action for s in patches} == {"patch"}
     for s in patches:
         x, y, w, h = s.box
         assert (w, h) == (224, 224) and s.level == 0 and s.image_size == [224, 224]
-        assert all(in_tissue(px, py) for px in (x, x + w) for py in (y, y + h)), s.box
+        # CLAM's four_pt: a point half-way from the centre to a corner on tissue (the mask: 64 px pixels)
+        near = [in_tissue(x + 112 + dx, y + 112 + dy, grow=192) for dx in (-56, 56) for dy in (-56, 56)]
+        assert any(near), s.box
         assert s.cost_usd == pytest.approx((300 * 2.0 + 20 * 8.0) / 1e6)
-    assert len({tuple(s.box) for s in patches}) == 30
+    assert len({tuple(s.box) for s in patches}) == 30  # without replacement
+    # one grid from the tissue's bounding box corner: every patch at a multiple of 224 from the others
+    xs, ys = np.array([s.box[0] for s in patches]), np.array([s.box[1] for s in patches])
+    assert len(set(xs % 224)) == 1 and len(set(ys % 224)) == 1
     labels = [MEANS[s.text] for s in patches]
     camps = Counter(label for label in labels if label is not None)
     assert camps[1] > 0 and camps[3] > 0, camps  # both light and dark patches were drawn
@@ -171,6 +184,19 @@ def test_patch_thirty_calls_in_tissue_voted(slide_path) -> None:
         final.action == "answer" and final.input_tokens == 0 and "majority of 30 patch labels" in final.text
     )
     assert answer.cost_usd == pytest.approx(30 * (300 * 2.0 + 20 * 8.0) / 1e6)
+
+
+def test_patch_otsu_sampler_keeps_whole_patches_on_tissue(slide_path) -> None:
+    """``patch_sampler: otsu``: the platform's earlier sampler, every corner on tissue, off the grid."""
+    with ScriptedModelServer(rule=by_darkness) as server:
+        (answer,) = asyncio.run(
+            run(experiment(server, "patch", patch_sampler="otsu"), (make_item(slide_path), 0))
+        )
+    boxes = [s.box for s in answer.steps if s.action == "patch"]
+    assert len(boxes) == 30 and answer.error is None
+    for x, y, w, h in boxes:
+        assert all(in_tissue(px, py) for px in (x, x + w) for py in (y, y + h)), (x, y)
+    assert len({x % 224 for x, *_ in boxes}) > 1  # anywhere, not on a grid
 
 
 def test_patch_seeding(slide_path) -> None:

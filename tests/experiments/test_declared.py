@@ -202,3 +202,17 @@ def test_an_empty_or_corrupt_binding_is_named_with_what_to_do(tmp_path: Path, te
     message = str(err.value)
     assert message.startswith(f"experiment binding {path} {what}") and "delete it and re-run" in message
     assert "\n" not in message
+
+
+def test_the_thumbnail_sweep_and_the_released_baseline_defaults() -> None:
+    """The paper's thumbnail sweep (250 to 4000 px) is declared; its 1024 px point is gpt5-thumbnail."""
+    declared = load_experiments(REPO / "experiments.yaml")
+    sweep = {n: e for n, e in declared.items() if n.startswith("gpt5-thumbnail")}
+    assert sorted(e.thumbnail_size for e in sweep.values()) == [250, 500, 1000, 1024, 2000, 3000, 4000]
+    assert declared["gpt5-thumbnail"].thumbnail_size == 1024
+    assert {(e.agent, e.model) for e in sweep.values()} == {("thumbnail", "gpt-5")}
+    assert len({e.config_hash() for e in sweep.values()}) == 7
+    patch = declared["gpt5-patch"]
+    assert (patch.patch_sampler, patch.n_patches, patch.patch_size) == ("clam", 30, 224)
+    otsu = patch.model_copy(update={"patch_sampler": "otsu"})
+    assert otsu.config_hash() != patch.config_hash()

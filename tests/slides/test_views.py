@@ -16,7 +16,7 @@ from PIL import Image, ImageDraw, ImageFont
 from giant_assets.slides.access import InvalidRegion, open_slide
 from giant_assets.slides.guides import font_path
 from giant_assets.slides.synthetic import LESION, ONE_LESION_DESIGN, render_level, write_pyramidal_slide
-from giant_assets.slides.views import overview, region
+from giant_assets.slides.views import overview, region, thumbnail_view
 
 DESIGN = ONE_LESION_DESIGN  # 4096 x 3072
 
@@ -285,3 +285,20 @@ def test_single_level_slide_reads_in_strips(tmp_path: Path) -> None:
         view = overview(spy, 256, max_read_pixels=500_000)
     assert view.level == 0 and view.image.size == (256, 192)
     assert len(spy.reads) > 1 and max(w * h for _, _, (w, h) in spy.reads) <= 500_000
+
+
+def test_thumbnail_view_is_get_thumbnail_up_to_1024_then_the_overview(open_spy) -> None:
+    """The released thumbnail baseline: OpenSlide's get_thumbnail (a square bound) up to 1024 px, the
+    overview reader above; a level too large to read whole goes to the (strip-reading) overview reader."""
+    slide = open_spy("x2")
+    small = thumbnail_view(slide, 700)
+    np.testing.assert_array_equal(np.asarray(small.image), np.asarray(slide._slide.get_thumbnail((700, 700))))
+    assert small.image.size == (700, 525) and small.level == 2 and small.box == (0, 0, 4096, 3072)
+    big = thumbnail_view(slide, 2000)
+    np.testing.assert_array_equal(
+        np.asarray(big.image), np.asarray(overview(slide, 2000, guides=False).image)
+    )
+    bounded = thumbnail_view(slide, 700, max_read_pixels=100_000)  # level 2 is 1024 x 768 > 100,000 px
+    want = overview(slide, 700, guides=False, max_read_pixels=100_000).image
+    assert bounded.image.size == (700, 525)
+    np.testing.assert_array_equal(np.asarray(bounded.image), np.asarray(want))
