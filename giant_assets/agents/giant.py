@@ -20,8 +20,10 @@ One run of an item:
 4. ``max_images_in_context`` K keeps the overview and the K-1 newest zoomed images; older images
    leave the conversation, their text (and the notes) stay.
 
-``protocol="json"`` keeps the free-JSON actions for models without tool calling; ``random_crops``
-is the paper's random-patch ablation (the same loop, crop locations drawn at random).
+``protocol="json"`` keeps the free-JSON actions for models without tool calling. ``random_regions`` is
+the paper's random-region ablation (``agents.random_regions``: the tool ``view_random_region()`` shows
+random tissue squares); ``random_crops`` the platform's earlier version of it (``slide_zoom`` kept, the
+requested box moved to a random place, glass included).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import openslide
 
 from giant_assets.agents.base import AgentAnswer, AgentItem, Step
@@ -50,7 +53,18 @@ from giant_assets.agents.providers import (
     ToolCall,
     ToolSpec,
 )
+from giant_assets.agents.random_regions import (
+    NO_REGIONS_LEFT,
+    RANDOM_REGION_PROMPT,
+    RANDOM_REGION_RESULT,
+    VIEW_RANDOM_REGION,
+    RegionQueue,
+    draw_queue,
+    region_seed,
+    tissue_coords,
+)
 from giant_assets.slides.access import JPEG_QUALITY, InvalidRegion, SlideError, open_slide
+from giant_assets.slides.random_regions import NoTissueRegion
 from giant_assets.slides.views import SlideView, region
 
 MAX_RETRIES_EXCEEDED = "max_retries_exceeded"
@@ -181,6 +195,7 @@ class GiantAgent:
         image_quality: int = JPEG_QUALITY,
         overview_detail: str | None = None,
         random_crops: bool = False,
+        random_regions: bool = False,
         seed: int = 0,
         name: str = "giant",
     ) -> None:
@@ -198,6 +213,8 @@ class GiantAgent:
         self.image_size = image_size
         self.protocol = protocol
         self.max_images_in_context = max_images_in_context
+        if random_regions and protocol != "tools":
+            raise ValueError("random_regions needs protocol 'tools' (view_random_region is a tool)")
         self.prompts = prompts or BUILT_IN
         self.note_tool = note_tool and protocol == "tools"
         self.serve_calls = serve_calls
@@ -206,6 +223,7 @@ class GiantAgent:
         # as the released code: the overview with no ``detail`` (the API's auto), every crop at high
         self.crop_encoding = Encoding(image_format, image_quality, "high")
         self.random_crops = random_crops
+        self.random_regions = random_regions
         self.seed = seed
         self.overviews = OverviewCache(image_size, replace(self.crop_encoding, detail=overview_detail))
 
@@ -231,6 +249,8 @@ class GiantAgent:
         """The tools offered at every step: none for the JSON protocol or a single step (T = 1)."""
         if self.protocol != "tools" or self.max_steps == 1:
             return ()
+        if self.random_regions:
+            return (VIEW_RANDOM_REGION,)
         zoom = zoom_spec(self.prompts)
         return (zoom, note_spec(self.prompts)) if self.note_tool else (zoom,)
 
@@ -244,6 +264,11 @@ class GiantAgent:
             )  # fmt: skip
         if self.max_steps == 1:
             return p.single_step.format(width=width, height=height, image_size=size)
+        if self.random_regions:
+            return RANDOM_REGION_PROMPT.format(
+                width=width, height=height, max_steps=self.max_steps, analysis_steps=self.max_steps - 1,
+                image_size=size,
+            )  # fmt: skip
         keep = self.max_images_in_context
         limitation = p.context_limitation.format(images_kept=keep - 1) if keep is not None else ""
         guidance = reminder = ""
@@ -266,12 +291,19 @@ class GiantAgent:
             return _failed([], f"slide unavailable: {exc}")
         steps: list[Step] = []
         rng = random.Random(f"{self.seed}|{item.benchmark_name}|{item.benchmark_id}|{run_index}")
+        region_rng = np.random.default_rng(
+            region_seed(self.seed, item.benchmark_name, item.benchmark_id, run_index)
+        )
+        coords = None
         try:
+            if self.random_regions:
+                coords = await asyncio.to_thread(tissue_coords, slide, item.benchmark_name)
             for attempt in range(1, self.max_attempts + 1):
                 key = _cache_key(self.model, item, run_index, attempt)
+                regions = None if coords is None else draw_queue(coords, slide, self.max_steps, region_rng)
                 try:
                     async with asyncio.timeout(self.attempt_timeout_s):
-                        done = await self._attempt(slide, item, attempt, steps, rng, key)
+                        done = await self._attempt(slide, item, attempt, steps, rng, key, regions)
                 except TimeoutError:
                     limit = self.attempt_timeout_s
                     message = f"attempt {attempt} took longer than attempt_timeout_s = {limit:g} s"
@@ -288,6 +320,8 @@ class GiantAgent:
             return AgentAnswer("", steps, message, MAX_RETRIES_EXCEEDED, self.max_attempts)
         except (openslide.OpenSlideError, OSError, SlideError) as exc:
             return _failed(steps, f"slide unavailable: reading {item.wsi_path} failed: {exc}")
+        except NoTissueRegion as exc:
+            return _failed(steps, f"no random region to show on {item.wsi_path}: {exc}")
         finally:
             await asyncio.to_thread(slide.close)
 
@@ -299,8 +333,10 @@ class GiantAgent:
         steps: list[Step],
         rng: random.Random,
         cache_key: str,
+        regions: RegionQueue | None = None,
     ) -> AgentAnswer | None:
-        """One attempt from scratch: an answer (or a failed AgentAnswer), or None when step T was a crop."""
+        """One attempt from scratch: an answer (or a failed AgentAnswer), or None when step T was a crop.
+        ``regions``: the attempt's random squares (the random-region ablation), served by its own tool."""
         first = await self.overviews.get(str(item.wsi_path))
         steps.append(_overview_step(len(steps), first, attempt))
         width, height = first.width, first.height
@@ -333,7 +369,7 @@ class GiantAgent:
                 if last:
                     step.action, step.error = "no_answer", NO_ANSWER
                     return None
-                serve = _Serve(slide, steps, step, rng, self.max_steps - call - 1, notes)
+                serve = _Serve(slide, steps, step, rng, self.max_steps - call - 1, notes, regions)
                 messages += await self._serve_tools(serve, reply.tool_calls)
                 continue
             left = self.max_steps - call
@@ -401,6 +437,8 @@ class GiantAgent:
             serve.notes.append(observation)
             step.action, step.note = "note", observation
             return [TextPart(p.note_recorded.format(observation=observation))]
+        if serve.regions is not None and call.name == VIEW_RANDOM_REGION.name:
+            return await self._random_region(serve, step)
         if call.name != ZOOM or args is None:
             step.action = "crop"
             step.error = f"unusable tool call {call.name}({call.raw_arguments[:200]})"
@@ -476,6 +514,24 @@ class GiantAgent:
             text += "".join(p.note_line.format(index=i, observation=o) for i, o in enumerate(notes, 1))
         return text
 
+    async def _random_region(self, serve: _Serve, step: Step) -> list[TextPart | ImagePart]:
+        """The attempt's next random square, as a crop is shown, or a note that none is left."""
+        assert serve.regions is not None
+        step.action = "crop"
+        box = serve.regions.next()
+        if box is None:
+            step.error = "no random regions left"
+            return [TextPart(NO_REGIONS_LEFT)]
+        view = await asyncio.to_thread(region, serve.slide, box, self.image_size)
+        step.box, step.level, step.image_size = list(view.box), view.level, list(view.image.size)
+        x, y, w, h = view.box
+        width, height = serve.slide.dimensions
+        text = RANDOM_REGION_RESULT.format(
+            x0=x, y0=y, w=w, h=h, width=width, height=height, calls_left=serve.calls_left,
+            regions_left=serve.regions.left,
+        )  # fmt: skip
+        return [TextPart(text), await self._image_part(view, f"random region x0={x}, y0={y}, w={w}, h={h}")]
+
     async def _image_part(self, view: SlideView, label: str) -> ImagePart:
         return await asyncio.to_thread(self.crop_encoding.part, view.image, label)
 
@@ -490,6 +546,7 @@ class _Serve:
     rng: random.Random
     calls_left: int  # T - step - 1, as the official reminder counts
     notes: list[str]
+    regions: RegionQueue | None = None  # the random-region ablation: the attempt's squares
 
 
 def _turns_left(left: int) -> str:

@@ -41,13 +41,15 @@ def make_agent(experiment: Experiment, truth: pd.DataFrame, limiter: RateLimiter
 
 def make_giant_agent(experiment: Experiment, limiter: RateLimiter) -> Agent:
     """The GIANT navigator over the experiment's provider and wire format (``random_patch``: the same loop
-    with random crop locations); prices may be overridden via ``GIANT_PRICES``."""
+    with random tissue regions, or with ``random_patch_tool: slide_zoom`` random crop locations); prices
+    may be overridden via ``GIANT_PRICES``."""
     from giant_assets.agents.giant import GiantAgent
     from giant_assets.agents.pricing import load_price_table
     from giant_assets.agents.prompts import resolve_prompts
     from giant_assets.agents.providers import make_chat_model
 
     prices = load_price_table(env(PRICES_ENV) or None)
+    random_patch = experiment.agent == "random_patch"
     return GiantAgent(
         make_chat_model(experiment, limiter),
         max_steps=experiment.max_steps,
@@ -63,7 +65,8 @@ def make_giant_agent(experiment: Experiment, limiter: RateLimiter) -> Agent:
         prices=prices,
         image_quality=experiment.image_quality,
         overview_detail=None if experiment.overview_detail == "auto" else experiment.overview_detail,
-        random_crops=experiment.agent == "random_patch",
+        random_crops=random_patch and experiment.random_patch_tool == "slide_zoom",
+        random_regions=random_patch and experiment.random_patch_tool == "view_random_region",
         seed=experiment.seed,
         name=experiment.agent,
     )

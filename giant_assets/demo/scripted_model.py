@@ -510,7 +510,7 @@ def _final_text(request: RecordedRequest, reply: Reply) -> tuple[str, dict[str, 
         action = {"action": "crop", "x": x, "y": y, "w": w, "h": h}
         return f"{reply.text}\n```json\n{json.dumps(action)}\n```", None
     if reply.answer is not None:
-        if not tools_offered:
+        if not request.tools:  # the JSON protocol; any tool offered: tool protocol
             return f"{reply.text} {json.dumps({'action': 'answer', 'answer': reply.answer})}", None
         value = reply.answer if isinstance(reply.answer, dict) else {"answer": reply.answer}
         return f"<report>{reply.text}</report>\n<response>{json.dumps(value)}</response>", None

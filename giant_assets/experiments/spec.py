@@ -101,6 +101,11 @@ class Experiment(BaseModel):
         description="patch baseline: clam = the released CLAM grid (per-benchmark preset), otsu = the "
         "platform's earlier sampler on Otsu's mask",
     )
+    random_patch_tool: Literal["view_random_region", "slide_zoom"] = Field(
+        default="view_random_region",
+        description="random_patch: view_random_region = the released ablation (random tissue squares), "
+        "slide_zoom = the platform's earlier one (the requested box moved to a random place)",
+    )
     max_images_in_context: int | None = Field(default=None, ge=1)
     prompt_path: str = Field(default="", description="multi-step system-prompt template; content hashed")
     prompt_file: str = Field(
@@ -226,6 +231,10 @@ class Experiment(BaseModel):
                     fields[name] = _file_sha256(name, fields[name])
             if self.agent in ("giant", "random_patch"):  # every text the agent sends
                 fields["prompts_sha256"] = resolve_prompts(self.prompt_file, self.prompt_path).sha256()
+            if self.agent == "random_patch" and self.random_patch_tool == "view_random_region":
+                from giant_assets.agents.random_regions import texts_sha256
+
+                fields["random_region_texts_sha256"] = texts_sha256()
         return fields | {"protocol_version": PROTOCOL_VERSION}
 
     def config_hash(self) -> str:
@@ -259,6 +268,7 @@ ANSWER_FIELDS = (
     "n_patches",
     "patch_size",
     "patch_sampler",
+    "random_patch_tool",
     "max_images_in_context",
     "prompt_path",
     "prompt_file",

@@ -270,9 +270,16 @@ def test_prompt_template_placeholders(slide_path: Path, key_env: str, tmp_path: 
         load_prompt_template(broken)
 
 
-def test_random_patch_is_the_same_loop_with_seeded_random_crops(slide_path: Path, key_env: str) -> None:
+def test_random_patch_slide_zoom_option_is_the_same_loop_with_seeded_random_crops(
+    slide_path: Path, key_env: str
+) -> None:
     experiment = Experiment(
-        name="rp", agent="random_patch", model="scripted-vlm", api_key_env=key_env, seed=7
+        name="rp",
+        agent="random_patch",
+        model="scripted-vlm",
+        api_key_env=key_env,
+        seed=7,
+        random_patch_tool="slide_zoom",
     )
     script = [crop_reply(2800, 1100, 512, 512)] * 3 + [answer_reply("1")]
 
