@@ -7,8 +7,8 @@ coordinates from the slide itself, in numpy and scipy (no OpenCV):
 1. the whole slide is read at the level OpenSlide deems best for downsample 64 (``seg_level: -1``); a
    slide without a level that coarse (downsample under 16) is read scaled to downsample 64, strip by
    strip, so level 0 is never read whole;
-2. tissue = HSV saturation, median-filtered over ``mthresh`` px, above ``sthresh`` (or Otsu's level with
-   ``use_otsu``), then closed with a ``close`` x ``close`` square;
+2. tissue = HSV saturation, median-filtered over ``mthresh`` px (odd), above ``sthresh`` (or Otsu's level
+   with ``use_otsu``), then closed with a ``close`` x ``close`` square;
 3. tissue pieces (8-connected) whose area, their holes' excluded, exceeds ``a_t`` reference patches
    (512 x 512 level-0 px) are kept, with their ``max_n_holes`` largest holes (4-connected background
    enclosed by the piece) larger than ``a_h`` reference patches;
@@ -32,6 +32,7 @@ from importlib import resources
 import numpy as np
 import openslide
 from scipy import ndimage
+from skimage.filters.rank import median
 
 from giant_assets.slides.access import MAX_READ_PIXELS, read_scaled
 from giant_assets.slides.tissue import otsu_threshold
@@ -85,6 +86,8 @@ def load_preset(name: str) -> ClamParams:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
     if row["contour_fn"] != "four_pt":
         raise ValueError(f"{path}: contour_fn {row['contour_fn']!r} is not supported; use four_pt")
+    if not row["mthresh"].strip().isdigit() or int(row["mthresh"]) % 2 == 0:
+        raise ValueError(f"{path}: mthresh {row['mthresh']!r} must be an odd number (a median filter's size)")
     flag = {"true": True, "false": False}
     try:
         return ClamParams(
@@ -120,12 +123,11 @@ class Segmentation:
 
 def saturation(rgb: np.ndarray) -> np.ndarray:
     """HSV saturation of an 8-bit RGB image on 0-255, ``round(255 * (max - min) / max)`` (0 where black)."""
-    top = rgb.max(axis=2).astype(np.int32)
-    spread = top - rgb.min(axis=2)
-    out = np.zeros(top.shape, dtype=np.uint8)
-    lit = top > 0
-    out[lit] = np.floor(255 * spread[lit] / top[lit] + 0.5).astype(np.uint8)
-    return out
+    r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
+    top = np.maximum(np.maximum(r, g), b).astype(np.float64)
+    spread = top - np.minimum(np.minimum(r, g), b)
+    out = np.floor(255 * spread / np.maximum(top, 1) + 0.5)
+    return out.astype(np.uint8)
 
 
 def read_for_segmentation(slide: openslide.OpenSlide) -> tuple[np.ndarray, tuple[float, float]]:
@@ -141,14 +143,27 @@ def read_for_segmentation(slide: openslide.OpenSlide) -> tuple[np.ndarray, tuple
 
 
 def tissue_binary(rgb: np.ndarray, params: ClamParams) -> np.ndarray:
-    """Steps 2 of the module docstring: saturation, median filter, threshold, closing."""
-    sat = ndimage.median_filter(saturation(rgb), size=params.mthresh, mode="nearest")
-    level = otsu_threshold(sat) if params.use_otsu else params.sthresh
-    binary = sat > level
+    """Step 2 of the module docstring: saturation, median filter, threshold, closing.
+
+    With a fixed threshold the median filter is not computed: over an odd k x k window the median is
+    above ``t`` exactly when more than half of the window is, a box count of ``saturation > t`` (the
+    image's edge pixels repeated outward, as OpenCV's median filter does).
+    """
+    sat = saturation(rgb)
+    k, r = params.mthresh, params.mthresh // 2
+    if params.use_otsu:
+        med = median(np.pad(sat, r, mode="edge"), np.ones((k, k), dtype=bool))[
+            r : r + sat.shape[0], r : r + sat.shape[1]
+        ]
+        binary = med > otsu_threshold(med)
+    else:
+        above = np.pad(sat > params.sthresh, r, mode="edge").astype(np.int32)
+        summed = np.pad(above.cumsum(0).cumsum(1), ((1, 0), (1, 0)))
+        counts = summed[k:, k:] - summed[:-k, k:] - summed[k:, :-k] + summed[:-k, :-k]
+        binary = counts > k * k // 2
     if params.close > 0:  # dilate then erode; nothing outside the image takes part (as OpenCV's border)
-        k = params.close
-        grown = ndimage.maximum_filter(binary, size=k, mode="constant", cval=0)
-        binary = ndimage.minimum_filter(grown, size=k, mode="constant", cval=1)
+        grown = ndimage.maximum_filter(binary, size=params.close, mode="constant", cval=0)
+        binary = ndimage.minimum_filter(grown, size=params.close, mode="constant", cval=1)
     return binary
 
 

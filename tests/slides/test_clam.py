@@ -18,6 +18,7 @@ from giant_assets.slides.clam import (
     read_for_segmentation,
     saturation,
     segment_slide,
+    tissue_binary,
 )
 from giant_assets.slides.random_regions import NoTissueRegion, random_boxes
 from giant_assets.slides.synthetic import (
@@ -28,6 +29,7 @@ from giant_assets.slides.synthetic import (
     render_level,
     write_pyramidal_slide,
 )
+from giant_assets.slides.tissue import otsu_threshold
 
 BIG = Blob(1300, 1500, 1000, 900, TISSUE)  # x 300..2300
 HOLE = Blob(1300, 1500, 350, 300, BACKGROUND)  # glass inside BIG
@@ -151,3 +153,19 @@ def test_no_square_qualifies_on_a_speck() -> None:
         random_boxes(np.array([[224 * i, 0] for i in range(5)]), (4096, 3072), 3, np.random.default_rng(0))
     with pytest.raises(NoTissueRegion, match="no tissue"):
         random_boxes(np.zeros((0, 2), dtype=int), (4096, 3072), 3, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize(("k", "t"), [(7, 8), (5, 4), (3, 100)])
+def test_thresholded_median_equals_scipy_median_then_threshold(k: int, t: int) -> None:
+    """The box-count shortcut is exactly median filter (edge pixels repeated) then threshold."""
+    from scipy import ndimage
+
+    rng = np.random.default_rng(k)
+    rgb = rng.integers(0, 256, (60, 80, 3), dtype=np.uint8)
+    rgb[rng.random((60, 80)) < 0.5] = 240  # grey glass: saturation 0
+    params = ClamParams(sthresh=t, mthresh=k, close=0)
+    want = ndimage.median_filter(saturation(rgb), size=k, mode="nearest") > t
+    np.testing.assert_array_equal(tissue_binary(rgb, params), want)
+    otsu = ClamParams(mthresh=k, close=0, use_otsu=True)
+    med = ndimage.median_filter(saturation(rgb), size=k, mode="nearest")
+    np.testing.assert_array_equal(tissue_binary(rgb, otsu), med > otsu_threshold(med))
