@@ -150,7 +150,7 @@ def _run_tokens(exp: Experiment, calls: int, question_tokens: float) -> tuple[fl
     size = exp.resolved_image_size
     model = exp.model
     if exp.agent == "thumbnail":
-        t = exp.resolved_thumbnail_size
+        t = exp.thumbnail_size
         return question_tokens + image_tokens(exp.provider, t, round(t * OVERVIEW_ASPECT), model), 0.0
     if exp.agent == "patch":
         per_call = question_tokens + image_tokens(exp.provider, exp.patch_size, exp.patch_size, model)
