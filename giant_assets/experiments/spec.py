@@ -154,6 +154,12 @@ class Experiment(BaseModel):
     def _coherent(self) -> Experiment:
         if self.agent in MODEL_MODES and not self.model:
             raise ValueError(f"agent {self.agent!r} needs a model")
+        if (
+            self.agent == "random_patch"
+            and self.random_patch_tool == "view_random_region"
+            and self.protocol == "json"
+        ):
+            raise ValueError("random_patch_tool 'view_random_region' is a tool: use protocol 'tools'")
         if self.agent == "replay" and not self.replay_path:
             raise ValueError("agent 'replay' needs replay_path")
         api = self.resolved_api

@@ -127,3 +127,9 @@ def test_the_old_ablation_is_a_named_option_and_the_texts_are_hashed(monkeypatch
     monkeypatch.setattr(random_regions, "RANDOM_REGION_PROMPT", random_regions.RANDOM_REGION_PROMPT + " ")
     assert base.config_hash() != before  # a changed text is a new result set
     assert np.unique([before, old.config_hash()]).size == 2
+
+
+def test_view_random_region_needs_the_tool_protocol() -> None:
+    with pytest.raises(ValueError, match="view_random_region' is a tool: use protocol 'tools'"):
+        Experiment(name="rp", agent="random_patch", model="m", protocol="json")
+    assert Experiment(name="rp", agent="random_patch", model="m", protocol="json", random_patch_tool="slide_zoom")
