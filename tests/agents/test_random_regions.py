@@ -132,4 +132,6 @@ def test_the_old_ablation_is_a_named_option_and_the_texts_are_hashed(monkeypatch
 def test_view_random_region_needs_the_tool_protocol() -> None:
     with pytest.raises(ValueError, match="view_random_region' is a tool: use protocol 'tools'"):
         Experiment(name="rp", agent="random_patch", model="m", protocol="json")
-    assert Experiment(name="rp", agent="random_patch", model="m", protocol="json", random_patch_tool="slide_zoom")
+    assert Experiment(
+        name="rp", agent="random_patch", model="m", protocol="json", random_patch_tool="slide_zoom"
+    )
