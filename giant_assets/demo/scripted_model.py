@@ -616,6 +616,7 @@ _SLIDE_SIZE = re.compile(r"(\d+) [x×] (\d+) (?:level-0 )?pixels")
 _SLIDE_AREA = re.compile(r"occupies image pixels x (\d+)\.\.(\d+), y (\d+)\.\.(\d+)")
 _OPTION = re.compile(r"^\s*(\d+)\.\s+\S", re.MULTILINE)
 DARK_LUMA = 110  # lesion-like: well below tissue (~180) and background (~240)
+LABEL_BLACK_LUMA = 30  # the guide labels' black boxes (lesions are ~65)
 
 
 def demo_policy(request: RecordedRequest) -> Reply:
@@ -645,8 +646,10 @@ def _luma(img: Image.Image) -> np.ndarray:
 
 
 def _dark_mask(luma: np.ndarray) -> np.ndarray:
-    """Dark pixels, opened so guide-label text and thin lines do not count as tissue."""
-    return ndimage.binary_opening(luma < DARK_LUMA, structure=np.ones((5, 5), bool))
+    """Dark pixels, opened so guide-label text and thin lines do not count as tissue; the guide labels'
+    black boxes (near-black) are not lesion either."""
+    dark = (luma < DARK_LUMA) & (luma > LABEL_BLACK_LUMA)
+    return ndimage.binary_opening(dark, structure=np.ones((5, 5), bool))
 
 
 def _dark_fraction(image_bytes: bytes) -> float:
