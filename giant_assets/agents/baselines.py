@@ -172,7 +172,8 @@ class PatchAgent(_SlideBaseline):
         if not boxes:
             return _failed(steps, f"item {item.benchmark_id}: no tissue patches found on {item.wsi_path}")
         encoding = Encoding(quality=exp.image_quality)
-        gate = asyncio.Semaphore(PATCH_CONCURRENCY)
+        # batch mode: every patch's call joins the same round (a gate would spread them over rounds)
+        gate = asyncio.Semaphore(len(boxes) if getattr(self.chat, "batch", None) else PATCH_CONCURRENCY)
 
         async def one(index: int, box: tuple[int, int, int, int]) -> Step:
             async with gate:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,26 @@ def test_store_refuses_nothing_silently(tmp_path) -> None:
     assert again.open_batch("x") == "b1" and again.answers == {} and again.submissions == {"x": 1}
     with pytest.raises(ProviderError):
         raise ProviderError("x")
+
+
+def test_the_patch_baselines_concurrent_calls_go_into_one_round(slide, tmp_path) -> None:
+    """Each patch run makes its n calls at once, reading its patches as it goes: one round for all runs
+    (a round counted requests against runs before, and closed on the first run's first few patches)."""
+    from giant_assets.agents.baselines import make_baseline_agent
+    from giant_assets.experiments.spec import Experiment
+
+    with (
+        ScriptedModelServer(rule=lambda r: answer_reply("1")) as model,
+        BatchAPIServer(model, polls_to_finish=1) as api,
+    ):
+        exp = Experiment(name="p", agent="patch", model="gpt-5", base_url=api.openai_base_url, n_patches=6,
+                         patch_sampler="otsu", reasoning_effort="low")  # fmt: skip
+        agent = make_baseline_agent(exp, None)
+        agent.chat.batch = BatchRound(
+            batch_client(agent.chat), BatchStore(tmp_path), poll_s=0.01, settle_s=1.0, log=lambda _: None
+        )
+        items = [replace(i, options=["Lung", "Liver", "Skin"]) for i in _items(slide, 3)]
+        answers = asyncio.run(_run_all(agent, items, agent.chat.batch))
+        assert all(a.error is None for a in answers), [a.error for a in answers]
+        assert agent.chat.batch.rounds == 1 and len(api.batches) == 1
+        assert len(next(iter(api.batches.values())).lines) == 3 * 6

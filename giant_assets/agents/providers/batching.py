@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextvars
 import hashlib
 import io
 import json
@@ -43,6 +44,7 @@ BATCH_DISCOUNT = 0.5  # both providers bill batch tokens at half the synchronous
 OPENAI_LIMITS = (50_000, 190 * 2**20)  # requests, bytes per input file (published: 50,000 and 200 MB)
 ANTHROPIC_LIMITS = (100_000, 240 * 2**20)  # requests, bytes per batch (published: 100,000 and 256 MB)
 ENDED = "ended"
+_RUN: contextvars.ContextVar[object | None] = contextvars.ContextVar("batch_run", default=None)
 
 
 class BatchPending(RunWaiting):
@@ -289,6 +291,7 @@ class BatchRound:
         poll_s: float = 60.0,
         max_requests: int | None = None,
         max_line_attempts: int = 3,
+        settle_s: float = 1.0,
         log: Callable[[str], None] = print,
     ) -> None:
         if mode not in ("hold", "detach"):
@@ -302,7 +305,12 @@ class BatchRound:
         self.max_line_attempts = max_line_attempts
         self.log = log
         self.live = 0
+        self.settle_s = (
+            settle_s  # a round closes once every live run has waited this long with no new request
+        )
         self._waiting: dict[str, tuple[dict[str, Any], list[asyncio.Future]]] = {}
+        self._runs_waiting: dict[object, int] = {}  # run -> its requests waiting for the round
+        self._timer: asyncio.TimerHandle | None = None
         self._watchers: dict[str, asyncio.Task] = {}
         self.rounds = 0
         self.submitted_requests = 0
@@ -310,11 +318,14 @@ class BatchRound:
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
-        """Wrap one run: the round closes once every live run waits for the model."""
+        """Wrap one run: the round closes once every live run waits for the model (a run's concurrent
+        requests, as the patch baseline makes, count it once and all go into the same round)."""
         self.live += 1
+        token = _RUN.set(object())
         try:
             yield
         finally:
+            _RUN.reset(token)
             self.live -= 1
             self._maybe_submit()
 
@@ -346,8 +357,15 @@ class BatchRound:
                 continue
             future = asyncio.get_running_loop().create_future()
             self._waiting.setdefault(cid, (body, []))[1].append(future)
+            run = _RUN.get()
+            self._runs_waiting[run] = self._runs_waiting.get(run, 0) + 1
             self._maybe_submit()
-            await future
+            try:
+                await future
+            finally:
+                self._runs_waiting[run] -= 1
+                if not self._runs_waiting[run]:
+                    del self._runs_waiting[run]
 
     async def _wait(self, batch_id: str) -> None:
         """Until the batch ends and its answers are stored; detach: one look, and stop if still running."""
@@ -389,8 +407,16 @@ class BatchRound:
             await asyncio.sleep(self.poll_s)
 
     def _maybe_submit(self) -> None:
-        waiting_runs = sum(len(futures) for _, futures in self._waiting.values())
-        if waiting_runs and waiting_runs >= self.live:
+        """(Re)start the settle timer while every live run waits; a new request restarts it."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._waiting and len(self._runs_waiting) >= self.live:
+            self._timer = asyncio.get_running_loop().call_later(self.settle_s, self._close_round)
+
+    def _close_round(self) -> None:
+        self._timer = None
+        if self._waiting and len(self._runs_waiting) >= self.live:
             requests, self._waiting = self._waiting, {}
             asyncio.ensure_future(self._submit_round(requests))
 
