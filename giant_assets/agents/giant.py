@@ -34,6 +34,7 @@ import json
 import random
 import re
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -65,7 +66,7 @@ from giant_assets.agents.random_regions import (
 )
 from giant_assets.slides.access import JPEG_QUALITY, InvalidRegion, SlideError, open_slide
 from giant_assets.slides.random_regions import NoTissueRegion
-from giant_assets.slides.views import SlideView, region
+from giant_assets.slides.views import IMAGE_READS, SlideView, overview, region
 
 MAX_RETRIES_EXCEEDED = "max_retries_exceeded"
 TIMEOUT = "timeout"  # the batch records' error kind for a run that ran out of time
@@ -193,6 +194,7 @@ class GiantAgent:
         prices: PriceTable | None = None,
         image_format: str = "JPEG",
         image_quality: int = JPEG_QUALITY,
+        image_read: str = "exact",
         overview_detail: str | None = None,
         random_crops: bool = False,
         random_regions: bool = False,
@@ -225,7 +227,14 @@ class GiantAgent:
         self.random_crops = random_crops
         self.random_regions = random_regions
         self.seed = seed
-        self.overviews = OverviewCache(image_size, replace(self.crop_encoding, detail=overview_detail))
+        if image_read not in IMAGE_READS:
+            raise ValueError(f"image_read must be one of {IMAGE_READS}, got {image_read!r}")
+        self.image_read = image_read
+        self.overviews = OverviewCache(
+            image_size,
+            replace(self.crop_encoding, detail=overview_detail),
+            view=partial(overview, image_read=image_read),
+        )
 
     def __repr__(self) -> str:
         return f"GiantAgent(name={self.name!r}, chat={self.chat!r}, max_steps={self.max_steps})"
@@ -477,7 +486,7 @@ class GiantAgent:
         if self.random_crops:
             box = list(_random_box(step.requested_box, *slide.dimensions, rng))
         try:
-            view = await asyncio.to_thread(region, slide, box, self.image_size)
+            view = await asyncio.to_thread(region, slide, box, self.image_size, image_read=self.image_read)
         except InvalidRegion as exc:
             step.error = f"invalid region: {exc}"
             error = f"That region cannot be shown: {exc}"

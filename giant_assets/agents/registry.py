@@ -64,6 +64,7 @@ def make_giant_agent(experiment: Experiment, limiter: RateLimiter) -> Agent:
         attempt_timeout_s=None if experiment.batch else experiment.attempt_timeout_s,
         prices=prices,
         image_quality=experiment.image_quality,
+        image_read=experiment.image_read,
         overview_detail=None if experiment.overview_detail == "auto" else experiment.overview_detail,
         random_crops=random_patch and experiment.random_patch_tool == "slide_zoom",
         random_regions=random_patch and experiment.random_patch_tool == "view_random_region",

@@ -94,6 +94,11 @@ class Experiment(BaseModel):
         le=95,
         description="JPEG quality of every image sent (Pillow's default 75)",
     )
+    image_read: Literal["exact", "fast"] = Field(
+        default="exact",
+        description="GIANT's views: exact reads the protocol's pyramid level; fast reads one level coarser "
+        "(same size, resize, guides and encoding; about half the CPU per view, slightly softer pixels)",
+    )
     n_patches: int = Field(default=30, ge=1, le=1000, description="patch baseline: patches per item")
     patch_size: int = Field(default=224, ge=16, le=4096, description="patch baseline: level-0 side")
     patch_sampler: Literal["clam", "otsu"] = Field(
@@ -232,6 +237,8 @@ class Experiment(BaseModel):
             for name in HASHED_WHEN_SET:
                 if fields[name] is None:
                     del fields[name]
+            if fields["image_read"] == "exact":  # hashed only when fast: earlier hashes stay unchanged
+                del fields["image_read"]
             for name in ("prompt_path", "prompt_file"):  # by content, not path
                 if fields[name]:
                     fields[name] = _file_sha256(name, fields[name])
@@ -271,6 +278,7 @@ ANSWER_FIELDS = (
     "thumbnail_size",
     "overview_detail",
     "image_quality",
+    "image_read",
     "n_patches",
     "patch_size",
     "patch_sampler",

@@ -8,6 +8,10 @@ The rules follow the released GIANT protocol:
   that read would come out smaller than the target; the read is then only ever downscaled (Lanczos);
 - only the region is read, at the chosen level (large reads in row strips), never a whole level 0;
 - four evenly spaced guide lines per axis, labelled with level-0 coordinates (see ``guides``).
+
+``image_read="fast"`` (an experiment field, not the protocol) reads one pyramid level coarser than the
+above (when there is one) and resizes that read to the exact path's output size, with the same Lanczos,
+guides and encoding: about a quarter of the pixels read, slightly softer images (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from PIL import Image
 from giant_assets.slides.access import MAX_READ_PIXELS, InvalidRegion, output_size, read_scaled, validate_box
 from giant_assets.slides.guides import Guides, draw_guides
 
+IMAGE_READS = ("exact", "fast")
 LEVEL_MARGIN = 0.85  # ask OpenSlide for a level a little finer than the exact downsample
 THUMBNAIL_READER_MAX = 1024  # the released thumbnail baseline uses get_thumbnail up to this size
 
@@ -71,11 +76,16 @@ def level_read_size(
 
 
 def overview(
-    slide: openslide.OpenSlide, long_side: int, guides: bool = True, max_read_pixels: int = MAX_READ_PIXELS
+    slide: openslide.OpenSlide,
+    long_side: int,
+    guides: bool = True,
+    max_read_pixels: int = MAX_READ_PIXELS,
+    image_read: str = "exact",
 ) -> SlideView:
     """The whole slide with its long side ``long_side`` (native size if the slide is smaller)."""
     width, height = slide.dimensions
-    return _view(slide, (0, 0, int(width), int(height)), False, long_side, guides, max_read_pixels)
+    box = (0, 0, int(width), int(height))
+    return _view(slide, box, False, long_side, guides, max_read_pixels, image_read)
 
 
 def thumbnail_view(
@@ -110,6 +120,7 @@ def region(
     long_side: int,
     guides: bool = True,
     max_read_pixels: int = MAX_READ_PIXELS,
+    image_read: str = "exact",
 ) -> SlideView:
     """The level-0 ``box`` (x, y, w, h integers) with its long side ``long_side``; see the module docstring.
 
@@ -119,7 +130,7 @@ def region(
     values = _integers(box)
     width, height = slide.dimensions
     shown, clipped = validate_box(values, int(width), int(height))
-    return _view(slide, shown, clipped, long_side, guides, max_read_pixels)
+    return _view(slide, shown, clipped, long_side, guides, max_read_pixels, image_read)
 
 
 def _integers(box: Sequence[object]) -> list[int]:
@@ -147,13 +158,18 @@ def _view(
     long_side: int,
     guides: bool,
     max_read_pixels: int,
+    image_read: str = "exact",
 ) -> SlideView:
     if long_side < 1:
         raise ValueError(f"long_side must be a positive number of pixels, got {long_side}")
+    if image_read not in IMAGE_READS:
+        raise ValueError(f"image_read must be one of {IMAGE_READS}, got {image_read!r}")
     level = choose_level(slide, box, long_side)
     read = level_read_size(slide, level, box)
     # only ever downscale: the target size, unless the read itself is smaller (then the read as is)
     out = output_size(box[2], box[3], long_side) if max(read) > long_side else read
+    if image_read == "fast" and level + 1 < slide.level_count:
+        level += 1  # the same output size from a coarser read
     image, read = read_scaled(slide, level, box, out, max_read_pixels)
     drawn = None
     if guides:
