@@ -5,9 +5,11 @@ view is made stage by stage, and each stage's CPU time (``time.process_time``, t
 median of ``REPEATS`` runs; the spread column is (max - min) / median of the whole view, the noise of a
 2-core machine shared with other work.
 
-- **exact**: what the agent sends (``slides.views``): OpenSlide ``read_region`` at the protocol's level,
-  RGBA -> RGB, Pillow Lanczos, guides, JPEG 75 + base64; then the request body (``json.dumps`` of a
+- **openslide**: the views' stages through OpenSlide: ``read_region`` at the protocol's level, RGBA ->
+  RGB, Pillow Lanczos, guides, JPEG 75 + base64; then the request body (``json.dumps`` of a
   Responses-style input with the data URL) and one journal row (``Journal.append``, fsync'd).
+- **exact**: what the agent sends (``slides.views``, checked equal): the same, but read from the JPEG
+  tiles directly where ``slides.tiles`` covers the slide (this one), else through OpenSlide.
 - **floor**: the same pixels from plain libraries: read and decode only the covering JPEG tiles
   (tifffile + imagecodecs, libjpeg-turbo), stitch and cut them in numpy, then the same Lanczos, guides
   and encoding. The table checks the floor's pixels equal OpenSlide's (``read max|diff|``).
@@ -34,7 +36,8 @@ from giant_assets.batch.journal import Journal
 from giant_assets.slides.access import JPEG_QUALITY, encode_image, open_slide, output_size
 from giant_assets.slides.guides import draw_guides
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
-from giant_assets.slides.views import choose_level, level_read_size
+from giant_assets.slides.tiles import read_direct
+from giant_assets.slides.views import choose_level, level_read_size, region
 
 LONG_SIDE = 1000
 REPEATS = 7
@@ -98,12 +101,29 @@ def journal_row(journal: Journal, data_len: int) -> None:
     journal.append([row])
 
 
-def exact_stages(slide, box, level, out, journal) -> tuple[dict[str, float], tuple[Image.Image, Image.Image]]:
-    """``slides.views``' stages; ``level`` one coarser than the protocol's is the fast path."""
+def openslide_stages(
+    slide, box, level, out, journal
+) -> tuple[dict[str, float], tuple[Image.Image, Image.Image]]:
+    """The views' stages reading through OpenSlide only (the exact path before ``slides.tiles``)."""
     x, y, w, h = box
     t: dict[str, float] = {}
     t["read"], rgba = _cpu(lambda: slide.read_region((x, y), level, level_read_size(slide, level, box)))
     t["rgb"], rgb = _cpu(lambda: rgba.convert("RGB") if rgba.getchannel("A").getextrema()[0] == 255 else None)
+    return _rest(t, rgb, box, out, journal)
+
+
+def exact_stages(slide, box, level, out, journal) -> tuple[dict[str, float], tuple[Image.Image, Image.Image]]:
+    """``slides.views``' stages as the platform runs them (``access._read_rgb``: the tiles directly where
+    they give OpenSlide's pixels); ``level`` one coarser than the protocol's is the fast path."""
+    x, y, w, h = box
+    size = level_read_size(slide, level, box)
+    t: dict[str, float] = {}
+    t["read"], direct = _cpu(lambda: read_direct(slide, (x, y), level, size))
+    if direct is None:
+        t["read"], rgba = _cpu(lambda: slide.read_region((x, y), level, size))
+        t["rgb"], rgb = _cpu(lambda: rgba.convert("RGB"))
+    else:
+        t["rgb"], rgb = _cpu(lambda: Image.fromarray(direct))
     return _rest(t, rgb, box, out, journal)
 
 
@@ -143,6 +163,7 @@ def _paths(slide, reader, journal, box) -> tuple[int, tuple[int, int], dict[str,
     out = output_size(box[2], box[3], LONG_SIDE) if max(rw, rh) > LONG_SIDE else (rw, rh)
     coarser = min(level + 1, slide.level_count - 1)
     return (level, (rw, rh), {
+        "openslide": lambda: openslide_stages(slide, box, level, out, journal),
         "exact": lambda: exact_stages(slide, box, level, out, journal),
         "floor": lambda: floor_stages(reader, slide, box, level, out, journal),
         "fast": lambda: exact_stages(slide, box, coarser, out, journal),
@@ -159,7 +180,7 @@ def main() -> None:
         journal = Journal(Path(tmp) / "journal.jsonl")
         reader = TileReader(path)
         print(f"CPU ms per view, median of {REPEATS} (spread = (max-min)/median of the view total)")
-        head = f"{'view':>15} {'path':>6} {'level':>5}" + "".join(f"{s:>8}" for s in STAGES)
+        head = f"{'view':>15} {'path':>9} {'level':>5}" + "".join(f"{s:>8}" for s in STAGES)
         print(head + f"{'total':>8} {'spread':>7} {'x floor':>8}")
         ratios = {}
         with open_slide(path) as slide:
@@ -175,10 +196,12 @@ def main() -> None:
                     stages, total, spread = _median(runs)
                     cells = "".join(f"{stages[s] * 1e3:>8.1f}" for s in STAGES)
                     lv = level + (label == "fast" and level + 1 < slide.level_count)
-                    print(f"{name:>15} {label:>6} {lv:>5}{cells}{total * 1e3:>8.1f}"
+                    print(f"{name:>15} {label:>9} {lv:>5}{cells}{total * 1e3:>8.1f}"
                           f"{spread:>7.0%} {total / floor_total:>7.2f}x")  # fmt: skip
                     ratios[(name, label)] = total / floor_total
-                same = _diff(made["exact"][0], made["floor"][0])
+                shown = region(slide, list(box), LONG_SIDE).image  # what the agent sends: the bench's exact
+                assert _diff(shown, made["exact"][1]) == 0, f"{name}: the exact stages differ from views"
+                same = _diff(made["openslide"][0], made["floor"][0])
                 fast = _diff(made["exact"][1], made["fast"][1], np.mean)
                 print(f"{'':>15} exact read {read[0]}x{read[1]} px; floor's read vs OpenSlide's max|diff| = "
                       f"{same:g}; fast vs exact view mean|diff| = {fast:.2f}")  # fmt: skip

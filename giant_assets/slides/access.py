@@ -18,6 +18,7 @@ import openslide
 from PIL import Image
 
 from giant_assets.slides.guides import Guides, draw_guides
+from giant_assets.slides.tiles import read_direct
 
 MAX_ASPECT = 50.0  # a crop whose clipped box is longer than this many times its width is refused
 MAX_READ_PIXELS = 1 << 24  # larger reads are done in row strips
@@ -239,7 +240,11 @@ def read_scaled(
 def _read_rgb(
     slide: openslide.OpenSlide, loc: tuple[int, int], level: int, size: tuple[int, int]
 ) -> Image.Image:
-    """``read_region`` composited over white (transparent areas of sparse slides become white)."""
+    """``read_region`` composited over white (transparent areas of sparse slides become white); read
+    from the JPEG tiles directly where that gives the same pixels (``slides.tiles``)."""
+    direct = read_direct(slide, loc, level, size)
+    if direct is not None:
+        return Image.fromarray(direct)
     rgba = slide.read_region(loc, level, size)
     alpha = rgba.getchannel("A")
     if alpha.getextrema()[0] == 255:

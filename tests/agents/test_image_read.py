@@ -29,10 +29,12 @@ PRICES = PriceTable({"scripted-vlm": ModelPrice(input_per_mtok=1.0, output_per_m
 CROP = (1024, 512, 2048, 1024)  # level-0 box: the exact path reads it at level 0 (2048 x 1024 px)
 
 
-@pytest.fixture(scope="module")
-def slide_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """4096 x 3072, levels 4096 / 2048 / 1024 / 512 px wide."""
-    return write_pyramidal_slide(tmp_path_factory.mktemp("read") / "slide.tiff", ONE_LESION_DESIGN, levels=4)
+@pytest.fixture(scope="module", params=["slide.tiff", "slide.svs"])
+def slide_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """4096 x 3072, levels 4096 / 2048 / 1024 / 512 px wide: zlib TIFF (read by OpenSlide) and JPEG SVS
+    (read from its tiles by ``slides.tiles``)."""
+    path = tmp_path_factory.mktemp("read") / request.param
+    return write_pyramidal_slide(path, ONE_LESION_DESIGN, levels=4, svs=path.suffix == ".svs")
 
 
 def _sent(slide: Path, monkeypatch: pytest.MonkeyPatch, **kwargs) -> tuple[list[bytes], list[int | None]]:

@@ -1,0 +1,105 @@
+"""Direct tile reads (``slides.tiles``) give OpenSlide's pixels, or step aside for OpenSlide."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import openslide
+import pytest
+import tifffile
+
+from giant_assets.slides.access import open_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.tiles import read_direct, tile_reader
+from giant_assets.slides.views import overview, region
+from tests.support.corrupt_slides import corrupt_smallest_level_tiles
+
+
+def _textured_jpeg_tiff(path: Path, levels: int = 3) -> Path:
+    """A generic JPEG-tiled TIFF pyramid with noisy texture (every 8x8 block differs), YCbCr 4:2:0."""
+    rng = np.random.default_rng(7)
+    base = rng.integers(0, 256, (1536, 2048, 3), dtype=np.uint8)
+    with tifffile.TiffWriter(path) as tw:
+        for lv in range(levels):
+            im = np.ascontiguousarray(base[:: 2**lv, :: 2**lv])
+            tw.write(im, tile=(256, 256), photometric="ycbcr", subsampling=(2, 2), compression="jpeg",
+                     compressionargs={"level": 85}, subfiletype=0 if lv == 0 else 1)  # fmt: skip
+    return path
+
+
+@pytest.fixture(scope="module")
+def slides(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("tiles")
+    return {
+        "svs": write_pyramidal_slide(d / "slide.svs", ONE_LESION_DESIGN, levels=4, svs=True),
+        "jpeg-tiff": _textured_jpeg_tiff(d / "textured.tiff"),
+        "zlib-tiff": write_pyramidal_slide(d / "slide.tiff", ONE_LESION_DESIGN, levels=4),
+    }
+
+
+class _Wrapped:
+    """An OpenSlide handle behind a wrapper, counting ``read_region`` calls."""
+
+    def __init__(self, slide: openslide.OpenSlide) -> None:
+        self._slide, self.reads = slide, 0
+
+    def __getattr__(self, name):
+        return getattr(self._slide, name)
+
+    def read_region(self, *args):
+        self.reads += 1
+        return self._slide.read_region(*args)
+
+
+def _openslide_rgb(slide: openslide.OpenSlide, loc, level, size) -> np.ndarray:
+    rgba = np.asarray(slide.read_region(loc, level, size))
+    assert (rgba[..., 3] == 255).all()
+    return rgba[..., :3]
+
+
+@pytest.mark.parametrize("name", ["svs", "jpeg-tiff"])
+def test_direct_reads_equal_openslide(slides: dict[str, Path], name: str) -> None:
+    rng = random.Random(3)
+    with open_slide(slides[name]) as slide:
+        assert tile_reader(slide) is not None
+        for level in range(slide.level_count):
+            ds = int(slide.level_downsamples[level])
+            lw, lh = slide.level_dimensions[level]
+            boxes = [(0, 0, lw, lh), (lw // 4, lh // 4, lw // 4, lh // 4), (lw - 300, lh - 200, 300, 200)]
+            boxes += [(rng.randrange(lw - 64), rng.randrange(lh - 64), 0, 0) for _ in range(6)]
+            for x, y, w, h in boxes:
+                w, h = w or rng.randint(1, lw - x), h or rng.randint(1, lh - y)
+                got = read_direct(slide, (x * ds, y * ds), level, (w, h))
+                assert got is not None, (level, x, y, w, h)
+                assert np.array_equal(got, _openslide_rgb(slide, (x * ds, y * ds), level, (w, h)))
+
+
+def test_views_unchanged_by_the_direct_read(slides: dict[str, Path]) -> None:
+    """The overview and a crop equal the views made from OpenSlide's read (the reader switched off)."""
+    with open_slide(slides["svs"]) as slide:
+        fast = [overview(slide, 1000), region(slide, [1024, 512, 2048, 1024], 1000)]
+        assert tile_reader(slide) is not None
+    with open_slide(slides["svs"]) as opened:
+        slide = _Wrapped(opened)  # not an OpenSlide instance: read through OpenSlide
+        slow = [overview(slide, 1000), region(slide, [1024, 512, 2048, 1024], 1000)]
+        assert tile_reader(slide) is None and slide.reads == 2
+    for a, b in zip(fast, slow, strict=True):
+        assert a.level == b.level and np.array_equal(np.asarray(a.image), np.asarray(b.image))
+
+
+def test_openslide_reads_what_the_tiles_cannot(slides: dict[str, Path], tmp_path: Path) -> None:
+    with open_slide(slides["zlib-tiff"]) as slide:  # not JPEG
+        assert tile_reader(slide) is None
+    with open_slide(slides["svs"]) as slide:
+        assert read_direct(slide, (1, 0), 1, (100, 100)) is None  # not a whole level-1 pixel
+        assert read_direct(slide, (4000, 0), 0, (200, 100)) is None  # past the right edge
+        assert read_direct(slide, (2, 0), 1, (100, 100)) is not None
+    broken = tmp_path / "broken.svs"
+    broken.write_bytes(slides["svs"].read_bytes())
+    corrupt_smallest_level_tiles(broken)
+    with open_slide(broken) as slide:
+        assert read_direct(slide, (0, 0), 3, (64, 64)) is None  # undecodable: OpenSlide's error stands
+        with pytest.raises(openslide.OpenSlideError):
+            slide.read_region((0, 0), 3, (64, 64))
