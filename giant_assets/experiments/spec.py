@@ -97,7 +97,7 @@ class Experiment(BaseModel):
     image_read: Literal["exact", "fast"] = Field(
         default="exact",
         description="GIANT's views: exact reads the protocol's pyramid level; fast reads one level coarser "
-        "(same size, resize, guides and encoding; about half the CPU per view, slightly softer pixels)",
+        "(same size, resize, guides and encoding; 0.4-0.7x the CPU per view, slightly softer pixels)",
     )
     n_patches: int = Field(default=30, ge=1, le=1000, description="patch baseline: patches per item")
     patch_size: int = Field(default=224, ge=16, le=4096, description="patch baseline: level-0 side")
