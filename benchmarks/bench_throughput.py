@@ -68,10 +68,13 @@ def slide_copies(directory: Path, n: int) -> list[Path]:
     return [directory / f"slide-{i:03d}.svs" for i in range(n)]
 
 
-async def run_batch(base_url: str, slides: list[Path], n_items: int, concurrency: int) -> tuple[float, int]:
+async def run_batch(
+    base_url: str, slides: list[Path], n_items: int, concurrency: int, image_read: str = "exact"
+) -> tuple[float, int]:
     """``n_items`` items through the platform's batch runner (journal, read-ahead) at ``concurrency``;
     (wall seconds, runs answered "2")."""
-    agent = GiantAgent(OpenAIResponsesModel("scripted-vlm", base_url=base_url), max_steps=5, prices=PRICES)
+    model = OpenAIResponsesModel("scripted-vlm", base_url=base_url)
+    agent = GiantAgent(model, max_steps=5, prices=PRICES, image_read=image_read)
     items = [
         {"benchmark_name": "tcga", "benchmark_id": str(i), "prompt": PROMPT, "options": OPTIONS,
          "wsi_path": str(slides[i % len(slides)]), "truth_label": 2}
@@ -147,7 +150,49 @@ def main() -> None:
     worst = min(efficiencies.values())
     verdict = "met" if worst >= TARGET_EFFICIENCY else "MISSED"
     print(f"worst efficiency {worst:.0%} of ideal C/(2L) (target >= {TARGET_EFFICIENCY:.0%}: {verdict})")
+    fast_model()
     end_to_end()
+
+
+# ---- a fast local model: C=64, L=0.5 s, where the client's CPU is the limit (issue 24) ---------------
+
+FAST_MODEL = (256, 64, 0.5)  # (items, C, L s)
+
+
+def fast_model() -> None:
+    """The batch runner at C=64 against a 0.5 s model, both image reads: items/s against the ideal
+    C/(2L) and against the CPU-bound ceiling (cores / CPU per item), and the first wave: how long
+    after the start the C-th first call arrives (C overviews read before the first wave is out)."""
+    n_items, concurrency, latency = FAST_MODEL
+    ideal = concurrency / (CALLS_PER_ITEM * latency)
+    cores = os.cpu_count() or 1
+    print(f"\nfast model: {n_items} items, C={concurrency}, L={latency} s (ideal {ideal:.0f} items/s), "
+          f"the batch runner in this process, {cores} cores")  # fmt: skip
+    print(f"{'image_read':>10} {'wall s':>7} {'items/s':>8} {'x ideal':>8} {'CPU/item':>9} {'ceiling':>8} "
+          f"{'x ceiling':>9} {'first call':>10} {'wave out':>9}")  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        slides = slide_copies(Path(tmp), n_items)
+        for image_read in ("exact", "fast"):
+            ctx = mp.get_context("spawn")
+            conn, child = ctx.Pipe()
+            stop = ctx.Event()
+            server = ctx.Process(target=_e2e_serve, args=(latency, child, stop), daemon=True)
+            server.start()
+            try:
+                url = conn.recv()
+                started, cpu = time.monotonic(), time.process_time()
+                wall, ok = asyncio.run(run_batch(url, slides, n_items, concurrency, image_read))
+                cpu = (time.process_time() - cpu) / n_items
+            finally:
+                stop.set()
+                arrivals = sorted(conn.recv())
+                server.join(10)
+            assert ok == n_items and len(arrivals) == CALLS_PER_ITEM * n_items
+            rate, ceiling = n_items / wall, cores / cpu
+            first, wave = arrivals[0] - started, arrivals[concurrency - 1] - started
+            print(f"{image_read:>10} {wall:>7.1f} {rate:>8.2f} {rate / ideal:>7.0%} {cpu * 1e3:>7.0f}ms "
+                  f"{ceiling:>8.1f} {rate / ceiling:>8.0%} {first:>9.2f}s {wave:>8.2f}s")  # fmt: skip
+    print("ceiling: cores / CPU per item (this process's CPU; the model server runs in its own process)")
 
 
 # ---- end to end: a `predictions` materialization through the `dagster` CLI (issue 14) ----------------
@@ -328,4 +373,4 @@ def end_to_end() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    fast_model() if "fast-model" in sys.argv else main()
