@@ -539,7 +539,9 @@ class GiantAgent:
             x0=x, y0=y, w=w, h=h, width=width, height=height, calls_left=serve.calls_left,
             regions_left=serve.regions.left,
         )  # fmt: skip
-        return [TextPart(text), await self._image_part(view, f"random region x0={x}, y0={y}, w={w}, h={h}")]
+        image = await self._image_part(view, f"random region x0={x}, y0={y}, w={w}, h={h}")
+        step.image_sha256 = [image.sha256]
+        return [TextPart(text), image]
 
     async def _image_part(self, view: SlideView, label: str) -> ImagePart:
         return await asyncio.to_thread(self.crop_encoding.part, view.image, label)

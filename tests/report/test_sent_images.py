@@ -17,7 +17,7 @@ import pytest
 from giant_assets.agents.base import AgentItem
 from giant_assets.agents.registry import make_giant_agent
 from giant_assets.batch.records import steps_frame
-from giant_assets.demo.scripted_model import ScriptedModelServer, answer_reply, crop_reply
+from giant_assets.demo.scripted_model import Reply, ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.experiments.spec import Experiment
 from giant_assets.report.sent_images import render_sent_images
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
@@ -25,6 +25,9 @@ from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_sli
 KEY_ENV = "GIANT_TEST_SENT_KEY"
 # the second crop reaches outside the slide: the clipped box is what was shown and is replayed
 SCRIPT = [crop_reply(1024, 512, 2048, 1024), crop_reply(3800, 2900, 600, 600), answer_reply("2")]
+# the random-region ablation's only tool takes no arguments: the agent draws the region
+RANDOM = Reply("Another one.", calls=(("view_random_region", {}),))
+SCRIPTS = {"giant": SCRIPT, "random_patch": [RANDOM, RANDOM, answer_reply("2")]}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +46,7 @@ def run_once(experiment: Experiment, slide: Path) -> tuple[list[dict], list[byte
         finally:
             await agent.aclose()
 
-    with ScriptedModelServer(SCRIPT) as srv:
+    with ScriptedModelServer(list(SCRIPTS[experiment.agent])) as srv:
         answer = asyncio.run(go(srv.openai_base_url))
     last = srv.requests[-1]  # the whole conversation: overview, then each crop
     received = [b for turn in last.turns for b in turn.images]
