@@ -4,6 +4,7 @@ import pandas as pd
 from dagster import AssetExecutionContext, MetadataValue, asset
 
 from giant_assets.eval.export import submission_path, write_submission
+from giant_assets.eval.itemsets import ITEM_SET, current_item_sets
 from giant_assets.eval.scoring import EXTRACTOR_VERSION, benchmark_metrics_row, rescore, vote_items
 from giant_assets.platform.partitions import cell, results_partitions
 from giant_assets.platform.resources import ExperimentsResource, StorageResource
@@ -39,6 +40,9 @@ def item_predictions(
 ) -> pd.DataFrame:
     """One row per item of the benchmark: labels re-extracted from the stored answers, majority-voted.
 
+    Each row carries ``item_fingerprint`` and the ``item_set_fingerprint`` of the benchmark's items it
+    was scored over (eval/itemsets.py), so a result over another item set is never taken for current.
+
     Re-materializing re-scores from what is stored, with no model call. Also exported as a grading
     submission, ``<data_dir>/exports/<experiment>/<benchmark>.csv``.
     """
@@ -47,6 +51,7 @@ def item_predictions(
     runs = rescore(predictions, items, experiments.get(name).panda_null_grade)
     voted = vote_items(runs, items)
     voted.insert(0, "experiment", name)
+    voted[ITEM_SET] = current_item_sets(items).get(benchmark)
     export = write_submission(voted, submission_path(storage.root, name, benchmark))
     changed = int((runs["predicted_label"].fillna(-1) != predictions["predicted_label"].fillna(-1)).sum())
     context.add_output_metadata(
@@ -57,6 +62,7 @@ def item_predictions(
             "answered": int(voted["predicted_label"].notna().sum()),
             "correct": int(voted["correct"].sum()),
             "extractor_version": EXTRACTOR_VERSION,
+            ITEM_SET: str(voted[ITEM_SET].iloc[0]) if len(voted) else "-",
             "run_labels_changed_by_rescoring": changed,
         }
     )
@@ -84,6 +90,7 @@ def benchmark_metrics(
             "value_pct": MetadataValue.float(row["value_pct"]) if row["n_items"] else "n/a",
             "paper_format": row["paper_format"],
             "items": row["n_items"],
+            ITEM_SET: row[ITEM_SET] or "-",
             "slide_readable": row["n_slide_readable"],
             "answered": row["n_answered"],
             "value_readable_pct": MetadataValue.float(row["value_readable_pct"])
