@@ -298,8 +298,8 @@ class ParquetStore:
         """Take ``table`` out of service after a failed rebuild; the folder its files moved to (None: none).
 
         The files move to ``<root>/.retired/<table>/`` (replacing an earlier retired copy) and the view
-        becomes one that fails every query naming ``reason``; when the DuckDB file stays locked, the view
-        is left over an empty glob, which fails too ("No files found").
+        becomes one that fails every query (``count(*)`` too) naming ``reason``; when the DuckDB file
+        stays locked, the view is left over an empty glob, which fails too ("No files found").
         """
         source, kept = self.table_dir(table), self.root / RETIRED / _check_name("table", table)
         moved = None
@@ -317,7 +317,10 @@ class ParquetStore:
         try:
             with self.connect(timeout_s=self.view_wait_s) as con:
                 literal = message.replace("'", "''")
-                con.execute(f"CREATE OR REPLACE VIEW \"{table}\" AS SELECT error('{literal}') AS not_current")
+                con.execute(  # in a filter, so even count(*) evaluates it
+                    f"CREATE OR REPLACE VIEW \"{table}\" AS SELECT '{table}' AS not_current FROM range(1) "
+                    f"WHERE error('{literal}') IS NULL"
+                )
         except DuckDBLocked as exc:
             self.log(f"{table}: view not replaced ({exc}); with its files moved it serves nothing")
         self._clear_pending({table})

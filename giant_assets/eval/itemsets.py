@@ -64,7 +64,7 @@ def combined_fingerprint(cells: Mapping[str, str | None]) -> str | None:
 def _fingerprints(frame: pd.DataFrame) -> pd.Series:
     if ITEM_SET not in frame.columns:
         return pd.Series(None, index=frame.index, dtype=object)
-    return frame[ITEM_SET].where(frame[ITEM_SET].notna(), None)
+    return frame[ITEM_SET].map(lambda v: v if isinstance(v, str) and v else None).astype(object)
 
 
 def cell_status(
@@ -135,6 +135,7 @@ def split_current(
     for (experiment, benchmark), group in aside.groupby(["experiment", "benchmark_name"], sort=True):
         experiment, benchmark = str(experiment), str(benchmark)
         state, fp, now = group["_status"].iloc[0], group["_fp"].iloc[0], current.get(benchmark)
+        fp = fp if isinstance(fp, str) else None
         n = int(group["n_items"].iloc[0]) if "n_items" in group else len(group)
         m = int(counts.get(benchmark, 0))
         rows.append(
