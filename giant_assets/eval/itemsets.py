@@ -155,6 +155,37 @@ def split_current(
     return kept, pd.DataFrame(rows, columns=list(SET_ASIDE_COLUMNS))
 
 
+def foreign_runs(predictions: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
+    """Runs of ``predictions`` that answer an item other than today's: an id no longer in ``items``,
+    another truth label, or (when both record one) another question fingerprint. Columns:
+    benchmark_id, truth_label, truth_label_now."""
+    keys = ["benchmark_name", "benchmark_id"]
+    extra = [c for c in ("question_fingerprint",) if c in predictions.columns and c in items.columns]
+    runs = predictions[[*keys, "truth_label", *extra]].astype({"benchmark_id": str})
+    today = items[[*keys, "truth_label", *extra]].astype({"benchmark_id": str})
+    merged = runs.merge(today, on=keys, how="left", suffixes=("", "_now"), indicator=True)
+    foreign = (merged["_merge"] == "left_only") | (merged["truth_label"] != merged["truth_label_now"])
+    for column in extra:
+        then, now = merged[column], merged[f"{column}_now"]
+        foreign |= then.notna() & now.notna() & (then != now)
+    return merged.loc[foreign, ["benchmark_id", "truth_label", "truth_label_now"]].reset_index(drop=True)
+
+
+def foreign_runs_error(experiment: str, benchmark: str, foreign: pd.DataFrame, n_runs: int) -> str:
+    """One line: the cell's stored runs answer other items than today's, and the command to re-run it."""
+    first = foreign.iloc[0]
+    now = first["truth_label_now"]
+    seen = (
+        "not in today's items" if pd.isna(now) else f"truth label {first['truth_label']} then, {int(now)} now"
+    )
+    return (
+        f"predictions of {experiment}/{benchmark}: {len(foreign)} of {n_runs} stored runs answer items that "
+        f"are not today's (item {first['benchmark_id']!r}: {seen}); they were computed over another item "
+        "set, so they cannot be re-scored against it. Re-run the cell: "
+        + rerun_command(experiment, benchmark)
+    )
+
+
 def set_aside_markdown(set_aside: pd.DataFrame) -> str:
     """The set-aside cells as a Markdown list, with a backfill of each experiment's stale partitions."""
     if set_aside.empty:

@@ -10,6 +10,8 @@ from giant_assets.eval.itemsets import (
     SET_ASIDE_COLUMNS,
     combined_fingerprint,
     current_item_sets,
+    foreign_runs,
+    foreign_runs_error,
     split_current,
 )
 from giant_assets.multipathqa.fingerprint import item_set_fingerprint
@@ -113,3 +115,28 @@ def test_comparisons_refuse_rows_of_different_item_sets_and_name_the_one_they_us
     mixed = frame.assign(item_set_fingerprint=["s1", "s1", "s2", "s2"])
     with pytest.raises(ValueError, match=r"different item sets \{'x': 's1', 'y': 's2'\}: compare one"):
         experiment_comparisons(mixed, n_replicates=50)
+
+
+def test_runs_answering_other_items_than_todays_are_found():
+    today = TODAY.assign(question_fingerprint=["qa", "qb", "qc"])
+    runs = pd.DataFrame(
+        {
+            "benchmark_name": ["gtex"] * 5,
+            "benchmark_id": ["a", "a", "b", "zz", "b"],
+            "truth_label": [1, 1, 3, 0, 2],  # b: label 3 then, 2 now (the first of two runs of b)
+            "question_fingerprint": ["qa", None, "qb", None, "qb-old"],  # None: recorded before
+        }
+    )
+    foreign = foreign_runs(runs, today)
+    assert foreign[["benchmark_id", "truth_label"]].values.tolist() == [["b", 3], ["zz", 0], ["b", 2]]
+    assert foreign["truth_label_now"].tolist()[::2] == [2, 2] and pd.isna(foreign["truth_label_now"][1])
+    assert foreign_runs(runs.drop(columns="question_fingerprint"), today)["benchmark_id"].tolist() == [
+        "b",
+        "zz",
+    ]
+    assert foreign_runs(runs.iloc[:2], today).empty
+    line = foreign_runs_error("m", "gtex", foreign, 5)
+    assert line.startswith("predictions of m/gtex: 3 of 5 stored runs answer items that are not today's")
+    assert "(item 'b': truth label 3 then, 2 now)" in line and line.endswith('--partition "gtex|m"')
+    assert "\n" not in line
+    assert "(item 'zz': not in today's items)" in foreign_runs_error("m", "gtex", foreign.iloc[1:], 5)

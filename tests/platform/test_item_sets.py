@@ -119,6 +119,10 @@ def test_after_a_csv_switch_only_todays_item_set_is_ranked_and_the_stale_cell_sa
     grid.materialize(INGEST)
     new_gtex = grid.item_set("gtex")
     assert new_gtex != old_gtex and grid.item_set("tcga") == old_tcga
+    # re-scoring stored answers against today's items is refused: they answer other questions
+    refused = failure_messages(grid.materialize(RESCORE, result_key("majority", "gtex"), ok=False))
+    assert "predictions of majority/gtex: 1 of 3 stored runs answer items that are not today's" in refused
+    assert f"item '{CHANGED_ITEM}': truth label" in refused and '--partition "gtex|majority"' in refused
     grid.cells(("random", "gtex"))  # only random re-runs gtex over today's items
     grid.materialize(ACROSS)  # the old code failed here: "experiments disagree on the truth label"
 

@@ -1,10 +1,10 @@
 """Assets: labels re-extracted from stored answers and voted per item, then the benchmark's metric."""
 
 import pandas as pd
-from dagster import AssetExecutionContext, MetadataValue, asset
+from dagster import AssetExecutionContext, Failure, MetadataValue, asset
 
 from giant_assets.eval.export import submission_path, write_submission
-from giant_assets.eval.itemsets import ITEM_SET, current_item_sets
+from giant_assets.eval.itemsets import ITEM_SET, current_item_sets, foreign_runs, foreign_runs_error
 from giant_assets.eval.scoring import EXTRACTOR_VERSION, benchmark_metrics_row, rescore, vote_items
 from giant_assets.platform.partitions import cell, results_partitions
 from giant_assets.platform.resources import ExperimentsResource, StorageResource
@@ -42,13 +42,18 @@ def item_predictions(
 
     Each row carries ``item_fingerprint`` and the ``item_set_fingerprint`` of the benchmark's items it
     was scored over (eval/itemsets.py), so a result over another item set is never taken for current.
+    Stored runs that answer other items than today's (another CSV) fail it, naming the cell to re-run.
 
     Re-materializing re-scores from what is stored, with no model call. Also exported as a grading
     submission, ``<data_dir>/exports/<experiment>/<benchmark>.csv``.
     """
     name, benchmark = cell(context)
+    null_grade = experiments.get(name).panda_null_grade  # a removed experiment fails here, saying so
     items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
-    runs = rescore(predictions, items, experiments.get(name).panda_null_grade)
+    foreign = foreign_runs(predictions, items)
+    if len(foreign):
+        raise Failure(foreign_runs_error(name, benchmark, foreign, len(predictions)))
+    runs = rescore(predictions, items, null_grade)
     voted = vote_items(runs, items)
     voted.insert(0, "experiment", name)
     voted[ITEM_SET] = current_item_sets(items).get(benchmark)
