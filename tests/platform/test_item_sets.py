@@ -159,8 +159,13 @@ def test_after_a_csv_switch_only_todays_item_set_is_ranked_and_the_stale_cell_sa
     assert by_benchmark["gtex"]["item_set_fingerprint"] == old_gtex
     assert by_benchmark["tcga"]["leaderboard_status"] == "current"
 
-    # running what leaderboard_stale says brings the cell back
-    grid.materialize(CELL, result_key("majority", "gtex"))
+    # running what leaderboard_stale says (its --select and --partition) brings the cell back
+    args = shlex.split(row["rerun"])
+    assert args[:4] == ["dagster", "asset", "materialize", "-m"]
+    selected = args[args.index("--select") + 1].split(",")
+    assert set(selected) == {"predictions", "trajectory_steps", "item_predictions", "benchmark_metrics"}
+    benchmark, experiment = args[args.index("--partition") + 1].split("|")
+    grid.materialize(AssetSelection.assets(*selected), result_key(experiment, benchmark))
     grid.materialize(ACROSS)
     assert grid.sql("select count(*) as n from leaderboard_stale")["n"].item() == 0
     cells = grid.sql(
@@ -220,8 +225,11 @@ def test_a_removed_experiment_leaves_the_leaderboard_and_prune_drops_its_partiti
     assert "experiment 'majority' is not declared (removed?)" in message
     assert "giant-experiments prune" in message and "declare it again" in message
 
-    # the CLI's prune deletes its partition from the instance $DAGSTER_HOME names; its files stay
+    # the CLI's sync names it, its prune deletes its partition (from the $DAGSTER_HOME instance); files stay
     monkeypatch.setattr(DagsterInstance, "get", staticmethod(lambda: grid.instance))
+    assert experiments_cli(["sync", "--file", str(grid.declared)]) == 0
+    synced = capsys.readouterr().out
+    assert "no longer declared (kept; `giant-experiments prune` deletes them): majority" in synced
     assert experiments_cli(["prune", "--file", str(grid.declared)]) == 0
     assert "deleted 1 partition(s) of removed experiments: majority" in capsys.readouterr().out
     assert grid.instance.get_dynamic_partitions(EXPERIMENT) == ["random"]
