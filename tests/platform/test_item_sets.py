@@ -23,7 +23,7 @@ from dagster import AssetSelection, DagsterEventType, DagsterInstance, materiali
 
 from giant_assets.core.storage import ParquetStore
 from giant_assets.multipathqa.fingerprint import item_set_fingerprint
-from giant_assets.platform.definitions import ALL_ASSETS
+from giant_assets.platform.definitions import ALL_ASSETS, ALL_CHECKS
 from giant_assets.platform.experiments_cli import main as experiments_cli
 from giant_assets.platform.partitions import EXPERIMENT, result_key
 from tests.support.dagster_env import add_experiments, resources_for, write_experiments
@@ -56,7 +56,7 @@ class Grid:
             self.data, self.declared, source="local", csv_path=str(self.csv), wsi_root=str(self.wsi_root)
         )
         result = materialize(
-            ALL_ASSETS,
+            [*ALL_ASSETS, *ALL_CHECKS],
             selection=selection,
             partition_key=key,
             resources=resources,
@@ -124,7 +124,12 @@ def test_after_a_csv_switch_only_todays_item_set_is_ranked_and_the_stale_cell_sa
     assert "predictions of majority/gtex: 1 of 3 stored runs answer items that are not today's" in refused
     assert f"item '{CHANGED_ITEM}': truth label" in refused and '--partition "gtex|majority"' in refused
     grid.cells(("random", "gtex"))  # only random re-runs gtex over today's items
-    grid.materialize(ACROSS)  # the old code failed here: "experiments disagree on the truth label"
+    across = grid.materialize(ACROSS)  # the old code failed here: "experiments disagree on the truth label"
+    (check,) = [
+        c for c in across.get_asset_check_evaluations() if c.check_name == "results_over_todays_items"
+    ]
+    assert not check.passed and check.metadata["stale"].value == 1
+    assert '--partition "gtex|majority"' in check.metadata["what_to_rerun"].value
 
     stale = grid.sql("select * from leaderboard_stale")
     assert len(stale) == 1
@@ -166,7 +171,8 @@ def test_after_a_csv_switch_only_todays_item_set_is_ranked_and_the_stale_cell_sa
     assert set(selected) == {"predictions", "trajectory_steps", "item_predictions", "benchmark_metrics"}
     benchmark, experiment = args[args.index("--partition") + 1].split("|")
     grid.materialize(AssetSelection.assets(*selected), result_key(experiment, benchmark))
-    grid.materialize(ACROSS)
+    checks = grid.materialize(ACROSS).get_asset_check_evaluations()
+    assert [c.passed for c in checks if c.check_name == "results_over_todays_items"] == [True]
     assert grid.sql("select count(*) as n from leaderboard_stale")["n"].item() == 0
     cells = grid.sql(
         "select benchmark, item_set_fingerprint from leaderboard_long where experiment = 'majority'"
