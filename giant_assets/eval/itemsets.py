@@ -196,6 +196,6 @@ def set_aside_markdown(set_aside: pd.DataFrame) -> str:
         keys = ",".join(group["partition"])
         lines.append(
             f"- all of `{experiment}` at once (a backfill, needs the daemon): "
-            f'dagster job backfill -m {DEFINITIONS} -j evaluate_cell --partitions "{keys}"'
+            f'dagster job backfill -m {DEFINITIONS} -j evaluate_cell --noprompt --partitions "{keys}"'
         )
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from giant_assets.eval.itemsets import (
     current_item_sets,
     foreign_runs,
     foreign_runs_error,
+    set_aside_markdown,
     split_current,
 )
 from giant_assets.multipathqa.fingerprint import item_set_fingerprint
@@ -72,6 +73,13 @@ def test_only_current_cells_of_declared_experiments_are_kept_the_rest_says_what_
     assert by.loc["panda|a", "rerun"].startswith("nothing to re-run")
     assert by.loc["tcga|gone", "reason"] == "experiment no longer declared in exp.yaml"
     assert "giant-experiments prune" in by.loc["tcga|gone", "rerun"]
+    listed = set_aside_markdown(aside).splitlines()
+    assert len(listed) == 4 + 3  # one line per cell, one backfill per experiment with stale cells
+    assert listed[-1] == (
+        "- all of `c` at once (a backfill, needs the daemon): dagster job backfill -m "
+        'giant_assets.platform.definitions -j evaluate_cell --noprompt --partitions "tcga|c"'
+    )
+    assert set_aside_markdown(aside.iloc[:0]) == "none: every result is over today's items"
     _, everyone = split_current(frame, TODAY, declared=None)  # no declared list: nothing is removed
     assert "removed" not in set(everyone["status"])
 
