@@ -123,6 +123,11 @@ def test_after_a_csv_switch_only_todays_item_set_is_ranked_and_the_stale_cell_sa
     refused = failure_messages(grid.materialize(RESCORE, result_key("majority", "gtex"), ok=False))
     assert "predictions of majority/gtex: 1 of 3 stored runs answer items that are not today's" in refused
     assert f"item '{CHANGED_ITEM}': truth label" in refused and '--partition "gtex|majority"' in refused
+    viewer = AssetSelection.assets(
+        "trajectory_pictures", "trajectory_viewer"
+    )  # nor shown under new questions
+    shown = failure_messages(grid.materialize(viewer, result_key("majority", "gtex"), ok=False))
+    assert "predictions of majority/gtex: 1 of 3 stored runs answer items that are not today's" in shown
     grid.cells(("random", "gtex"))  # only random re-runs gtex over today's items
     across = grid.materialize(ACROSS)  # the old code failed here: "experiments disagree on the truth label"
     (check,) = [

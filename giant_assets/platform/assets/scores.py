@@ -28,6 +28,15 @@ def cost_per_item(experiment, benchmark: str, predictions: pd.DataFrame) -> dict
     }
 
 
+def refuse_foreign_runs(
+    experiment: str, benchmark: str, predictions: pd.DataFrame, items: pd.DataFrame
+) -> None:
+    """Fail (one line, with the command that re-runs the cell) when stored runs answer other items."""
+    foreign = foreign_runs(predictions, items)
+    if len(foreign):
+        raise Failure(foreign_runs_error(experiment, benchmark, foreign, len(predictions)))
+
+
 @asset(
     partitions_def=results_partitions, group_name="evaluate", kinds={"pandas"}, code_version=EXTRACTOR_VERSION
 )
@@ -50,9 +59,7 @@ def item_predictions(
     name, benchmark = cell(context)
     null_grade = experiments.get(name).panda_null_grade  # a removed experiment fails here, saying so
     items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
-    foreign = foreign_runs(predictions, items)
-    if len(foreign):
-        raise Failure(foreign_runs_error(name, benchmark, foreign, len(predictions)))
+    refuse_foreign_runs(name, benchmark, predictions, items)
     runs = rescore(predictions, items, null_grade)
     voted = vote_items(runs, items)
     voted.insert(0, "experiment", name)
