@@ -155,33 +155,49 @@ def split_current(
     return kept, pd.DataFrame(rows, columns=list(SET_ASIDE_COLUMNS))
 
 
+def _differs(merged: pd.DataFrame, column: str) -> pd.Series:
+    """Rows where both sides record ``column`` and the values differ (all False without the column)."""
+    if column not in merged.columns:
+        return pd.Series(False, index=merged.index)
+    then, now = merged[column], merged[f"{column}_now"]
+    return then.notna() & now.notna() & (then != now)
+
+
 def foreign_runs(predictions: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
-    """Runs of ``predictions`` that answer an item other than today's: an id no longer in ``items``,
-    another truth label, or (when both record one) another question fingerprint. Columns:
-    benchmark_id, truth_label, truth_label_now."""
+    """Runs of ``predictions`` that answer an item other than today's, with ``why``: an id no longer in
+    ``items``, another truth label, another question, or another slide (fingerprints compared where both
+    record one; a run kept while its slide could not be read, ``slide_verified`` False, is not compared
+    by slide). Columns: benchmark_id, why."""
     keys = ["benchmark_name", "benchmark_id"]
-    extra = [c for c in ("question_fingerprint",) if c in predictions.columns and c in items.columns]
-    runs = predictions[[*keys, "truth_label", *extra]].astype({"benchmark_id": str})
-    today = items[[*keys, "truth_label", *extra]].astype({"benchmark_id": str})
+    prints = [c for c in ("question_fingerprint", "item_fingerprint") if c in predictions and c in items]
+    verified = ["slide_verified"] if "slide_verified" in predictions.columns else []
+    runs = predictions[[*keys, "truth_label", *prints, *verified]].astype({"benchmark_id": str})
+    today = items[[*keys, "truth_label", *prints]].astype({"benchmark_id": str})
     merged = runs.merge(today, on=keys, how="left", suffixes=("", "_now"), indicator=True)
-    foreign = (merged["_merge"] == "left_only") | (merged["truth_label"] != merged["truth_label_now"])
-    for column in extra:
-        then, now = merged[column], merged[f"{column}_now"]
-        foreign |= then.notna() & now.notna() & (then != now)
-    return merged.loc[foreign, ["benchmark_id", "truth_label", "truth_label_now"]].reset_index(drop=True)
+    gone = merged["_merge"] == "left_only"
+    relabelled = ~gone & (merged["truth_label"] != merged["truth_label_now"])
+    asked, slide = _differs(merged, "question_fingerprint"), _differs(merged, "item_fingerprint")
+    if verified:
+        slide &= merged["slide_verified"].fillna(True).astype(bool)
+    why = pd.Series(None, index=merged.index, dtype=object)
+    why[slide] = "another slide"
+    why[asked] = "another question"
+    for i in merged.index[relabelled]:
+        why[i] = f"truth label {merged.at[i, 'truth_label']} then, {int(merged.at[i, 'truth_label_now'])} now"
+    why[gone] = "not in today's items"
+    foreign = why.notna()
+    return pd.DataFrame(
+        {"benchmark_id": merged.loc[foreign, "benchmark_id"], "why": why[foreign]}
+    ).reset_index(drop=True)
 
 
 def foreign_runs_error(experiment: str, benchmark: str, foreign: pd.DataFrame, n_runs: int) -> str:
     """One line: the cell's stored runs answer other items than today's, and the command to re-run it."""
     first = foreign.iloc[0]
-    now = first["truth_label_now"]
-    seen = (
-        "not in today's items" if pd.isna(now) else f"truth label {first['truth_label']} then, {int(now)} now"
-    )
     return (
         f"predictions of {experiment}/{benchmark}: {len(foreign)} of {n_runs} stored runs answer items that "
-        f"are not today's (item {first['benchmark_id']!r}: {seen}); they were computed over another item "
-        "set, so they cannot be re-scored against it. Re-run the cell: "
+        f"are not today's (item {first['benchmark_id']!r}: {first['why']}); they were computed over another "
+        "item set, so they cannot be re-scored against it. Re-run the cell: "
         + rerun_command(experiment, benchmark)
     )
 

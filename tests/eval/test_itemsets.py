@@ -129,22 +129,25 @@ def test_runs_answering_other_items_than_todays_are_found():
     today = TODAY.assign(question_fingerprint=["qa", "qb", "qc"])
     runs = pd.DataFrame(
         {
-            "benchmark_name": ["gtex"] * 5,
-            "benchmark_id": ["a", "a", "b", "zz", "b"],
-            "truth_label": [1, 1, 3, 0, 2],  # b: label 3 then, 2 now (the first of two runs of b)
-            "question_fingerprint": ["qa", None, "qb", None, "qb-old"],  # None: recorded before
+            "benchmark_name": ["gtex"] * 7,
+            "benchmark_id": ["a", "a", "b", "zz", "b", "a", "a"],
+            "truth_label": [1, 1, 3, 0, 2, 1, 1],  # b: label 3 then, 2 now (the first of two runs of b)
+            "question_fingerprint": ["qa", None, "qb", None, "qb-old", "qa", "qa"],  # None: recorded before
+            "item_fingerprint": ["fa", None, "fb", None, "fb", "fa-old", "fa-old"],  # fa-old: another slide
+            "slide_verified": [True, True, True, True, True, True, False],  # False: kept, slide unreadable
         }
     )
     foreign = foreign_runs(runs, today)
-    assert foreign[["benchmark_id", "truth_label"]].values.tolist() == [["b", 3], ["zz", 0], ["b", 2]]
-    assert foreign["truth_label_now"].tolist()[::2] == [2, 2] and pd.isna(foreign["truth_label_now"][1])
-    assert foreign_runs(runs.drop(columns="question_fingerprint"), today)["benchmark_id"].tolist() == [
-        "b",
-        "zz",
+    assert foreign.values.tolist() == [
+        ["b", "truth label 3 then, 2 now"],
+        ["zz", "not in today's items"],
+        ["b", "another question"],
+        ["a", "another slide"],
     ]
+    older = runs.drop(columns=["question_fingerprint", "item_fingerprint", "slide_verified"])
+    assert foreign_runs(older, today)["benchmark_id"].tolist() == ["b", "zz"]
     assert foreign_runs(runs.iloc[:2], today).empty
-    line = foreign_runs_error("m", "gtex", foreign, 5)
-    assert line.startswith("predictions of m/gtex: 3 of 5 stored runs answer items that are not today's")
+    line = foreign_runs_error("m", "gtex", foreign, 7)
+    assert line.startswith("predictions of m/gtex: 4 of 7 stored runs answer items that are not today's")
     assert "(item 'b': truth label 3 then, 2 now)" in line and line.endswith('--partition "gtex|m"')
     assert "\n" not in line
-    assert "(item 'zz': not in today's items)" in foreign_runs_error("m", "gtex", foreign.iloc[1:], 5)
