@@ -145,14 +145,16 @@ def test_after_a_csv_switch_only_todays_item_set_is_ranked_and_the_stale_cell_sa
     assert shlex.split(row["rerun"])[-2:] == ["--partition", "gtex|majority"]
     assert "predictions" in row["rerun"] and "benchmark_metrics" in row["rerun"]
 
-    long = grid.sql("select * from leaderboard_long where source = 'ours' order by experiment, benchmark")
-    assert long[["experiment", "benchmark"]].values.tolist() == [
+    long = grid.sql(
+        "select * from leaderboard_long where source = 'ours' order by experiment, benchmark_name"
+    )
+    assert long[["experiment", "benchmark_name"]].values.tolist() == [
         ["majority", "tcga"],
         ["random", "gtex"],
         ["random", "tcga"],
     ]
     expected = {"gtex": new_gtex, "tcga": old_tcga}
-    assert long["item_set_fingerprint"].tolist() == [expected[b] for b in long["benchmark"]]
+    assert long["item_set_fingerprint"].tolist() == [expected[b] for b in long["benchmark_name"]]
     board = grid.sql("select * from leaderboard where source = 'ours'").set_index("experiment")
     assert board.loc["majority", "gtex"] == "" and board.loc["majority", "tcga"] != ""
     assert board.loc["random", "gtex"] != ""
@@ -180,7 +182,7 @@ def test_after_a_csv_switch_only_todays_item_set_is_ranked_and_the_stale_cell_sa
     assert [c.passed for c in checks if c.check_name == "results_over_todays_items"] == [True]
     assert grid.sql("select count(*) as n from leaderboard_stale")["n"].item() == 0
     cells = grid.sql(
-        "select benchmark, item_set_fingerprint from leaderboard_long where experiment = 'majority'"
+        "select benchmark_name, item_set_fingerprint from leaderboard_long where experiment = 'majority'"
     )
     assert dict(cells.values.tolist()) == expected
     pairs = grid.sql("select benchmark_name, item_set_fingerprint from experiment_comparisons")
