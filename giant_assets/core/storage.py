@@ -314,15 +314,22 @@ class ParquetStore:
             f"{table} is not current: {reason.splitlines()[0] if reason else 'its rebuild failed'}. "
             f"Materialize {table} again{where}"
         )
-        try:
-            with self.connect(timeout_s=self.view_wait_s) as con:
-                literal = message.replace("'", "''")
-                con.execute(  # in a filter, so even count(*) evaluates it
-                    f"CREATE OR REPLACE VIEW \"{table}\" AS SELECT '{table}' AS not_current FROM range(1) "
-                    f"WHERE error('{literal}') IS NULL"
-                )
-        except DuckDBLocked as exc:
-            self.log(f"{table}: view not replaced ({exc}); with its files moved it serves nothing")
+        literal = message.replace("'", "''")
+        for attempt in (1, 2):
+            try:
+                with self.connect(timeout_s=self.view_wait_s) as con:
+                    con.execute(  # in a filter, so even count(*) evaluates it
+                        f"CREATE OR REPLACE VIEW \"{table}\" AS SELECT '{table}' AS not_current "
+                        f"FROM range(1) WHERE error('{literal}') IS NULL"
+                    )
+                break
+            except DuckDBDamaged as exc:  # only views inside: rebuild them, then retire this one
+                if attempt == 2:
+                    raise
+                self.rebuild(exc)
+            except DuckDBLocked as exc:
+                self.log(f"{table}: view not replaced ({exc}); with its files moved it serves nothing")
+                break
         self._clear_pending({table})
         return moved
 

@@ -268,3 +268,8 @@ def test_a_retired_table_is_never_served_even_while_a_session_holds_the_file(tmp
         _rows(store.duckdb_path, "select * from pairs")
     store.write("board", pd.DataFrame({"x": [7]}))  # the next successful build serves again
     assert _rows(store.duckdb_path, "select x from board") == [(7,)]
+    _truncate(store.duckdb_path)  # a damaged file (only views inside): rebuilt, then the table retired
+    store.retire("board", "its rebuild failed: OSError: disk full")
+    assert (tmp_path / "giant.duckdb.damaged").exists()
+    with pytest.raises(duckdb.InvalidInputException, match="board is not current: its rebuild failed: OSE"):
+        _rows(store.duckdb_path, "select count(*) from board")
