@@ -123,7 +123,7 @@ def _run(root: Path, cluster: Cluster, model) -> tuple[str, bool]:
           f"(shared limit {LIMIT_RPM}/min)")  # fmt: skip
     _materialize(
         "leaderboard",
-        AssetSelection.assets("leaderboard", "leaderboard_long"),
+        AssetSelection.assets("leaderboard", "leaderboard_long", "leaderboard_stale"),
         instance,
         ALL_ASSETS,
         ALL_CHECKS,

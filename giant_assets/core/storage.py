@@ -17,6 +17,10 @@ next write that gets the lock, or by ``giant-sql --refresh-views``.
 A damaged DuckDB file (truncated by a full disk, not a database) loses nothing, as it holds only
 views: a write or ``giant-sql --refresh-views`` moves it aside to ``giant.duckdb.damaged``, says so,
 and rebuilds every view; a read-only open raises ``DuckDBDamaged`` saying how to rebuild it.
+
+A table whose rebuild failed is retired (:meth:`ParquetStore.retire`): its files move to
+``.retired/<table>/`` (kept, never served) and its view is replaced by one whose every query fails
+saying why and what to do, until the next successful write recreates it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -38,6 +43,7 @@ from giant_assets.core.settings import DUCKDB_NAME, VIEW_WAIT_ENV, env_seconds
 
 UNPARTITIONED = "_all"
 PENDING_VIEWS = ".pending_views"
+RETIRED = ".retired"  # tables whose rebuild failed: their last files, kept out of every view
 DEFAULT_VIEW_WAIT_S = 10.0
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _GLOB_CHARS = re.compile(r"([\[\]*?{}])")
@@ -287,6 +293,45 @@ class ParquetStore:
     def _clear_pending(self, tables: set[str]) -> None:
         for name in tables:
             (self.root / PENDING_VIEWS / name).unlink(missing_ok=True)
+
+    def retire(self, table: str, reason: str) -> Path | None:
+        """Take ``table`` out of service after a failed rebuild; the folder its files moved to (None: none).
+
+        The files move to ``<root>/.retired/<table>/`` (replacing an earlier retired copy) and the view
+        becomes one that fails every query (``count(*)`` too) naming ``reason``; when the DuckDB file
+        stays locked, the view is left over an empty glob, which fails too ("No files found").
+        """
+        source, kept = self.table_dir(table), self.root / RETIRED / _check_name("table", table)
+        moved = None
+        if source.is_dir() and self.partitions(table):
+            if kept.exists():
+                shutil.rmtree(kept)
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            source.rename(kept)
+            moved = kept
+        where = f"; its previous data is kept in {moved}" if moved else ""
+        message = (
+            f"{table} is not current: {reason.splitlines()[0] if reason else 'its rebuild failed'}. "
+            f"Materialize {table} again{where}"
+        )
+        literal = message.replace("'", "''")
+        for attempt in (1, 2):
+            try:
+                with self.connect(timeout_s=self.view_wait_s) as con:
+                    con.execute(  # in a filter, so even count(*) evaluates it
+                        f"CREATE OR REPLACE VIEW \"{table}\" AS SELECT '{table}' AS not_current "
+                        f"FROM range(1) WHERE error('{literal}') IS NULL"
+                    )
+                break
+            except DuckDBDamaged as exc:  # only views inside: rebuild them, then retire this one
+                if attempt == 2:
+                    raise
+                self.rebuild(exc)
+            except DuckDBLocked as exc:
+                self.log(f"{table}: view not replaced ({exc}); with its files moved it serves nothing")
+                break
+        self._clear_pending({table})
+        return moved
 
     def query(self, sql: str, params: list | None = None) -> pd.DataFrame:
         """Run SQL against the DuckDB file (read-only) and return a DataFrame."""

@@ -53,7 +53,9 @@ GRADED = ("demo-giant", "tcga")
 # reuses their journals instead of asking the model again
 EXPERIMENTS = ("random", "demo-giant", "demo-thumbnail", "demo-patch")
 PER_CELL = AssetSelection.assets(*CELL_ASSETS)
-ACROSS = AssetSelection.assets("leaderboard", "leaderboard_long", "experiment_comparisons")
+ACROSS = AssetSelection.assets(
+    "leaderboard", "leaderboard_long", "leaderboard_stale", "experiment_comparisons"
+)
 
 
 def _run(

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from giant_assets.eval.bootstrap import bootstrap_indices, replicate_accuracy, replicate_balanced_accuracy
+from giant_assets.eval.itemsets import ITEM_SET
 from giant_assets.eval.metrics import METRICS, LabelArray, as_label_arrays
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
@@ -54,6 +55,7 @@ COMPARISON_COLUMNS = (
     "diff_format",  # "+3.2 ± 1.1" (bootstrap mean ± std, percentage points)
     "n_replicates",
     "seed",
+    ITEM_SET,  # the item set both experiments were scored over (None: rows without fingerprints)
 )
 _REPLICATES: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] = {
     "accuracy": replicate_accuracy,
@@ -162,9 +164,25 @@ def _label_grid(benchmark: str, rows: pd.DataFrame) -> tuple[np.ndarray, pd.Data
     return truths["min"].reindex(order).to_numpy(np.int64), grid
 
 
+def _item_set(benchmark: str, rows: pd.DataFrame) -> str | None:
+    """The one item set of a benchmark's rows; an error naming the experiments when they differ."""
+    if ITEM_SET not in rows.columns:
+        return None
+    sets = rows.groupby("experiment")[ITEM_SET].first()
+    values = sets.dropna().unique().tolist()
+    if len(values) > 1 or (values and sets.isna().any()):
+        shown = {e: (fp[:12] if isinstance(fp, str) else None) for e, fp in sets.items()}
+        raise ValueError(
+            f"item_predictions, benchmark {benchmark!r}: experiments scored over different item sets "
+            f"{shown}: compare one item set at a time (the experiment_comparisons asset keeps today's)"
+        )
+    return str(values[0]) if values else None
+
+
 def _benchmark_comparisons(
     benchmark: str, rows: pd.DataFrame, n_replicates: int, seed: int
 ) -> list[dict[str, object]]:
+    item_set = _item_set(benchmark, rows)
     metric = _benchmark_metric(benchmark, rows)
     replicate, score = _REPLICATES[metric], METRICS[metric]
     truth, grid = _label_grid(benchmark, rows)
@@ -211,6 +229,7 @@ def _benchmark_comparisons(
                 "diff_format": f"{100 * diff.mean:+.1f} ± {100 * diff.std:.1f}",
                 "n_replicates": n_replicates,
                 "seed": seed,
+                ITEM_SET: item_set,
             }
         )
     return out
@@ -221,7 +240,9 @@ def experiment_comparisons(
 ) -> pd.DataFrame:
     """One row per (benchmark, pair of experiments sharing items); columns: COMPARISON_COLUMNS.
 
-    Benchmarks come in the paper's order (then any others by name), pairs by experiment name.
+    Benchmarks come in the paper's order (then any others by name), pairs by experiment name. Rows of
+    one benchmark must share one ``item_set_fingerprint`` (when the column is there): results over
+    different items are never compared (eval/itemsets.py picks today's).
     """
     _check_columns(item_predictions)
     frame = item_predictions.assign(

@@ -3,18 +3,24 @@
 Two shapes of one table, both built from ``benchmark_metrics`` rows (one per experiment and benchmark)
 and the paper's results (:func:`giant_assets.eval.paper.paper_results`):
 
-- long (:func:`leaderboard_long`): ``experiment, source, benchmark_name, mean, std``, one row per known cell
-  (ours: the bootstrap mean and std in percent; the paper: its Table 1 / baseline numbers). It feeds the
-  DuckDB view and the chart.
+- long (:func:`leaderboard_long`): ``experiment, source, benchmark_name, mean, std,
+  item_set_fingerprint``, one row per known cell (ours: the bootstrap mean and std in percent and the
+  item set it was computed over; the paper: its Table 1 / baseline numbers, no fingerprint). It feeds
+  the DuckDB view and the chart.
 - wide (:func:`leaderboard_table`): one row per experiment (ours first, by name; then the paper's rows in
   the paper's order), one column per benchmark holding ``"mean ± std"`` (empty where unknown), item
-  coverage (items scored of items in the benchmarks run, items answered) and total cost.
+  coverage (items scored of items in the benchmarks run, items answered), total cost and
+  ``item_set_fingerprint`` (over its cells' item sets, eval/itemsets.py: equal values, equal items).
+
+Which rows come in (today's item set, declared experiments) is the caller's choice: see the
+``leaderboard`` asset and :func:`giant_assets.eval.itemsets.split_current`.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from giant_assets.eval.itemsets import ITEM_SET, combined_fingerprint
 from giant_assets.eval.paper import paper_models, paper_results
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
@@ -28,7 +34,7 @@ REQUIRED_COLUMNS = (
     "boot_std_pct",
     "cost_usd",
 )
-LONG_COLUMNS = ("experiment", "source", "benchmark_name", "mean", "std")
+LONG_COLUMNS = ("experiment", "source", "benchmark_name", "mean", "std", ITEM_SET)
 COUNT_COLUMNS = ("n_benchmarks", "n_items", "n_slide_readable", "n_answered")
 WIDE_COLUMNS = (
     "experiment",
@@ -39,6 +45,7 @@ WIDE_COLUMNS = (
     *COUNT_COLUMNS,
     "coverage",
     "cost_usd",
+    ITEM_SET,
 )
 
 
@@ -89,6 +96,7 @@ def leaderboard_long(benchmark_metrics: pd.DataFrame, paper: pd.DataFrame | None
             "benchmark_name": metrics["benchmark_name"],
             "mean": metrics["boot_mean_pct"].astype(float),
             "std": metrics["boot_std_pct"].astype(float),
+            ITEM_SET: metrics.get(ITEM_SET),
         }
     )
     ours = ours.assign(order=_benchmark_order(ours, "benchmark_name")).sort_values(["experiment", "order"])
@@ -99,6 +107,7 @@ def leaderboard_long(benchmark_metrics: pd.DataFrame, paper: pd.DataFrame | None
             "benchmark_name": paper["benchmark"],
             "mean": paper["mean"].astype(float),
             "std": paper["std"].astype(float),
+            ITEM_SET: None,
         }
     )
     model_rank = {name: i for i, name in enumerate(paper_models(paper))}
@@ -138,6 +147,11 @@ def _our_facts(metrics: pd.DataFrame) -> pd.DataFrame:
             "cost_usd": grouped["cost_usd"].sum(min_count=1),
         }
     )
+    fingerprints = frame[ITEM_SET] if ITEM_SET in frame else pd.Series(None, index=frame.index)
+    facts[ITEM_SET] = [
+        combined_fingerprint(dict(zip(group["benchmark_name"], fingerprints[group.index], strict=True)))
+        for _, group in grouped
+    ]
     facts["coverage"] = [
         f"readable {row.n_slide_readable}/{row.n_items}"
         + ("" if pd.isna(row.n_answered) else f", answered {int(row.n_answered)}/{row.n_items}")
@@ -149,7 +163,9 @@ def _our_facts(metrics: pd.DataFrame) -> pd.DataFrame:
 def _paper_facts(models: list[str]) -> pd.DataFrame:
     """The paper's rows: the model name as the model; no counts, coverage or cost."""
     index = pd.MultiIndex.from_tuples([(m, PAPER) for m in models], names=["experiment", "source"])
-    return pd.DataFrame({"agent": "", "model": models, "coverage": "", "cost_usd": float("nan")}, index=index)
+    return pd.DataFrame(
+        {"agent": "", "model": models, "coverage": "", "cost_usd": float("nan"), ITEM_SET: None}, index=index
+    )
 
 
 def leaderboard_table(benchmark_metrics: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -158,7 +174,8 @@ def leaderboard_table(benchmark_metrics: pd.DataFrame, paper: pd.DataFrame | Non
     Benchmark columns hold ``"mean ± std"`` (percent, one decimal; empty where unknown). ``n_items`` sums
     the items of the benchmarks the experiment ran, ``n_slide_readable`` those with a readable slide,
     ``n_answered`` those with an answer (NA when the metrics rows lack ``n_answered``); ``coverage``
-    says the same in words. The paper's rows have no counts and no cost.
+    says the same in words; ``item_set_fingerprint`` combines its cells' item sets. The paper's rows have
+    no counts, cost or fingerprint.
     """
     metrics = _checked(benchmark_metrics)
     paper = _paper(paper)

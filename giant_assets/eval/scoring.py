@@ -32,6 +32,7 @@ from giant_assets.batch.records import (
 from giant_assets.core.files import file_sha256
 from giant_assets.eval.bootstrap import bootstrap_metric
 from giant_assets.eval.extraction import PANDA_NULL_REASON, extract_label
+from giant_assets.eval.itemsets import ITEM_SET
 from giant_assets.eval.metrics import METRICS
 from giant_assets.eval.voting import vote_frame
 from giant_assets.experiments.binding import read_binding
@@ -87,7 +88,8 @@ def vote_items(predictions: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     An item's slide is unavailable when it has runs and all of them are ``slide_unavailable``; an item
     without runs (never started) has no prediction. Both count wrong in the headline.
     """
-    base = items[[*ITEM_KEY, "metric_type", "truth_label"]].copy()
+    fingerprint = ["item_fingerprint"] if "item_fingerprint" in items.columns else []
+    base = items[[*ITEM_KEY, "metric_type", "truth_label", *fingerprint]].copy()
     base["benchmark_id"] = base["benchmark_id"].astype(str)
     usable = predictions[predictions["error_kind"].fillna("") != SLIDE_UNAVAILABLE]
     voted = vote_frame(usable, ITEM_KEY, run_col="run_index", label_col="predicted_label")
@@ -134,6 +136,8 @@ def benchmark_metrics_row(benchmark: str, voted: pd.DataFrame, predictions: pd.D
         "agent": None if first is None else first["agent"],
         "model": None if first is None else first["model"],
         "config_hash": None if first is None else first["config_hash"],
+        # the item set the metric is over (item_predictions'; None when scored before fingerprints)
+        ITEM_SET: _item_set(voted),
         "metric_type": metric,
         "n_items": len(voted),
         "n_slide_readable": len(readable),
@@ -176,6 +180,13 @@ def benchmark_metrics_row(benchmark: str, voted: pd.DataFrame, predictions: pd.D
         "paper_format": f"{100 * boot.mean:.1f} ± {100 * boot.std:.1f}",
         "value_readable_pct": readable_value,
     }
+
+
+def _item_set(voted: pd.DataFrame) -> str | None:
+    values = voted[ITEM_SET].dropna().unique().tolist() if ITEM_SET in voted.columns else []
+    if len(values) > 1:
+        raise ValueError(f"item_predictions mixes {len(values)} item sets: re-materialize it")
+    return str(values[0]) if values else None
 
 
 _VALUE_COLUMNS = (

@@ -1,7 +1,8 @@
 """Declarative automation: the tables across experiments follow the results cells they read.
 
 After a backfill of an experiment row (or any materialization of a cell), the daemon that ``make ui``
-starts materializes ``leaderboard``, ``leaderboard_long`` and ``experiment_comparisons``, and re-renders
+starts materializes ``leaderboard``, ``leaderboard_long``, ``leaderboard_stale`` and
+``experiment_comparisons``, and re-renders
 a cell's ``trajectory_viewer`` whose inputs changed outside the run that built it; nobody has to
 materialize them by hand.
 """
@@ -33,7 +34,9 @@ AUTOMATION_INTERVAL_S = 15
 
 automation_sensor = AutomationConditionSensorDefinition(
     "results_automation",
-    target=AssetSelection.assets("leaderboard", "leaderboard_long", "experiment_comparisons")
+    target=AssetSelection.assets(
+        "leaderboard", "leaderboard_long", "leaderboard_stale", "experiment_comparisons"
+    )
     | AssetSelection.assets("trajectory_viewer"),
     default_status=DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=AUTOMATION_INTERVAL_S,

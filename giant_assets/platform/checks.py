@@ -1,9 +1,10 @@
-"""Asset checks: data quality of the resolved item table."""
+"""Asset checks: data quality of the resolved item table; results over today's items."""
 
 import numpy as np
 import pandas as pd
-from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue, asset_check
+from dagster import AssetCheckResult, AssetCheckSeverity, AssetKey, MetadataValue, asset_check
 
+from giant_assets.eval.itemsets import REMOVED, STALE, set_aside_markdown
 from giant_assets.multipathqa.benchmarks import PANDA_GRADES
 from giant_assets.multipathqa.errata import ERRATA_MODE_COLUMN, ERRATUM_COLUMN, load_errata, match_errata
 from giant_assets.multipathqa.prompts import missing_options
@@ -127,3 +128,23 @@ ITEM_CHECKS = [
     items_prompts_show_options,
     items_errata,
 ]
+
+
+@asset_check(
+    asset=AssetKey("leaderboard_stale"),
+    description="every stored result is over today's items, of a declared experiment (else: what to re-run)",
+)
+def results_over_todays_items(leaderboard_stale: pd.DataFrame) -> AssetCheckResult:
+    """WARN while results are set aside from the leaderboard; its metadata says what re-runs them."""
+    return AssetCheckResult(
+        passed=leaderboard_stale.empty,
+        severity=AssetCheckSeverity.WARN,
+        metadata={
+            "stale": int((leaderboard_stale["status"] == STALE).sum()) if len(leaderboard_stale) else 0,
+            "removed": int((leaderboard_stale["status"] == REMOVED).sum()) if len(leaderboard_stale) else 0,
+            "what_to_rerun": MetadataValue.md(set_aside_markdown(leaderboard_stale)),
+        },
+    )
+
+
+RESULT_CHECKS = [results_over_todays_items]

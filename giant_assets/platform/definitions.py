@@ -18,7 +18,7 @@ from giant_assets.platform.assets.roi import roi_evaluation
 from giant_assets.platform.assets.scores import benchmark_metrics, item_predictions
 from giant_assets.platform.automation import automation_sensor
 from giant_assets.platform.batch_sensor import make_batch_rounds_sensor
-from giant_assets.platform.checks import ITEM_CHECKS
+from giant_assets.platform.checks import ITEM_CHECKS, RESULT_CHECKS
 from giant_assets.platform.executor import in_process_or_multiprocess
 from giant_assets.platform.io_manager import ParquetDuckDBIOManager
 from giant_assets.platform.partitions import results_partitions, split_key
@@ -46,7 +46,7 @@ ALL_ASSETS = [
     experiment_comparisons,
     *GRADING_ASSETS,
 ]
-ALL_CHECKS = [*ITEM_CHECKS]
+ALL_CHECKS = [*ITEM_CHECKS, *RESULT_CHECKS]
 PROVIDER_TAG = "giant/provider"  # the run queue bounds the runs at once per value (dagster_home/postgres)
 
 

@@ -5,6 +5,7 @@ giant-experiments list             # one line per experiment: name, agent, model
 giant-experiments sync             # add every declared experiment as a partition ($DAGSTER_HOME)
 giant-experiments estimate NAME    # cost and time of what NAME has left to run, per benchmark
 giant-experiments batches [NAME] [--cancel]   # provider batches still open (batch mode); cancel them
+giant-experiments prune            # delete the partitions of experiments no longer declared (files stay)
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ COMMANDS = {
     "experiment and field of the first error)",
     "list": "one line per declared experiment: name, agent, model, runs per item, config hash",
     "sync": "add every declared experiment as a Dagster partition of the instance at $DAGSTER_HOME "
-    "(what experiments_sensor does every 30 s under `make ui`; never removes one)",
+    "(what experiments_sensor does every 30 s under `make ui`; never removes one) and name the "
+    "partitions of experiments no longer declared",
+    "prune": "delete the Dagster partitions of experiments no longer declared (their files under the "
+    "data folder stay; the leaderboard then no longer lists them as removed)",
     "estimate": "cost and time of what experiment NAME has left to run, per benchmark (ranges from the "
     "protocol's token model, calibrated by finished runs of the same model)",
     "batches": "the provider batches still open (batch mode), of NAME or of every experiment; --cancel "
@@ -78,10 +82,21 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from dagster import DagsterInstance
 
-        from giant_assets.platform.sensors import sync_experiments
+        from giant_assets.platform.sensors import prune_experiments, removed_experiments, sync_experiments
 
-        added = sync_experiments(DagsterInstance.get(), resource)
+        instance = DagsterInstance.get()
+        if args.command == "prune":
+            pruned = prune_experiments(instance, resource)
+            print(f"deleted {len(pruned)} partition(s) of removed experiments: {', '.join(pruned) or 'none'}")
+            return 0
+        added = sync_experiments(instance, resource)
         print(f"added {len(added)} experiment partition(s): {', '.join(added) or 'none new'}")
+        removed = removed_experiments(instance, resource)
+        if removed:
+            print(
+                f"partitions of experiments no longer declared (kept; `giant-experiments prune` deletes "
+                f"them): {', '.join(removed)}"
+            )
     return 0
 
 

@@ -20,7 +20,7 @@ from giant_assets.core.settings import (
 )
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.roi import reference_regions_path
-from giant_assets.experiments.declared import experiments_path, get_experiment, load_experiments
+from giant_assets.experiments.declared import ExperimentsFileError, experiments_path, load_experiments
 from giant_assets.experiments.spec import Experiment
 from giant_assets.geometry.roi import load_reference_regions
 from giant_assets.multipathqa.download import MULTIPATHQA_REPO, download_multipathqa
@@ -139,4 +139,13 @@ class ExperimentsResource(ConfigurableResource):
         return load_experiments(self.file)
 
     def get(self, name: str) -> Experiment:
-        return get_experiment(self.file, name)
+        """The declared experiment ``name``; for one no longer declared, an error saying what to do."""
+        declared = self.all()
+        if name not in declared:
+            raise ExperimentsFileError(
+                f"{self.file}: experiment {name!r} is not declared (removed?); declared: {sorted(declared)}. "
+                f"Its stored results are kept and the leaderboard lists it as removed: declare it again "
+                f"(its settings: data/experiments/{name}.json) to run or re-score it, or run "
+                "`giant-experiments prune` to drop its partitions"
+            )
+        return declared[name]

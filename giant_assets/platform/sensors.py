@@ -1,4 +1,9 @@
-"""Sensors: keep the experiment partitions in step with the declared experiments."""
+"""Sensors: keep the experiment partitions in step with the declared experiments.
+
+Partitions are added, never removed, by the sensor: an experiment deleted from the file keeps its
+partition (and its files) and is listed as removed by the leaderboard; ``giant-experiments prune``
+deletes such partitions on request.
+"""
 
 from dagster import (
     DagsterInstance,
@@ -25,6 +30,19 @@ def sync_experiments(instance: DagsterInstance, experiments: ExperimentsResource
     if added:
         instance.add_dynamic_partitions(EXPERIMENT, added)
     return added
+
+
+def removed_experiments(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+    """Experiment partitions whose experiment is no longer declared."""
+    return sorted(set(instance.get_dynamic_partitions(EXPERIMENT)) - set(experiments.all()))
+
+
+def prune_experiments(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+    """Delete the partitions of experiments no longer declared; returns their names. Files stay."""
+    removed = removed_experiments(instance, experiments)
+    for name in removed:
+        instance.delete_dynamic_partition(EXPERIMENT, name)
+    return removed
 
 
 @sensor(minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING)

@@ -246,3 +246,30 @@ def test_files_get_the_users_umask(tmp_path, umask, mode):
     assert stat.S_IMODE(path.stat().st_mode) == mode
     assert stat.S_IMODE((tmp_path / "report.json").stat().st_mode) == mode
     assert stat.S_IMODE(store.duckdb_path.stat().st_mode) == mode
+
+
+def test_a_retired_table_is_never_served_even_while_a_session_holds_the_file(tmp_path):
+    messages: list[str] = []
+    store = ParquetStore(tmp_path, view_wait_s=0.2, log=messages.append)
+    store.write("board", pd.DataFrame({"x": [1, 2]}))
+    store.write("pairs", pd.DataFrame({"y": [3]}), "p1")
+    kept = store.retire("board", "its rebuild failed: ValueError: bad\nsecond line")
+    assert kept == tmp_path / ".retired" / "board" and not store.exists("board")
+    assert pd.read_parquet(kept / "_all.parquet")["x"].tolist() == [1, 2]
+    with pytest.raises(duckdb.InvalidInputException, match="board is not current: its rebuild failed: Val"):
+        _rows(store.duckdb_path, "select * from board")
+    assert store.refresh_views() == ["pairs"]  # refreshing views does not bring the retired one back
+    with pytest.raises(duckdb.InvalidInputException, match=r"Materialize board again; its previous data"):
+        _rows(store.duckdb_path, "select count(*) from board")
+    with read_only_session(store.duckdb_path, "python"):  # the view cannot be replaced: its glob is empty
+        store.retire("pairs", "its rebuild failed")
+        assert "view not replaced" in messages[-1]
+    with pytest.raises(duckdb.IOException, match="No files found"):
+        _rows(store.duckdb_path, "select * from pairs")
+    store.write("board", pd.DataFrame({"x": [7]}))  # the next successful build serves again
+    assert _rows(store.duckdb_path, "select x from board") == [(7,)]
+    _truncate(store.duckdb_path)  # a damaged file (only views inside): rebuilt, then the table retired
+    store.retire("board", "its rebuild failed: OSError: disk full")
+    assert (tmp_path / "giant.duckdb.damaged").exists()
+    with pytest.raises(duckdb.InvalidInputException, match="board is not current: its rebuild failed: OSE"):
+        _rows(store.duckdb_path, "select count(*) from board")

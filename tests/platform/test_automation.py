@@ -19,11 +19,12 @@ from tests.support.dagster_env import add_experiments, resources_for, write_expe
 CELL = AssetSelection.assets("predictions", "trajectory_steps", "item_predictions", "benchmark_metrics")
 VIEWER = AssetSelection.assets("trajectory_pictures", "trajectory_viewer")
 RESCORE = AssetSelection.assets("item_predictions", "benchmark_metrics")
-TABLES = {AssetKey("leaderboard"), AssetKey("leaderboard_long"), AssetKey("experiment_comparisons")}
+TABLE_NAMES = ("leaderboard", "leaderboard_long", "leaderboard_stale", "experiment_comparisons")
+TABLES = {AssetKey(name) for name in TABLE_NAMES}
 
 
 def requested(result) -> dict[AssetKey, set]:
-    keys = [AssetKey(k) for k in ("leaderboard", "leaderboard_long", "experiment_comparisons")]
+    keys = [AssetKey(k) for k in TABLE_NAMES]
     keys.append(AssetKey("trajectory_viewer"))
     return {k: set(result.get_requested_partitions(k)) for k in keys if result.get_num_requested(k)}
 
@@ -66,7 +67,7 @@ def test_the_tables_follow_the_cells_they_read(tmp_path: Path, sample_wsi_root: 
     second = tick(defs=graph, instance=instance, cursor=first.cursor)
     assert requested(second) == {key: {None} for key in TABLES}  # the viewer was built in the same run
 
-    run(AssetSelection.assets("leaderboard", "leaderboard_long", "experiment_comparisons"))
+    run(AssetSelection.assets(*TABLE_NAMES))
     assert_chart_inline(instance, data / "results" / "leaderboard.png")
     third = tick(defs=graph, instance=instance, cursor=second.cursor)
     assert requested(third) == {}  # handled: not asked again

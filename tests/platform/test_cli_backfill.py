@@ -126,7 +126,11 @@ def test_two_experiments_side_by_side_from_concurrent_cli_runs_then_leaderboard(
     procs = [materialize(cli_env, "--select", selection, "--partition", cell) for cell in cells]
     for proc in procs:  # all were started before any is waited on
         succeed(proc)
-    succeed(materialize(cli_env, "--select", "leaderboard,leaderboard_long,experiment_comparisons"))
+    succeed(
+        materialize(
+            cli_env, "--select", "leaderboard,leaderboard_long,leaderboard_stale,experiment_comparisons"
+        )
+    )
 
     data = Path(cli_env["GIANT_DATA_DIR"])
     for table in ("predictions", "item_predictions", "benchmark_metrics"):

@@ -13,6 +13,7 @@ from pydantic import Field
 from giant_assets.core.paths import confined_path
 from giant_assets.core.settings import DEFAULT_VIEWER_URL, VIEWER_URL_ENV, env
 from giant_assets.eval.scoring import rescore
+from giant_assets.platform.assets.scores import refuse_foreign_runs
 from giant_assets.platform.automation import FOLLOWS_CELL
 from giant_assets.platform.partitions import cell, results_partitions
 from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource, StorageResource
@@ -161,12 +162,14 @@ def trajectory_viewer(
     from disk (``index_path``).
 
     Run labels are re-extracted from the stored answers as ``item_predictions`` does, so each run's
-    label agrees with the vote shown beside it.
+    label agrees with the vote shown beside it; stored runs that answer other items than today's fail it
+    as they fail ``item_predictions``.
     """
     experiment, benchmark = cell(context)
     items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
     started = time.perf_counter()
     spec = experiments.get(experiment)
+    refuse_foreign_runs(experiment, benchmark, predictions, items)  # never old answers under new questions
     runs = rescore(predictions, items, spec.panda_null_grade)
     pages = item_pages(runs, item_predictions, items, trajectory_pictures, _regions(dataset, benchmark))
     viewer_root = confined_path(storage.root, "viewer")

@@ -1,9 +1,10 @@
 """Assets: labels re-extracted from stored answers and voted per item, then the benchmark's metric."""
 
 import pandas as pd
-from dagster import AssetExecutionContext, MetadataValue, asset
+from dagster import AssetExecutionContext, Failure, MetadataValue, asset
 
 from giant_assets.eval.export import submission_path, write_submission
+from giant_assets.eval.itemsets import ITEM_SET, current_item_sets, foreign_runs, foreign_runs_error
 from giant_assets.eval.scoring import EXTRACTOR_VERSION, benchmark_metrics_row, rescore, vote_items
 from giant_assets.platform.partitions import cell, results_partitions
 from giant_assets.platform.resources import ExperimentsResource, StorageResource
@@ -27,6 +28,15 @@ def cost_per_item(experiment, benchmark: str, predictions: pd.DataFrame) -> dict
     }
 
 
+def refuse_foreign_runs(
+    experiment: str, benchmark: str, predictions: pd.DataFrame, items: pd.DataFrame
+) -> None:
+    """Fail (one line, with the command that re-runs the cell) when stored runs answer other items."""
+    foreign = foreign_runs(predictions, items)
+    if len(foreign):
+        raise Failure(foreign_runs_error(experiment, benchmark, foreign, len(predictions)))
+
+
 @asset(
     partitions_def=results_partitions, group_name="evaluate", kinds={"pandas"}, code_version=EXTRACTOR_VERSION
 )
@@ -39,14 +49,21 @@ def item_predictions(
 ) -> pd.DataFrame:
     """One row per item of the benchmark: labels re-extracted from the stored answers, majority-voted.
 
+    Each row carries ``item_fingerprint`` and the ``item_set_fingerprint`` of the benchmark's items it
+    was scored over (eval/itemsets.py), so a result over another item set is never taken for current.
+    Stored runs that answer other items than today's (another CSV) fail it, naming the cell to re-run.
+
     Re-materializing re-scores from what is stored, with no model call. Also exported as a grading
     submission, ``<data_dir>/exports/<experiment>/<benchmark>.csv``.
     """
     name, benchmark = cell(context)
+    null_grade = experiments.get(name).panda_null_grade  # a removed experiment fails here, saying so
     items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
-    runs = rescore(predictions, items, experiments.get(name).panda_null_grade)
+    refuse_foreign_runs(name, benchmark, predictions, items)
+    runs = rescore(predictions, items, null_grade)
     voted = vote_items(runs, items)
     voted.insert(0, "experiment", name)
+    voted[ITEM_SET] = current_item_sets(items).get(benchmark)
     export = write_submission(voted, submission_path(storage.root, name, benchmark))
     changed = int((runs["predicted_label"].fillna(-1) != predictions["predicted_label"].fillna(-1)).sum())
     context.add_output_metadata(
@@ -57,6 +74,7 @@ def item_predictions(
             "answered": int(voted["predicted_label"].notna().sum()),
             "correct": int(voted["correct"].sum()),
             "extractor_version": EXTRACTOR_VERSION,
+            ITEM_SET: str(voted[ITEM_SET].iloc[0]) if len(voted) else "-",
             "run_labels_changed_by_rescoring": changed,
         }
     )
@@ -84,6 +102,7 @@ def benchmark_metrics(
             "value_pct": MetadataValue.float(row["value_pct"]) if row["n_items"] else "n/a",
             "paper_format": row["paper_format"],
             "items": row["n_items"],
+            ITEM_SET: row[ITEM_SET] or "-",
             "slide_readable": row["n_slide_readable"],
             "answered": row["n_answered"],
             "value_readable_pct": MetadataValue.float(row["value_readable_pct"])
