@@ -102,13 +102,17 @@ def _experiment(path: Path, name: str, defaults: dict, body: Any) -> Experiment:
     if "name" in body and body["name"] != name:
         raise ExperimentsFileError(f"{path}: experiment {name!r}, field 'name': differs from its key")
     try:
-        return Experiment(**(defaults | body | {"name": name}))
+        experiment = Experiment(**(defaults | body | {"name": name}))
     except ValidationError as exc:
         problems = "; ".join(
             f"field {'.'.join(str(p) for p in err['loc']) or '(experiment)'!r}: {err['msg']}"
             for err in exc.errors()
         )
         raise ExperimentsFileError(f"{path}: experiment {name!r}: {problems}") from exc
+    unbudgeted = experiment.unbudgeted()  # a paid experiment states its cap (0: none) in the file
+    if unbudgeted:
+        raise ExperimentsFileError(f"{path}: experiment {name!r}: {unbudgeted}")
+    return experiment
 
 
 def get_experiment(path: Path | str, name: str) -> Experiment:
