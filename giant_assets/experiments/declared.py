@@ -102,17 +102,23 @@ def _experiment(path: Path, name: str, defaults: dict, body: Any) -> Experiment:
     if "name" in body and body["name"] != name:
         raise ExperimentsFileError(f"{path}: experiment {name!r}, field 'name': differs from its key")
     try:
-        experiment = Experiment(**(defaults | body | {"name": name}))
+        return Experiment(**(defaults | body | {"name": name}))
     except ValidationError as exc:
         problems = "; ".join(
             f"field {'.'.join(str(p) for p in err['loc']) or '(experiment)'!r}: {err['msg']}"
             for err in exc.errors()
         )
         raise ExperimentsFileError(f"{path}: experiment {name!r}: {problems}") from exc
-    unbudgeted = experiment.unbudgeted()  # a paid experiment states its cap (0: none) in the file
-    if unbudgeted:
-        raise ExperimentsFileError(f"{path}: experiment {name!r}: {unbudgeted}")
-    return experiment
+
+
+def unbudgeted(path: Path | str, experiments: dict[str, Experiment]) -> list[str]:
+    """One line per paid experiment without ``budget_usd``: ``giant-experiments check`` refuses them and
+    ``predictions`` runs none (``estimate`` and ``list`` still show them, to help choose the budget)."""
+    return [
+        f"{path}: experiment {name!r}: {why}"
+        for name, exp in experiments.items()
+        if (why := exp.unbudgeted())
+    ]
 
 
 def get_experiment(path: Path | str, name: str) -> Experiment:

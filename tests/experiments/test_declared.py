@@ -230,14 +230,18 @@ def test_the_thumbnail_sweep_and_the_released_baseline_defaults() -> None:
         ("{agent: random}", False),
     ],
 )
-def test_a_paid_experiment_must_state_its_budget(tmp_path: Path, settings: str, refused: bool) -> None:
+def test_a_paid_experiment_must_state_its_budget(
+    tmp_path: Path, settings: str, refused: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = write(tmp_path, f"experiments:\n  e: {settings}\n")
+    assert load_experiments(path)["e"].name == "e"  # list and estimate still show it
+    status = experiments_main(["check", "--file", str(path)])
+    err = capsys.readouterr().err
     if refused:
-        refusal = r"experiment 'e': field 'budget_usd': required for a paid"
-        with pytest.raises(ExperimentsFileError, match=refusal):
-            load_experiments(path)
+        assert status == 1
+        assert f"error: {path}: experiment 'e': field 'budget_usd': required for a paid experiment" in err
     else:
-        assert load_experiments(path)["e"].name == "e"
+        assert status == 0 and not err
 
 
 def test_the_failure_share_is_a_speed_field_bounded_to_a_share(tmp_path: Path) -> None:

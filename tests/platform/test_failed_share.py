@@ -108,3 +108,14 @@ def test_failures_within_the_share_pass_with_the_count_in_the_metadata(cell) -> 
     assert result.success
     meta = result.asset_materializations_for_node("predictions")[0].metadata
     assert meta["failed_runs"].value == 2 and meta["failed_share"].value == pytest.approx(0.6667)
+
+
+def test_a_paid_experiment_without_a_budget_calls_nothing(cell) -> None:
+    run, model, server, instance, store, data, declare = cell
+    declare(base_url="https://api.openai.com/v1", model="gpt-5")
+    result = run()
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type == DagsterEventType.STEP_FAILURE)
+    message = failure.step_failure_data.user_failure_data.description
+    assert "experiment 'flaky': field 'budget_usd': required for a paid experiment" in message
+    assert server.requests == [] and not (data / "journals").exists()

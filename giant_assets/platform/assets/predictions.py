@@ -16,6 +16,7 @@ from giant_assets.batch.ratelimit import make_rate_limiter
 from giant_assets.batch.records import records_frame, steps_frame
 from giant_assets.batch.runner import BatchSettings, run_batch
 from giant_assets.experiments.binding import bind
+from giant_assets.experiments.declared import unbudgeted
 from giant_assets.experiments.spec import Experiment
 from giant_assets.platform.partitions import cell, results_partitions
 from giant_assets.platform.resources import ExperimentsResource, StorageResource
@@ -63,6 +64,8 @@ def predictions(
     """
     name, benchmark = cell(context)
     experiment = config.apply(experiments.get(name))
+    for problem in unbudgeted(experiments.file, {name: experiment}):  # before any paid call
+        raise Failure(description=problem)
     bind(experiment, storage.root)
     items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
     config_hash = experiment.config_hash()
