@@ -190,7 +190,7 @@ def check(tmp_path: Path, settings: str) -> None:
         ),
         (
             "model: claude-opus-4-1, thinking_budget: 30000",
-            "output limit of 32000; use thinking_budget <= 27904",
+            "field 'thinking_budget': .*output limit of 32000; use thinking_budget <= 27904",
         ),
         ("model: claude-sonnet-4-5, max_steps: 150", "field 'max_images_in_context': .* 150 images .* 100"),
         ("model: claude-sonnet-4-5, max_steps: 30, image_size: 2500", "field 'image_size': 2500 px .* 2000"),
@@ -201,7 +201,7 @@ def check(tmp_path: Path, settings: str) -> None:
 def test_settings_the_provider_would_refuse_fail_the_check(
     tmp_path: Path, settings: str, refusal: str
 ) -> None:
-    with pytest.raises(ExperimentsFileError, match=refusal):
+    with pytest.raises(ExperimentsFileError, match=f"experiment 'e': {refusal}"):
         check(tmp_path, settings)
 
 

@@ -26,8 +26,12 @@ class PredictionsConfig(Config):
     """Speed settings for this run only; unset fields keep the experiment's own."""
 
     concurrency: int | None = Field(default=None, ge=1, description="items in flight at once")
-    requests_per_minute: float | None = Field(default=None, gt=0, description="model requests per minute")
-    tokens_per_minute: float | None = Field(default=None, gt=0, description="model tokens per minute")
+    requests_per_minute: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="model requests per minute (0.5: one per 2 min)"
+    )
+    tokens_per_minute: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="model tokens per minute"
+    )
     budget_usd: float | None = Field(
         default=None, ge=0, description="stop starting runs past this; 0 = no cap"
     )
