@@ -125,13 +125,7 @@ class SDKChatModel(abc.ABC):
         headers = self._auth_override()
         messages, notes = self._prepare(messages)
         body = self._body(messages, tools, cache_key)  # once: the SDKs do not change it
-        if self.batch is not None:
-            started = time.monotonic()
-            data = await self.batch.request(body)
-            response = self.sdk._models.construct_type(type_=self.response_type, value=data)
-            attempts, waited, latency = 1, 0.0, time.monotonic() - started
-        else:
-            response, attempts, waited, latency = await self._call(body, headers)
+        response, attempts, waited, latency = await self._call(body, headers)
         try:
             reply = self._reply(response)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError, RecursionError) as exc:
@@ -160,7 +154,13 @@ class SDKChatModel(abc.ABC):
         return ()
 
     async def _call(self, body: dict[str, Any], headers: dict[str, Any]) -> tuple[Any, int, float, float]:
-        """``body`` sent with retries: (SDK response, attempts, seconds waited, wall seconds)."""
+        """``body`` sent with retries, or through the provider's batch API in batch mode: (SDK response,
+        attempts, seconds waited, wall seconds)."""
+        if self.batch is not None:
+            started = time.monotonic()
+            data = await self.batch.request(body)
+            response = self.sdk._models.construct_type(type_=self.response_type, value=data)
+            return response, 1, 0.0, time.monotonic() - started
         return await with_retries(
             lambda: self._send(body, headers),
             self._classify,

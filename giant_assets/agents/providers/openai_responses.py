@@ -18,7 +18,7 @@ from typing import Any
 from openai.types.responses import Response
 
 from giant_assets.agents.providers.base import dump
-from giant_assets.agents.providers.errors import ProviderHTTPError
+from giant_assets.agents.providers.errors import ProviderError
 from giant_assets.agents.providers.messages import (
     ImagePart,
     Message,
@@ -48,7 +48,7 @@ class OpenAIResponsesModel(OpenAIModel):
         may not have them) is sent again once without it, and not asked for again by this client."""
         try:
             return await super()._call(body, headers)
-        except ProviderHTTPError as refused:
+        except ProviderError as refused:  # ProviderHTTPError, or a batch line refused
             if "summary" not in body.get("reasoning", {}) or not _summary_refused(refused):
                 raise
             reason = self.summary_dropped = str(refused)
@@ -105,7 +105,7 @@ class OpenAIResponsesModel(OpenAIModel):
         return ModelReply("".join(texts), tuple(calls), usage, reasoning="\n".join(reasoning), replay=replay)
 
 
-def _summary_refused(exc: ProviderHTTPError) -> bool:
+def _summary_refused(exc: ProviderError) -> bool:
     """A 400 refusing the reasoning summary (e.g. 'Your organization must be verified to generate
     reasoning summaries'), as opposed to another invalid request."""
     text = str(exc).lower()
