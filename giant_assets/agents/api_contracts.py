@@ -20,6 +20,8 @@ REASONING: dict[tuple[str, str], bool] = {
     ("openai", "gpt-5"): True,
     ("openai", "gpt-5-chat"): False,  # gpt-5-chat-latest: the ChatGPT model, no reasoning options
     ("openai", "o1"): True,
+    ("openai", "o1-mini"): False,  # the o1 previews refuse reasoning_effort
+    ("openai", "o1-preview"): False,
     ("openai", "o3"): True,
     ("openai", "o4"): True,
     ("openai", "gpt-4"): False,  # gpt-4, gpt-4-turbo, gpt-4o, gpt-4o-mini, gpt-4.1, gpt-4.5

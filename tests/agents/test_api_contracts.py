@@ -59,6 +59,7 @@ def ask(model, messages=None):
         (OpenAIResponsesModel, "gpt-5-chat-latest", False),
         (OpenAIResponsesModel, "gpt-5", True),
         (OpenAIChatModel, "o4-mini", True),
+        (OpenAIChatModel, "o1-mini", False),
         (OpenAIChatModel, "qwen2.5-vl", True),  # unknown (a local server's): as configured
     ],
 )
