@@ -213,5 +213,6 @@ def test_a_refused_reasoning_summary_is_dropped_in_batch_mode_too(slide, tmp_pat
         (answer,) = asyncio.run(_run_all(agent, _items(slide, 1), batch))
     assert answer.error is None and answer.text
     calls = [s for s in answer.steps if s.action != "thumbnail"]
-    assert len(calls) == STEPS and all(s.notes[0].startswith("reasoning summary dropped") for s in calls)
+    assert len(calls) == STEPS
+    assert all(s.provider_notes[0].startswith("reasoning summary dropped") for s in calls)
     assert ["summary" in r.json["reasoning"] for r in model.requests] == [True] + [False] * STEPS
