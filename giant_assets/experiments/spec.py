@@ -309,7 +309,7 @@ def _anthropic_contract(exp: Experiment) -> None:
         )
     sizes = {"image_size": exp.resolved_image_size}
     if exp.agent == "thumbnail":
-        sizes = {"thumbnail_size": exp.resolved_thumbnail_size}
+        sizes = {"thumbnail_size": exp.thumbnail_size}
     for name, px in sizes.items():
         if px > contracts.MAX_IMAGE_PX:
             raise ValueError(
