@@ -47,6 +47,7 @@ class Step:
     http_attempts: int = 0  # HTTP attempts behind this model call (retries included)
     note: str = ""  # note steps: the observation the model recorded with the note tool
     image_sha256: list[str] = field(default_factory=list)  # SHA-256 of each image this step sent (encoded)
+    provider_notes: list[str] = field(default_factory=list)  # what the provider changed to send the call
 
 
 @dataclass

@@ -116,6 +116,7 @@ class _SlideBaseline:
             reasoning_tokens=usage.reasoning_tokens,
             reasoning=reply.reasoning,
             http_attempts=reply.attempts,
+            provider_notes=list(reply.notes),
         )
 
 

@@ -414,6 +414,7 @@ class GiantAgent:
             reasoning_tokens=u.reasoning_tokens,
             reasoning=reply.reasoning,
             http_attempts=reply.attempts,
+            provider_notes=list(reply.notes),
         )
 
     def _final(self, steps: list[Step], step: Step, text: str) -> AgentAnswer:

@@ -5,6 +5,7 @@
               [--server vllm|sglang|ollama|llamacpp [--server-image-limit N]]
               [--mode giant|thumbnail|patch|random_patch] [--max-steps T] [--out trajectory.json]
               [--deadline SECONDS]
+              [--reasoning-effort none|minimal|low|medium|high] [--thinking-budget N]
 
 Prints one line per step (box, level, tokens, cost), then ``answer: <text>`` and ``label: <N or none>``
 as its last lines, and writes the trajectory as JSON with ``--out``. Exit status: 0 answered, 1 the run
@@ -71,6 +72,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--serve-calls", choices=("all", "first"), help="tool calls served per reply (default: per provider)"
     )
+    p.add_argument(
+        "--reasoning-effort",
+        choices=("none", "minimal", "low", "medium", "high"),
+        default="high",
+        help="OpenAI reasoning effort (default high; none: send no reasoning options). Never sent to a "
+        "model without reasoning (gpt-4o, gpt-4.1, ...)",
+    )
+    p.add_argument(
+        "--thinking-budget",
+        type=int,
+        default=1024,
+        help="Anthropic thinking tokens (default 1024, at least 1024; 0: thinking off)",
+    )
     p.add_argument("--out", type=Path, help="write the trajectory JSON here")
     p.add_argument(
         "--deadline",
@@ -101,6 +115,8 @@ def experiment_from_args(args: argparse.Namespace) -> Experiment:
         "prompt_file": args.prompt_file,
         "note_tool": args.note_tool,
         "serve_calls": args.serve_calls,
+        "reasoning_effort": None if args.reasoning_effort == "none" else args.reasoning_effort,
+        "thinking_budget": args.thinking_budget,
     }
     return Experiment(**fields)
 
@@ -122,6 +138,7 @@ def format_step(step: Step) -> str:
         parts.append(f"note: {step.note}")
     if step.error:
         parts.append(f"error: {step.error}")
+    parts += [f"provider note: {note}" for note in step.provider_notes]
     return "  ".join(parts)
 
 

@@ -39,8 +39,8 @@ class LocalRateLimiter:
     """In-process limits: ``requests_per_minute`` and optionally ``tokens_per_minute`` (leaky buckets)."""
 
     def __init__(self, requests_per_minute: float, tokens_per_minute: float | None = None) -> None:
-        self.requests = AsyncLimiter(requests_per_minute, 60)
-        self.tokens = AsyncLimiter(tokens_per_minute, 60) if tokens_per_minute else None
+        self.requests = _bucket(requests_per_minute)
+        self.tokens = _bucket(tokens_per_minute) if tokens_per_minute else None
 
     async def acquire(self) -> None:
         await self.requests.acquire()
@@ -54,6 +54,16 @@ class LocalRateLimiter:
             part = min(n, cap)
             await self.tokens.acquire(part)
             n -= part
+
+
+def _bucket(per_minute: float) -> AsyncLimiter:
+    """A leaky bucket admitting ``per_minute`` a minute. Below 1 a minute, one per ``60 / per_minute`` s:
+    aiolimiter refuses an acquire above its capacity, so a capacity under 1 could never admit a request."""
+    if not per_minute > 0 or math.isinf(per_minute):
+        raise ValueError(f"a rate limit must be a positive finite number per minute, got {per_minute!r}")
+    if per_minute < 1:
+        return AsyncLimiter(1, 60 / per_minute)
+    return AsyncLimiter(per_minute, 60)
 
 
 NAMESPACE = "giant"  # first part of every Redis key of the shared limits
@@ -189,10 +199,13 @@ def _per_window(per_minute: float, window_s: int, guard: bool = True) -> RateLim
     a guard of 1/12 of it (5 s of 60): a request reaches the provider some time after its admission,
     and a busy client delays some more than others, which would crowd more than the limit into one of
     the provider's windows (seen: 128 in 60 s at the server for 120 admitted per 60 s, on a loaded box).
+    Below one per window, one per ``60 / per_minute`` seconds (rounded up: never faster than asked).
     """
     from limits import RateLimitItemPerSecond
 
-    amount = max(1, math.floor(per_minute * window_s / 60))
+    amount = math.floor(per_minute * window_s / 60)
+    if amount < 1:
+        amount, window_s = 1, max(window_s, math.ceil(60 / per_minute))
     return RateLimitItemPerSecond(amount, window_s + (math.ceil(window_s / 12) if guard else 0))
 
 

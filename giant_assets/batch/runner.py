@@ -10,8 +10,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -92,6 +93,16 @@ def _maybe_int(value: Any) -> int | None:
         return None
 
 
+def _duration(seconds: float) -> str:
+    """``42s``, ``3m05s``, ``2h07m``."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -154,15 +165,50 @@ async def run_batch(
     journal: Journal,
     settings: BatchSettings,
     log: Callable[[str], None] = _LOG.info,
+    warn: Callable[[str], None] | None = None,
 ) -> BatchOutcome:
     """Run every (item, run) not already finished in ``journal``; return all rows of this result set.
 
     Guarded (batch/guard.py): one writer per journal at a time, and the batch stops if orphaned.
+    ``warn`` also receives this thread's warnings of the ``giant_assets`` loggers while the batch runs
+    (every retried model call, with its reason), e.g. Dagster's ``context.log.warning``.
     """
-    async with journal_lock(journal.path, log=log), stop_when_orphaned(log=log):
-        return await _run_batch(
-            agent, items, config_hash=config_hash, journal=journal, settings=settings, log=log
-        )
+    with forward_warnings(warn):
+        async with journal_lock(journal.path, log=log), stop_when_orphaned(log=log):
+            return await _run_batch(
+                agent, items, config_hash=config_hash, journal=journal, settings=settings, log=log
+            )
+
+
+class _Forward(logging.Handler):
+    """Passes WARNING and above of one thread (the batch's event loop) to a callable."""
+
+    def __init__(self, warn: Callable[[str], None]) -> None:
+        super().__init__(logging.WARNING)
+        self.warn = warn
+        self.thread = threading.get_ident()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread == self.thread:
+            try:
+                self.warn(record.getMessage())
+            except Exception:  # a log sink's failure must not fail a run
+                self.handleError(record)
+
+
+@contextlib.contextmanager
+def forward_warnings(warn: Callable[[str], None] | None) -> Iterator[None]:
+    """While inside, this thread's ``giant_assets`` warnings also go to ``warn`` (None: nowhere else)."""
+    if warn is None:
+        yield
+        return
+    handler = _Forward(warn)
+    logger = logging.getLogger("giant_assets")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 async def _run_batch(
@@ -220,20 +266,32 @@ async def execute(
     outcome = BatchOutcome(rows=[], total_runs=plan.total_runs, reused=plan.reused)
     spent = 0.0
     started = time.monotonic()
-    finished = 0
+    finished = in_flight = 0
     semaphore = asyncio.Semaphore(max(1, settings.concurrency))
 
     def progress(final: bool = False) -> None:
+        elapsed = time.monotonic() - started
+        left = len(pending) - finished - outcome.not_started - outcome.waiting
+        if final or not left:
+            eta = "none left"
+        elif finished:
+            eta = f"ETA {_duration(elapsed / finished * left)}"
+        else:
+            eta = "ETA unknown (no run finished yet)"
         line = (
-            f"{'finished' if final else 'progress'}: {finished}/{len(pending)} runs done "
-            f"({outcome.reused} reused from an earlier run), {outcome.failed} failed, "
-            f"cost so far ${spent:.4f}, {time.monotonic() - started:.1f}s"
+            f"{'finished' if final else 'progress'}: {finished}/{len(pending)} runs done, "
+            f"{outcome.failed} failed, {in_flight} in flight"
+            f"{f', {outcome.waiting} waiting on a provider batch' if outcome.waiting else ''} "
+            f"({outcome.reused} reused from the journal, "
+            f"{len(plan.unavailable)} without a slide), cost so far ${spent:.4f}, "
+            f"{_duration(elapsed)} elapsed, {eta}"
         )
         outcome.log_lines.append(line)
         log(line)
 
     async def run_one(base: dict[str, Any], item: dict[str, Any]) -> None:
-        nonlocal spent, finished
+        nonlocal spent, finished, in_flight
+        in_flight += 1
         try:
             row_base = {**base, "started_at": _now()}
             try:
@@ -258,6 +316,7 @@ async def execute(
             outcome.executed += 1
             outcome.failed += row["error_kind"] in RETRYABLE
         finally:
+            in_flight -= 1
             semaphore.release()
 
     async def heartbeat() -> None:

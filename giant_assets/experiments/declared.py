@@ -104,11 +104,26 @@ def _experiment(path: Path, name: str, defaults: dict, body: Any) -> Experiment:
     try:
         return Experiment(**(defaults | body | {"name": name}))
     except ValidationError as exc:
-        problems = "; ".join(
-            f"field {'.'.join(str(p) for p in err['loc']) or '(experiment)'!r}: {err['msg']}"
-            for err in exc.errors()
-        )
+        problems = "; ".join(_problem(err) for err in exc.errors())
         raise ExperimentsFileError(f"{path}: experiment {name!r}: {problems}") from exc
+
+
+def _problem(err: Any) -> str:
+    """One validation error as ``field 'x': message`` (a check across fields names its field itself)."""
+    message = str(err["msg"])
+    if not err["loc"] and message.startswith("Value error, field '"):
+        return message.removeprefix("Value error, ")
+    return f"field {'.'.join(str(p) for p in err['loc']) or '(experiment)'!r}: {message}"
+
+
+def unbudgeted(path: Path | str, experiments: dict[str, Experiment]) -> list[str]:
+    """One line per paid experiment without ``budget_usd``: ``giant-experiments check`` refuses them and
+    ``predictions`` runs none (``estimate`` and ``list`` still show them, to help choose the budget)."""
+    return [
+        f"{path}: experiment {name!r}: {why}"
+        for name, exp in experiments.items()
+        if (why := exp.unbudgeted())
+    ]
 
 
 def get_experiment(path: Path | str, name: str) -> Experiment:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from giant_assets.agents import api_contracts as contracts
 from giant_assets.agents.prompts import resolve_prompts
 from giant_assets.core.files import file_sha256
 from giant_assets.slides.access import JPEG_QUALITY
@@ -129,9 +130,17 @@ class Experiment(BaseModel):
     # ---- speed-only
     api_key_env: str = ""
     concurrency: int = Field(default=4, ge=1, le=1024)
-    requests_per_minute: float = Field(default=60.0, gt=0)
-    tokens_per_minute: float | None = Field(default=None, gt=0)
-    budget_usd: float = Field(default=0.0, ge=0)
+    requests_per_minute: float = Field(
+        default=60.0, gt=0, allow_inf_nan=False, description="model requests per minute (0.5: one per 2 min)"
+    )
+    tokens_per_minute: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    budget_usd: float | None = Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="most USD one partition (experiment x benchmark) may spend; 0: no cap. Required "
+        "for a paid experiment (a model off loopback)",
+    )
     attempt_timeout_s: float = Field(default=900.0, gt=0, description="per attempt, as officially")
     item_timeout_s: float = Field(default=3900.0, gt=0, description="whole run, all attempts: safety net")
     retry_failed: bool = True
@@ -144,6 +153,13 @@ class Experiment(BaseModel):
     batch_poll_s: float = Field(default=60.0, gt=0, description="seconds between looks at a running batch")
     batch_max_requests: int | None = Field(default=None, ge=1, description="per batch; default: provider max")
     batch_max_line_attempts: int = Field(default=3, ge=1, le=20, description="submissions of a failing line")
+    max_failed_share: float = Field(
+        default=0.2,
+        ge=0,
+        le=1,
+        description="a partition whose runs failed (agent_error, timeout) above this share of its runs "
+        "with a slide fails its materialization",
+    )
 
     @field_validator("name")
     @classmethod
@@ -184,7 +200,27 @@ class Experiment(BaseModel):
             raise ValueError("api 'messages' is Anthropic's; provider 'openai' takes 'responses' or 'chat'")
         if self.batch and self.agent not in MODEL_MODES:
             raise ValueError(f"batch: true needs an agent that calls a model, not {self.agent!r}")
+        if self.agent in MODEL_MODES and self.provider == "anthropic":
+            _anthropic_contract(self)
         return self
+
+    @property
+    def paid(self) -> bool:
+        """The experiment calls a model off loopback (a provider's paid API, or a server elsewhere)."""
+        from giant_assets.agents.providers.keys import is_loopback_url  # the package imports this module
+
+        return self.agent in MODEL_MODES and not is_loopback_url(self.base_url)
+
+    def unbudgeted(self) -> str | None:
+        """Why this experiment may not run as declared without ``budget_usd``; None when it may."""
+        if not self.paid or self.budget_usd is not None:
+            return None
+        where = self.base_url or f"{self.provider}'s API"
+        return (
+            f"field 'budget_usd': required for a paid experiment ({self.model} at {where}): set the most "
+            "USD one partition (experiment x benchmark) may spend, e.g. budget_usd: 50, or budget_usd: 0 "
+            "for no cap"
+        )
 
     @property
     def resolved_api(self) -> str:
@@ -261,6 +297,49 @@ class Experiment(BaseModel):
         return hashlib.sha256(blob).hexdigest()[:12]
 
 
+def _anthropic_contract(exp: Experiment) -> None:
+    """Refuse what Anthropic's Messages API would refuse, predictable from the settings alone."""
+    budget = exp.thinking_budget or 0
+    if 0 < budget < contracts.THINKING_MIN:
+        raise ValueError(
+            f"field 'thinking_budget': {budget} is below Anthropic's minimum of {contracts.THINKING_MIN} "
+            "thinking tokens; use 1024 or more, or 0 to turn thinking off"
+        )
+    limit = contracts.output_limit(exp.model)
+    thinks = contracts.reasons("anthropic", exp.model) is not False  # else the budget is never sent
+    asked = contracts.anthropic_max_tokens(budget if thinks else 0)
+    if limit is not None and asked > limit:
+        raise ValueError(
+            f"field 'thinking_budget': {budget} thinking tokens + {contracts.ANTHROPIC_DEFAULT_MAX_TOKENS} "
+            f"for the answer make max_tokens {asked}, above {exp.model}'s output limit of {limit}; use "
+            f"thinking_budget <= {limit - contracts.ANTHROPIC_DEFAULT_MAX_TOKENS}"
+        )
+    sizes = {"image_size": exp.resolved_image_size}
+    if exp.agent == "thumbnail":
+        sizes = {"thumbnail_size": exp.thumbnail_size}
+    for name, px in sizes.items():
+        if px > contracts.MAX_IMAGE_PX:
+            raise ValueError(
+                f"field {name!r}: {px} px is above Anthropic's {contracts.MAX_IMAGE_PX} px per image side"
+            )
+    if exp.agent not in ("giant", "random_patch"):
+        return  # one image per request
+    per_request = min(exp.max_steps, exp.max_images_in_context or exp.max_steps)  # overview + crops
+    if per_request > contracts.MAX_IMAGES:
+        raise ValueError(
+            f"field 'max_images_in_context': max_steps {exp.max_steps} puts up to {per_request} images in "
+            f"one request, above Anthropic's {contracts.MAX_IMAGES}; set max_images_in_context to "
+            f"{contracts.MAX_IMAGES} or less"
+        )
+    if per_request > contracts.MANY_IMAGES and exp.resolved_image_size > contracts.MANY_IMAGES_PX:
+        raise ValueError(
+            f"field 'image_size': {exp.resolved_image_size} px with up to {per_request} images per request "
+            f"(max_steps {exp.max_steps}); Anthropic refuses images over {contracts.MANY_IMAGES_PX} px when "
+            f"a request holds more than {contracts.MANY_IMAGES}: lower image_size to "
+            f"{contracts.MANY_IMAGES_PX} or set max_images_in_context to {contracts.MANY_IMAGES} or less"
+        )
+
+
 ANSWER_FIELDS = (
     "agent",
     "provider",
@@ -308,6 +387,7 @@ SPEED_FIELDS = (
     "batch_poll_s",
     "batch_max_requests",
     "batch_max_line_attempts",
+    "max_failed_share",
 )
 
 

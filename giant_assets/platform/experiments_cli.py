@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from giant_assets.experiments.declared import ExperimentsFileError
+from giant_assets.experiments.declared import ExperimentsFileError, unbudgeted
 from giant_assets.platform.resources import ExperimentsResource
 
 COMMANDS = {
@@ -71,6 +71,11 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as exc:
                 print(f"error: {resource.file}: experiment {name!r}: {exc}", file=sys.stderr)
                 return 1
+        problems = unbudgeted(resource.file, declared)
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        if problems:
+            return 1
         print(f"{resource.file}: {len(declared)} experiment(s), all valid")
     elif args.command == "list":
         for name, exp in sorted(declared.items()):

@@ -199,3 +199,20 @@ def test_the_patch_baselines_concurrent_calls_go_into_one_round(slide, tmp_path)
         assert all(a.error is None for a in answers), [a.error for a in answers]
         assert agent.chat.batch.rounds == 1 and len(api.batches) == 1
         assert len(next(iter(api.batches.values())).lines) == 3 * 6
+
+
+def test_a_refused_reasoning_summary_is_dropped_in_batch_mode_too(slide, tmp_path) -> None:
+    unverified = "Your organization must be verified to generate reasoning summaries."
+
+    def rule(request: RecordedRequest) -> Reply:
+        summary = "summary" in (request.json or {}).get("reasoning", {})
+        return Reply(status=400, text=unverified) if summary else navigate(request)
+
+    with ScriptedModelServer(rule=rule) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        agent, batch = _batched("openai", api, tmp_path / "s")
+        (answer,) = asyncio.run(_run_all(agent, _items(slide, 1), batch))
+    assert answer.error is None and answer.text
+    calls = [s for s in answer.steps if s.action != "thumbnail"]
+    assert len(calls) == STEPS
+    assert all(s.provider_notes[0].startswith("reasoning summary dropped") for s in calls)
+    assert ["summary" in r.json["reasoning"] for r in model.requests] == [True] + [False] * STEPS

@@ -269,7 +269,8 @@ def test_experiments_check_reads_the_prompt_files(tmp_path: Path, capsys) -> Non
     prompts = tmp_path / "official.yaml"
     declared = tmp_path / "experiments.yaml"
     declared.write_text(
-        f"experiments:\n  mine: {{agent: giant, provider: openai, model: gpt-5, prompt_file: '{prompts}'}}\n"
+        "experiments:\n  mine: {agent: giant, provider: openai, model: gpt-5, budget_usd: 5, "
+        f"prompt_file: '{prompts}'}}\n"
     )
     assert experiments_cli.main(["check", "--file", str(declared)]) == 1
     err = capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,20 @@ def test_budget_stops_launching_new_runs(tmp_path: Path) -> None:
     assert out.cost_usd_new == pytest.approx(1.2)
     assert any("budget $1.00 reached" in line and "7 runs not started" in line for line in lines)
     assert lines[-1].startswith("finished: 3/10 runs done")
+
+
+def test_progress_lines_show_done_total_failures_cost_and_eta(tmp_path: Path) -> None:
+    agent = ScriptAgent({"0": "1", "1": "error", "2": "1", "3": "1"}, delay=0.15, cost=0.25)
+    lines: list[str] = []
+    settings = BatchSettings(concurrency=1, progress_every_s=0.2)
+    asyncio.run(
+        run_batch(agent, items(5, missing=(4,)), config_hash="h", journal=Journal(tmp_path / "j.jsonl"),
+                  settings=settings, log=lines.append)
+    )  # fmt: skip
+    beats = [line for line in lines if line.startswith("progress: ")]
+    assert beats, lines
+    later = [line for line in beats if not line.startswith("progress: 0/")]
+    assert later and all(re.search(r"ETA \d+s$", line) for line in later), beats
+    assert re.match(r"progress: [0-4]/4 runs done, [01] failed, [01] in flight .*1 without a slide", beats[0])
+    assert lines[-1].startswith("finished: 4/4 runs done, 1 failed, 0 in flight")
+    assert "cost so far $0.7500" in lines[-1] and lines[-1].endswith("none left")

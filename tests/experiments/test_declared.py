@@ -216,3 +216,38 @@ def test_the_thumbnail_sweep_and_the_released_baseline_defaults() -> None:
     assert (patch.patch_sampler, patch.n_patches, patch.patch_size) == ("clam", 30, 224)
     otsu = patch.model_copy(update={"patch_sampler": "otsu"})
     assert otsu.config_hash() != patch.config_hash()
+
+
+@pytest.mark.parametrize(
+    ("settings", "refused"),
+    [
+        ("{agent: giant, model: gpt-5}", True),  # OpenAI's API, no cap stated
+        ("{agent: patch, provider: anthropic, model: claude-sonnet-4-5}", True),
+        ("{agent: giant, model: q, api: chat, base_url: 'http://10.0.0.5:8000/v1'}", True),  # off loopback
+        ("{agent: giant, model: gpt-5, budget_usd: 0}", False),  # no cap, stated
+        ("{agent: giant, model: gpt-5, budget_usd: 25}", False),
+        ("{agent: giant, model: m, base_url: 'http://127.0.0.1:9/v1'}", False),  # loopback: free
+        ("{agent: random}", False),
+    ],
+)
+def test_a_paid_experiment_must_state_its_budget(
+    tmp_path: Path, settings: str, refused: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, f"experiments:\n  e: {settings}\n")
+    assert load_experiments(path)["e"].name == "e"  # list and estimate still show it
+    status = experiments_main(["check", "--file", str(path)])
+    err = capsys.readouterr().err
+    if refused:
+        assert status == 1
+        assert f"error: {path}: experiment 'e': field 'budget_usd': required for a paid experiment" in err
+    else:
+        assert status == 0 and not err
+
+
+def test_the_failure_share_is_a_speed_field_bounded_to_a_share(tmp_path: Path) -> None:
+    base = Experiment(name="g", agent="giant", model="m")
+    assert base.max_failed_share == 0.2 and "max_failed_share" in SPEED_FIELDS
+    assert base.model_copy(update={"max_failed_share": 1.0}).config_hash() == base.config_hash()
+    path = write(tmp_path, "experiments:\n  e: {agent: random, max_failed_share: 1.5}\n")
+    with pytest.raises(ExperimentsFileError, match="experiment 'e': field 'max_failed_share'"):
+        load_experiments(path)

@@ -82,6 +82,7 @@ def test_key_with_newline_echoed_by_the_server_lands_in_no_file(
         settings = {
             "agent": "giant", "provider": "openai", "model": "scripted-leaky", "concurrency": 1,
             "base_url": server.openai_base_url, "api_key_env": KEY_ENV,
+            "max_failed_share": 0.5,  # the 401 fails one run of three on purpose: store it
         }  # fmt: skip
         env["GIANT_EXPERIMENTS"] = str(
             write_experiments(tmp_path / "experiments.yaml", {EXPERIMENT: settings})

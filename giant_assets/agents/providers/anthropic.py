@@ -1,9 +1,10 @@
 """Anthropic Messages with tool use (``POST {base_url}/v1/messages``) through ``anthropic.AsyncAnthropic``.
 
-Extended thinking is on when ``thinking_budget`` is set (>0): thinking blocks go back unchanged in
-the assistant turn, as the API requires with tool use. Prompt caching: ``cache_control`` marks the
-system prompt (tools + system) and the last block of the conversation, so every step reads the
-previous steps' prefix from the cache and writes only what is new.
+Extended thinking is on when ``thinking_budget`` is set (>0) and the model has it: thinking blocks go
+back unchanged in the assistant turn, as the API requires with tool use. Anthropic's image limits are
+kept per request (``images.fit_anthropic_images``: the oldest images but the overview leave first).
+Prompt caching: ``cache_control`` marks the system prompt (tools + system) and the last block of the
+conversation, so every step reads the previous steps' prefix from the cache and writes only what is new.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Any
 
 import anthropic
 
+from giant_assets.agents.api_contracts import anthropic_max_tokens, reasons
 from giant_assets.agents.providers.base import SDKChatModel, dump
+from giant_assets.agents.providers.images import fit_anthropic_images
 from giant_assets.agents.providers.messages import (
     ImagePart,
     Message,
@@ -27,7 +30,6 @@ from giant_assets.agents.providers.messages import (
 )
 
 EPHEMERAL = {"type": "ephemeral"}
-DEFAULT_MAX_TOKENS = 4096  # Anthropic requires max_tokens; the thinking budget comes on top
 
 
 class AnthropicChatModel(SDKChatModel):
@@ -42,7 +44,9 @@ class AnthropicChatModel(SDKChatModel):
     def __init__(
         self, model: str, *, thinking_budget: int | None = None, cache: bool = True, **kwargs: Any
     ) -> None:
-        self.thinking_budget = thinking_budget or None
+        # a model without extended thinking refuses the thinking option (api_contracts.reasons)
+        thinks = reasons(self.provider, model) is not False
+        self.thinking_budget = (thinking_budget or None) if thinks else None
         self.cache = cache
         super().__init__(model, **kwargs)
 
@@ -58,10 +62,9 @@ class AnthropicChatModel(SDKChatModel):
     def _body(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None
     ) -> dict[str, Any]:
-        max_tokens = (self.max_tokens or DEFAULT_MAX_TOKENS) + (self.thinking_budget or 0)
         body: dict[str, Any] = {
             "model": self.name,
-            "max_tokens": max_tokens,
+            "max_tokens": anthropic_max_tokens(self.thinking_budget, self.max_tokens),
             "messages": to_messages(messages, cache=self.cache),
         }
         system = "\n\n".join(m.text for m in messages if m.role == "system")
@@ -96,7 +99,11 @@ class AnthropicChatModel(SDKChatModel):
             cached_input_tokens=read,
             cache_write_tokens=written,
         )
-        return ModelReply(text, calls, usage, reasoning=thinking, replay=tuple(dump(b) for b in blocks))
+        replay = tuple(dump(b) for b in blocks)
+        return ModelReply(text, calls, usage, reasoning=thinking, replay=replay)
+
+    def _prepare(self, messages: Sequence[Message]) -> tuple[Sequence[Message], tuple[str, ...]]:
+        return fit_anthropic_images(messages, f"{self.provider} {self.url}")
 
 
 def to_messages(messages: Sequence[Message], cache: bool = True) -> list[dict[str, Any]]:

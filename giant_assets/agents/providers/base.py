@@ -89,6 +89,11 @@ class SDKChatModel(abc.ABC):
     ) -> dict[str, Any]:
         """The request body: plain JSON data in the wire format, sent as it is."""
 
+    def _prepare(self, messages: Sequence[Message]) -> tuple[Sequence[Message], tuple[str, ...]]:
+        """The conversation as it may be sent under the provider's limits, and notes on what changed
+        (recorded with the reply); raises ``RequestNotSent`` for what no change can fix."""
+        return messages, ()
+
     def _request_options(self, headers: dict[str, Any]) -> dict[str, Any]:
         """The SDK's per-request options (``RequestOptions``): our extra headers."""
         return {"headers": headers}
@@ -118,21 +123,9 @@ class SDKChatModel(abc.ABC):
     ) -> ModelReply:
         """One model call with retries; raises a ProviderError subclass with a redacted message."""
         headers = self._auth_override()
+        messages, notes = self._prepare(messages)
         body = self._body(messages, tools, cache_key)  # once: the SDKs do not change it
-        if self.batch is not None:
-            started = time.monotonic()
-            data = await self.batch.request(body)
-            response = self.sdk._models.construct_type(type_=self.response_type, value=data)
-            attempts, waited, latency = 1, 0.0, time.monotonic() - started
-        else:
-            response, attempts, waited, latency = await with_retries(
-                lambda: self._send(body, headers),
-                self._classify,
-                where=f"{self.provider} {self.url}",
-                policy=self.retry,
-                limiter=self.limiter,
-                rng=self._rng,
-            )
+        response, attempts, waited, latency = await self._call(body, headers)
         try:
             reply = self._reply(response)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError, RecursionError) as exc:
@@ -153,6 +146,28 @@ class SDKChatModel(abc.ABC):
             waited_s=waited,
             reasoning=self.redact(reply.reasoning),
             replay=reply.replay,
+            notes=notes + reply.notes + self._notes(),
+        )
+
+    def _notes(self) -> tuple[str, ...]:
+        """Notes on how this model's requests are sent now (e.g. an optional feature dropped)."""
+        return ()
+
+    async def _call(self, body: dict[str, Any], headers: dict[str, Any]) -> tuple[Any, int, float, float]:
+        """``body`` sent with retries, or through the provider's batch API in batch mode: (SDK response,
+        attempts, seconds waited, wall seconds)."""
+        if self.batch is not None:
+            started = time.monotonic()
+            data = await self.batch.request(body)
+            response = self.sdk._models.construct_type(type_=self.response_type, value=data)
+            return response, 1, 0.0, time.monotonic() - started
+        return await with_retries(
+            lambda: self._send(body, headers),
+            self._classify,
+            where=f"{self.provider} {self.url}",
+            policy=self.retry,
+            limiter=self.limiter,
+            rng=self._rng,
         )
 
     def _classify(self, exc: BaseException) -> Failure | ProviderError | None:

@@ -26,3 +26,7 @@ class MalformedResponse(ProviderError):
 
 class RetriesExhausted(ProviderError):
     """Retryable failures kept happening until the attempt or wait budget ran out."""
+
+
+class RequestNotSent(ProviderError):
+    """The request would break the provider's documented limits: refused before it was sent (no cost)."""

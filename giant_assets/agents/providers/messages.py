@@ -140,6 +140,7 @@ class ModelReply:
     reasoning: str = ""  # reasoning summaries / thinking text, when the provider shows them
     replay: tuple[dict[str, Any], ...] = field(default=(), repr=False)  # send back in the assistant turn
     raw_status: int = 200
+    notes: tuple[str, ...] = ()  # what the provider changed in the request to get it accepted
 
     @property
     def input_tokens(self) -> int:

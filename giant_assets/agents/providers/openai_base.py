@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import openai
 
+from giant_assets.agents.api_contracts import reasons
 from giant_assets.agents.providers.base import SDKChatModel
+
+_LOG = logging.getLogger(__name__)
 
 
 class OpenAIModel(SDKChatModel):
-    """An ``openai.AsyncOpenAI`` client (retries ours: ``max_retries=0``) and the reasoning effort."""
+    """An ``openai.AsyncOpenAI`` client (retries ours: ``max_retries=0``) and the reasoning effort, sent
+    only to a model that may take it (``api_contracts.reasons``: not gpt-4o, gpt-4.1, ...)."""
 
     provider = "openai"
     default_base_url = "https://api.openai.com/v1"
@@ -19,6 +24,9 @@ class OpenAIModel(SDKChatModel):
     sdk = openai
 
     def __init__(self, model: str, *, reasoning_effort: str | None = None, **kwargs: Any) -> None:
+        if reasoning_effort and reasons(self.provider, model) is False:
+            _LOG.info("%s takes no reasoning options: reasoning_effort %r not sent", model, reasoning_effort)
+            reasoning_effort = None
         self.reasoning_effort = reasoning_effort
         super().__init__(model, **kwargs)
 

@@ -4,16 +4,21 @@ Tools are function tools; the model's output items (reasoning, function calls, m
 verbatim on the next call. Nothing is stored server-side (``store=False``), so with reasoning on the
 encrypted reasoning content is requested and passed back. An image carries its part's ``detail``
 (none: the API's default, ``auto``); ``prompt_cache_key`` routes an item's calls to the same prompt cache.
+A reasoning summary is asked for; when the API refuses it (an unverified organisation), the
+request is sent once more without it, later requests go without it, and every reply says so in
+its ``notes``.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from openai.types.responses import Response
 
 from giant_assets.agents.providers.base import dump
+from giant_assets.agents.providers.errors import ProviderError
 from giant_assets.agents.providers.messages import (
     ImagePart,
     Message,
@@ -26,11 +31,35 @@ from giant_assets.agents.providers.messages import (
 )
 from giant_assets.agents.providers.openai_base import OpenAIModel, tool_arguments
 
+_LOG = logging.getLogger(__name__)
+
 
 class OpenAIResponsesModel(OpenAIModel):
     api = "responses"
     endpoint = "/responses"
     response_type = Response
+
+    def __init__(self, model: str, **kwargs: Any) -> None:
+        self.summary_dropped: str | None = None  # why reasoning summaries are no longer asked for
+        super().__init__(model, **kwargs)
+
+    async def _call(self, body: dict[str, Any], headers: dict[str, Any]) -> tuple[Any, int, float, float]:
+        """With one fallback: a refused reasoning summary (an organisation that OpenAI has not verified
+        may not have them) is sent again once without it, and not asked for again by this client."""
+        try:
+            return await super()._call(body, headers)
+        except ProviderError as refused:  # ProviderHTTPError, or a batch line refused
+            if "summary" not in body.get("reasoning", {}) or not _summary_refused(refused):
+                raise
+            reason = self.summary_dropped = str(refused)
+        _LOG.warning("%s: reasoning summary refused, sent again without it: %s", self.name, reason)
+        body = body | {"reasoning": {k: v for k, v in body["reasoning"].items() if k != "summary"}}
+        return await super()._call(body, headers)
+
+    def _notes(self) -> tuple[str, ...]:
+        if self.summary_dropped and self.reasoning_effort:
+            return (f"reasoning summary dropped (refused: {self.summary_dropped})",)
+        return ()
 
     def _body(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], cache_key: str | None
@@ -43,7 +72,9 @@ class OpenAIResponsesModel(OpenAIModel):
                 for t in tools
             ]  # fmt: skip
         if self.reasoning_effort:
-            body["reasoning"] = {"effort": self.reasoning_effort, "summary": "auto"}
+            body["reasoning"] = {"effort": self.reasoning_effort}
+            if not self.summary_dropped:
+                body["reasoning"]["summary"] = "auto"
             body["include"] = ["reasoning.encrypted_content"]
         if cache_key:
             body["prompt_cache_key"] = cache_key
@@ -72,6 +103,13 @@ class OpenAIResponsesModel(OpenAIModel):
         ) if u else Usage()  # fmt: skip
         replay = tuple(dump(item) for item in response.output)
         return ModelReply("".join(texts), tuple(calls), usage, reasoning="\n".join(reasoning), replay=replay)
+
+
+def _summary_refused(exc: ProviderError) -> bool:
+    """A 400 refusing the reasoning summary (e.g. 'Your organization must be verified to generate
+    reasoning summaries'), as opposed to another invalid request."""
+    text = str(exc).lower()
+    return exc.status == 400 and ("reasoning summar" in text or "reasoning.summary" in text)
 
 
 def to_input(messages: Sequence[Message]) -> list[dict[str, Any]]:

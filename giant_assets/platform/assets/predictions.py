@@ -6,15 +6,17 @@ from dataclasses import replace
 from typing import Any
 
 import pandas as pd
-from dagster import AssetExecutionContext, AssetObservation, Config, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, AssetObservation, Config, Failure, MetadataValue, Output, asset
 from pydantic import Field
 
 from giant_assets.agents.registry import make_agent, save_settings
+from giant_assets.batch.failures import failure_report
 from giant_assets.batch.journal import Journal
 from giant_assets.batch.ratelimit import make_rate_limiter
 from giant_assets.batch.records import records_frame, steps_frame
 from giant_assets.batch.runner import BatchSettings, run_batch
 from giant_assets.experiments.binding import bind
+from giant_assets.experiments.declared import unbudgeted
 from giant_assets.experiments.spec import Experiment
 from giant_assets.platform.partitions import cell, results_partitions
 from giant_assets.platform.resources import ExperimentsResource, StorageResource
@@ -24,14 +26,21 @@ class PredictionsConfig(Config):
     """Speed settings for this run only; unset fields keep the experiment's own."""
 
     concurrency: int | None = Field(default=None, ge=1, description="items in flight at once")
-    requests_per_minute: float | None = Field(default=None, gt=0, description="model requests per minute")
-    tokens_per_minute: float | None = Field(default=None, gt=0, description="model tokens per minute")
+    requests_per_minute: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="model requests per minute (0.5: one per 2 min)"
+    )
+    tokens_per_minute: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="model tokens per minute"
+    )
     budget_usd: float | None = Field(
         default=None, ge=0, description="stop starting runs past this; 0 = no cap"
     )
     attempt_timeout_s: float | None = Field(default=None, gt=0, description="GIANT: seconds per attempt")
     item_timeout_s: float | None = Field(default=None, gt=0, description="seconds per run, all attempts")
     retry_failed: bool | None = Field(default=None, description="re-run runs that ended in an error/timeout")
+    max_failed_share: float | None = Field(
+        default=None, ge=0, le=1, description="fail the partition when more of its runs failed"
+    )
 
     def apply(self, experiment: Experiment) -> Experiment:
         overrides = {k: v for k, v in self.model_dump().items() if v is not None}
@@ -59,6 +68,8 @@ def predictions(
     """
     name, benchmark = cell(context)
     experiment = config.apply(experiments.get(name))
+    for problem in unbudgeted(experiments.file, {name: experiment}):  # before any paid call
+        raise Failure(description=problem)
     bind(experiment, storage.root)
     items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
     config_hash = experiment.config_hash()
@@ -72,7 +83,7 @@ def predictions(
     batch = BatchSettings(
         runs_per_item=experiment.runs_per_item,
         concurrency=experiment.concurrency,
-        budget_usd=experiment.budget_usd,
+        budget_usd=experiment.budget_usd or 0.0,
         item_timeout_s=experiment.item_timeout_s,
         retry_failed=experiment.retry_failed,
     )
@@ -100,6 +111,7 @@ def predictions(
                 journal=journal,
                 settings=batch,
                 log=context.log.info,
+                warn=context.log.warning,  # retries, with their reason
             )
         finally:
             await agent.aclose()
@@ -129,28 +141,41 @@ def predictions(
     rows = records_frame(outcome.rows)
     rows.insert(0, "experiment", name)
     errors = rows["error_kind"].value_counts().to_dict()
-    context.add_output_metadata(
-        {
-            "experiment": name,
-            "agent": experiment.agent,
-            "model": experiment.model or "-",
-            "config_hash": config_hash,
-            "journal": str(journal.path),
-            "runs": len(rows),
-            "executed_now": outcome.executed,
-            "reused_from_journal": outcome.reused,
-            "legacy_rows_rewritten": outcome.adopted,
-            "set_aside_from_journal": outcome.set_aside,
-            "slide_unverified": outcome.kept_unverified,
-            "errors_by_kind": MetadataValue.json({str(k): int(v) for k, v in errors.items()}),
-            "cost_usd_now": round(outcome.cost_usd_new, 6),
-            "cost_usd_total": round(float(rows["cost_usd"].sum()), 6),
-            "budget_stopped": outcome.budget_stopped,
-            "runs_not_started": outcome.not_started,
-            **(_batch_metadata(rounds, outcome.cost_usd_new) if rounds is not None else {}),
-            **{k: v for k, v in spend_estimate.items() if k != "line"},
-        }
-    )
+    failures = failure_report(outcome.rows, experiment.max_failed_share)
+    metadata = {
+        "experiment": name,
+        "agent": experiment.agent,
+        "model": experiment.model or "-",
+        "config_hash": config_hash,
+        "journal": str(journal.path),
+        "runs": len(rows),
+        "executed_now": outcome.executed,
+        "reused_from_journal": outcome.reused,
+        "legacy_rows_rewritten": outcome.adopted,
+        "set_aside_from_journal": outcome.set_aside,
+        "slide_unverified": outcome.kept_unverified,
+        "errors_by_kind": MetadataValue.json({str(k): int(v) for k, v in errors.items()}),
+        "cost_usd_now": round(outcome.cost_usd_new, 6),
+        "cost_usd_total": round(float(rows["cost_usd"].sum()), 6),
+        "budget_stopped": outcome.budget_stopped,
+        "runs_not_started": outcome.not_started,
+        "failed_runs": failures.failed,
+        "failed_share": round(failures.share, 4),
+        **(_batch_metadata(rounds, outcome.cost_usd_new) if rounds is not None else {}),
+        **{k: v for k, v in spend_estimate.items() if k != "line"},
+    }
+    if failures.over:  # a failed run is never a green 0.0: nothing of this partition goes downstream
+        again = "only the failed runs are repeated" if experiment.retry_failed else (
+            "set retry_failed: true so that the failed runs are repeated"
+        )  # fmt: skip
+        raise Failure(
+            description=(
+                f"{name}|{benchmark}: {failures.summary()}; first errors: {failures.first}. "
+                f"Finished runs are kept in {journal.path}: fix the cause and materialize again ({again})"
+            ),
+            metadata=metadata | {"first_errors": MetadataValue.json(failures.first)},
+        )
+    context.add_output_metadata(metadata)
     yield Output(rows)
 
 
