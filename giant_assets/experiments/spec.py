@@ -209,13 +209,13 @@ class Experiment(BaseModel):
         """The experiment calls a model off loopback (a provider's paid API, or a server elsewhere)."""
         from giant_assets.agents.providers.keys import is_loopback_url  # the package imports this module
 
-        return self.agent in MODEL_MODES and not is_loopback_url(self.base_url)
+        return self.agent in MODEL_MODES and not is_loopback_url(self.resolved_base_url)
 
     def unbudgeted(self) -> str | None:
         """Why this experiment may not run as declared without ``budget_usd``; None when it may."""
         if not self.paid or self.budget_usd is not None:
             return None
-        where = self.base_url or f"{self.provider}'s API"
+        where = self.resolved_base_url or f"{self.provider}'s API"
         return (
             f"field 'budget_usd': required for a paid experiment ({self.model} at {where}): set the most "
             "USD one partition (experiment x benchmark) may spend, e.g. budget_usd: 50, or budget_usd: 0 "

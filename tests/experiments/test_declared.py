@@ -227,6 +227,7 @@ def test_the_thumbnail_sweep_and_the_released_baseline_defaults() -> None:
         ("{agent: giant, model: gpt-5, budget_usd: 0}", False),  # no cap, stated
         ("{agent: giant, model: gpt-5, budget_usd: 25}", False),
         ("{agent: giant, model: m, base_url: 'http://127.0.0.1:9/v1'}", False),  # loopback: free
+        ("{agent: giant, model: q, server: vllm}", False),  # a local server at its default address
         ("{agent: random}", False),
     ],
 )
