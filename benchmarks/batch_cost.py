@@ -13,7 +13,6 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from giant_assets.agents.base import AgentItem
 from giant_assets.agents.estimate import estimate
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import load_price_table
@@ -25,6 +24,7 @@ from giant_assets.agents.providers.batching import (
     BatchStore,
     batch_client,
 )
+from giant_assets.batch.agent_api import AgentItem
 from giant_assets.demo.batch_api import BatchAPIServer
 from giant_assets.demo.scripted_model import (
     RecordedRequest,

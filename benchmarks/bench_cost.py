@@ -29,10 +29,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.batch_cost import batch_rounds_demo, table1_reproduction
-from giant_assets.agents.base import AgentAnswer, AgentItem
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import PriceTable, load_price_table
 from giant_assets.agents.providers import AnthropicChatModel, OpenAIResponsesModel
+from giant_assets.batch.agent_api import AgentAnswer, AgentItem
 from giant_assets.demo.scripted_model import (
     RecordedRequest,
     Reply,

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from giant_assets.agents.base import AgentItem
 from giant_assets.agents.registry import make_giant_agent
+from giant_assets.batch.agent_api import AgentItem
 from giant_assets.demo.scripted_model import ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.experiments.spec import Experiment
 from giant_assets.report.trajectory_images import PICTURE_COLUMNS, draw_runs

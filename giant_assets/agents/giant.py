@@ -40,10 +40,8 @@ from typing import Any
 import numpy as np
 import openslide
 
-from giant_assets.agents.base import AgentAnswer, AgentItem, Step
 from giant_assets.agents.overviews import Encoding, Overview, OverviewCache
 from giant_assets.agents.pricing import PriceTable, load_price_table
-from giant_assets.agents.prompts import BUILT_IN, PromptSet
 from giant_assets.agents.providers import (
     ChatModel,
     ImagePart,
@@ -55,14 +53,19 @@ from giant_assets.agents.providers import (
     ToolSpec,
 )
 from giant_assets.agents.random_regions import (
-    NO_REGIONS_LEFT,
-    RANDOM_REGION_PROMPT,
-    RANDOM_REGION_RESULT,
     VIEW_RANDOM_REGION,
     RegionQueue,
     draw_queue,
     region_seed,
     tissue_coords,
+)
+from giant_assets.batch.agent_api import AgentAnswer, AgentItem, Step
+from giant_assets.experiments.prompts import (
+    BUILT_IN,
+    NO_REGIONS_LEFT,
+    RANDOM_REGION_PROMPT,
+    RANDOM_REGION_RESULT,
+    PromptSet,
 )
 from giant_assets.slides.access import JPEG_QUALITY, InvalidRegion, SlideError, open_slide
 from giant_assets.slides.random_regions import NoTissueRegion

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from giant_assets.agents.base import AgentAnswer, AgentItem, Step
+from giant_assets.batch.agent_api import AgentAnswer, AgentItem, Step
 from giant_assets.batch.records import parse_trajectory
 from giant_assets.multipathqa.benchmarks import PANDA_GRADES
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from giant_assets.agents.prompts import PLACEHOLDERS, check_template
+from giant_assets.experiments.prompts import PLACEHOLDERS, check_template
 
 GPT_AGENT = "pathology_agent_streaming_image_tool_manual_context.py"
 CLAUDE_AGENT = "pathology_agent_streaming_image_tool_manual_context_claude.py"
@@ -244,7 +244,7 @@ def write_prompt_file(repo: Path, out: Path) -> list[str]:
     text = yaml.dump(doc, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=1000)
     header = f"# written by giant-prompts import from {repo}; the official texts, not for redistribution\n"
     out.write_text(header + text, encoding="utf-8")
-    from giant_assets.agents.prompts import FIELDS, load_prompt_file
+    from giant_assets.experiments.prompts import FIELDS, load_prompt_file
 
     load_prompt_file(out)  # what the agent will read back
     return [f for f in FIELDS if f not in fields]

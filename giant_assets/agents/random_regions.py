@@ -8,8 +8,8 @@ a rerun starts a new agent); a call after the last one gets a text saying no reg
 (reachable when every call of a reply is served, ``serve_calls: all``). Each square comes back as
 GIANT's crops do (its long side ``image_size``, the guides, ``detail: high``), with the function calls
 left (T - step - 1, as the released reminder counts) and the squares left. The system prompt and texts
-below are the platform's own wording of the released ones; ``texts_sha256`` goes into the
-experiment's answer settings.
+(``experiments.prompts``) are the platform's own wording of the released ones; their hash goes into
+the experiment's answer settings.
 """
 
 from __future__ import annotations
@@ -21,46 +21,15 @@ import numpy as np
 import openslide
 
 from giant_assets.agents.providers import ToolSpec
+from giant_assets.experiments.prompts import RANDOM_REGION_TOOL_DESCRIPTION
 from giant_assets.slides.clam import clam_patches, load_preset, preset_for
 from giant_assets.slides.random_regions import random_boxes
 
 VIEW_RANDOM_REGION = ToolSpec(
     name="view_random_region",
-    description=(
-        "Show a region of the slide's tissue chosen at random: a square of at least 1000 level-0 pixels. "
-        "It takes no arguments; you cannot choose where it is or how large. Every call shows another region."
-    ),
+    description=RANDOM_REGION_TOOL_DESCRIPTION,
     parameters={"type": "object", "properties": {}, "required": []},
 )
-
-RANDOM_REGION_PROMPT = """\
-You are a pathologist examining a whole-slide image of {width} x {height} pixels at full resolution \
-(level 0) to answer a question about it. You first see an overview of the whole slide; green guide \
-lines, four per axis, are labelled with level-0 coordinates on every image you get.
-
-You cannot choose where to look. Each call of the view_random_region tool shows you another region of \
-the tissue picked at random, a square of at least 1000 level-0 pixels, as an image of at most \
-{image_size} pixels on its long side. You have {max_steps} turns in all, the final answer included, so \
-up to {analysis_steps} random regions. Use as many of them as you can: do not answer early, a broad \
-sample of the tissue matters more than speed.
-
-When you are ready, reply without calling the tool: first a report of what you saw (the architecture, \
-the cells, any abnormal findings, your reasoning) in <report>...</report>, then the answer alone, \
-exactly in the format the question asks for, in <response>...</response>."""
-
-RANDOM_REGION_RESULT = (
-    "Random region x0={x0}, y0={y0}, {w} x {h} level-0 pixels; the whole slide is {width} x {height}. "
-    "Function calls left: {calls_left}. Random regions left to view: {regions_left}."
-)
-NO_REGIONS_LEFT = "No random regions are left to show. Give your final report and answer."
-
-
-def texts_sha256() -> str:
-    """Hash of every text this ablation sends (prompt, tool, results): a changed text is a new result set."""
-    blob = "\x00".join(
-        (RANDOM_REGION_PROMPT, VIEW_RANDOM_REGION.description, RANDOM_REGION_RESULT, NO_REGIONS_LEFT)
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def region_seed(seed: int, benchmark: str, benchmark_id: str, run_index: int) -> int:

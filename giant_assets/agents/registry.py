@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from giant_assets.agents.base import Agent
+from giant_assets.batch.agent_api import Agent
 from giant_assets.batch.ratelimit import RateLimiter
 from giant_assets.core.settings import PRICES_ENV, env
 from giant_assets.experiments.spec import Experiment
@@ -45,8 +45,8 @@ def make_giant_agent(experiment: Experiment, limiter: RateLimiter) -> Agent:
     may be overridden via ``GIANT_PRICES``."""
     from giant_assets.agents.giant import GiantAgent
     from giant_assets.agents.pricing import load_price_table
-    from giant_assets.agents.prompts import resolve_prompts
     from giant_assets.agents.providers import make_chat_model
+    from giant_assets.experiments.prompts import resolve_prompts
 
     prices = load_price_table(env(PRICES_ENV) or None)
     random_patch = experiment.agent == "random_patch"

@@ -30,8 +30,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from giant_assets.agents.base import AgentAnswer, AgentItem, Step
-from giant_assets.eval.extraction import PANDA, extract_label
+from giant_assets.batch.agent_api import AgentAnswer, AgentItem, Step
+from giant_assets.batch.extraction import PANDA, extract_label
 from giant_assets.experiments.spec import Experiment
 from giant_assets.multipathqa.prompts import render_prompt
 from giant_assets.slides.access import SlideError, open_slide
@@ -223,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prompt = render_prompt(args.question, options)
     item = AgentItem(benchmark, "giant-run", prompt, options, str(args.slide), width, height)
     from giant_assets.agents.providers import MissingAPIKey
-    from giant_assets.agents.providers.keys import redact_secrets
+    from giant_assets.core.secrets import redact_secrets
 
     try:
         answer = asyncio.run(_run(exp, item, args.deadline))

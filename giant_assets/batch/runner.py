@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from giant_assets.agents.base import Agent, AgentAnswer, AgentItem
-from giant_assets.agents.providers.keys import redact_secrets
+from giant_assets.batch.agent_api import Agent, AgentAnswer, AgentItem
+from giant_assets.batch.extraction import extract_label
 from giant_assets.batch.guard import journal_lock, stop_when_orphaned
 from giant_assets.batch.journal import Journal
 from giant_assets.batch.plan import RunPlan, for_item, plan_runs
@@ -32,7 +32,7 @@ from giant_assets.batch.records import (
     RunRecord,
     RunWaiting,
 )
-from giant_assets.eval.extraction import extract_label
+from giant_assets.core.secrets import redact_secrets
 
 _LOG = logging.getLogger(__name__)
 _MODEL_TEXT = ("answer_text", "extraction", "error", "trajectory_json")  # what a server or model wrote

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from giant_assets import __version__
+from giant_assets.batch.extraction import PANDA_NULL_REASON, extract_label
 from giant_assets.batch.records import (
     AGENT_ERROR,
     MAX_RETRIES_EXCEEDED,
@@ -31,7 +32,6 @@ from giant_assets.batch.records import (
 )
 from giant_assets.core.files import file_sha256
 from giant_assets.eval.bootstrap import bootstrap_metric
-from giant_assets.eval.extraction import PANDA_NULL_REASON, extract_label
 from giant_assets.eval.itemsets import ITEM_SET
 from giant_assets.eval.metrics import METRICS
 from giant_assets.eval.voting import vote_frame

@@ -20,9 +20,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from giant_assets.agents import api_contracts as contracts
-from giant_assets.agents.prompts import resolve_prompts
 from giant_assets.core.files import file_sha256
+from giant_assets.core.secrets import is_loopback_url
+from giant_assets.experiments import api_contracts as contracts
+from giant_assets.experiments.prompts import resolve_prompts, texts_sha256
 from giant_assets.slides.access import JPEG_QUALITY
 
 AgentMode = Literal["random", "majority", "replay", "giant", "thumbnail", "patch", "random_patch"]
@@ -207,7 +208,6 @@ class Experiment(BaseModel):
     @property
     def paid(self) -> bool:
         """The experiment calls a model off loopback (a provider's paid API, or a server elsewhere)."""
-        from giant_assets.agents.providers.keys import is_loopback_url  # the package imports this module
 
         return self.agent in MODEL_MODES and not is_loopback_url(self.resolved_base_url)
 
@@ -281,8 +281,6 @@ class Experiment(BaseModel):
             if self.agent in ("giant", "random_patch"):  # every text the agent sends
                 fields["prompts_sha256"] = resolve_prompts(self.prompt_file, self.prompt_path).sha256()
             if self.agent == "random_patch" and self.random_patch_tool == "view_random_region":
-                from giant_assets.agents.random_regions import texts_sha256
-
                 fields["random_region_texts_sha256"] = texts_sha256()
         return fields | {"protocol_version": PROTOCOL_VERSION}
 

@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from giant_assets.agents.base import AgentItem
 from giant_assets.agents.baselines import PatchAgent, ThumbnailAgent
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.providers import RetryPolicy, make_chat_model
 from giant_assets.agents.registry import make_agent
+from giant_assets.batch.agent_api import AgentItem
 from giant_assets.batch.journal import Journal
 from giant_assets.batch.runner import BatchSettings, run_batch
 from giant_assets.demo.scripted_model import RecordedRequest, Reply, ScriptedModelServer

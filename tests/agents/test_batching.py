@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from giant_assets.agents.base import AgentItem
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.providers import AnthropicChatModel, OpenAIChatModel, OpenAIResponsesModel
 from giant_assets.agents.providers.batching import BatchPending, BatchRound, BatchStore, batch_client
 from giant_assets.agents.providers.errors import ProviderError
+from giant_assets.batch.agent_api import AgentItem
 from giant_assets.demo.batch_api import BatchAPIServer
 from giant_assets.demo.scripted_model import (
     RecordedRequest,

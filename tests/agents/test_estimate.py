@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from dagster import DagsterInstance, materialize
 
-from giant_assets.agents.base import AgentItem
 from giant_assets.agents.estimate import _run_tokens, estimate, estimate_experiment, measure
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import load_price_table
 from giant_assets.agents.providers import OpenAIResponsesModel
+from giant_assets.batch.agent_api import AgentItem
 from giant_assets.batch.journal import Journal
 from giant_assets.demo.scripted_model import (
     RecordedRequest,

@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from giant_assets.agents.base import AgentAnswer, AgentItem
 from giant_assets.agents.giant import (
     MAX_RETRIES_EXCEEDED,
     RAW_FINAL,
@@ -22,7 +21,6 @@ from giant_assets.agents.giant import (
     split_answer,
 )
 from giant_assets.agents.pricing import ModelPrice, PriceTable
-from giant_assets.agents.prompts import BUILT_IN, load_prompt_template
 from giant_assets.agents.providers import (
     AnthropicChatModel,
     OpenAIChatModel,
@@ -30,6 +28,7 @@ from giant_assets.agents.providers import (
     RetryPolicy,
 )
 from giant_assets.agents.registry import make_agent
+from giant_assets.batch.agent_api import AgentAnswer, AgentItem
 from giant_assets.batch.journal import Journal
 from giant_assets.batch.runner import BatchSettings, run_batch
 from giant_assets.demo.scripted_model import (
@@ -42,6 +41,7 @@ from giant_assets.demo.scripted_model import (
     server_error,
     unauthorized_echo,
 )
+from giant_assets.experiments.prompts import BUILT_IN, load_prompt_template
 from giant_assets.experiments.spec import Experiment
 from giant_assets.slides.guides import GUIDE_COLOR
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide

@@ -15,10 +15,10 @@ import openslide
 import pytest
 from PIL import Image
 
-from giant_assets.agents.base import AgentItem
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.providers import OpenAIResponsesModel, RetryPolicy
+from giant_assets.batch.agent_api import AgentItem
 from giant_assets.demo.scripted_model import ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.experiments.spec import Experiment
 from giant_assets.slides.guides import draw_guides

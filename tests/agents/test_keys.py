@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from giant_assets.agents.providers.keys import REDACTED, Secret, api_key_from_env, redact_secrets
+from giant_assets.agents.providers.keys import api_key_from_env
+from giant_assets.core.secrets import REDACTED, Secret, redact_secrets
 
 KEY = "sk-proj-Zq81kLmN0pQrStUv-wxYz_0123456789"
 

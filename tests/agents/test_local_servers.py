@@ -16,13 +16,13 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from giant_assets.agents.base import AgentAnswer, AgentItem
 from giant_assets.agents.estimate import estimate
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import load_price_table
 from giant_assets.agents.providers import ImagePart, Message, OpenAIChatModel, TextPart, ToolSpec
 from giant_assets.agents.providers.local import LocalChatModel, keep_images, text_tool_calls
 from giant_assets.agents.registry import make_agent
+from giant_assets.batch.agent_api import AgentAnswer, AgentItem
 from giant_assets.demo.scripted_model import ScriptedModelServer, demo_policy
 from giant_assets.experiments.declared import load_experiments
 from giant_assets.experiments.spec import Experiment

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from giant_assets.agents.base import AgentItem
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.overviews import Encoding, OverviewCache, read_overview
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.providers import OpenAIResponsesModel
+from giant_assets.batch.agent_api import AgentItem
 from giant_assets.batch.journal import Journal
 from giant_assets.batch.runner import BatchSettings, run_batch
 from giant_assets.demo.scripted_model import ScriptedModelServer, demo_policy

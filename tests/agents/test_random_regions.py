@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from giant_assets.agents.base import AgentItem
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.registry import make_agent
+from giant_assets.batch.agent_api import AgentItem
 from giant_assets.demo.scripted_model import Reply, ScriptedModelServer, answer_reply
 from giant_assets.experiments.spec import Experiment
 from giant_assets.slides.synthetic import TISSUE, Blob, SlideDesign, render_level, write_pyramidal_slide
@@ -117,14 +117,14 @@ def test_a_slide_without_a_qualifying_square_fails_before_any_call(slides, monke
 
 
 def test_the_old_ablation_is_a_named_option_and_the_texts_are_hashed(monkeypatch) -> None:
-    from giant_assets.agents import random_regions
+    from giant_assets.experiments import prompts
 
     base = Experiment(name="rp", agent="random_patch", model="gpt-5")
     old = base.model_copy(update={"random_patch_tool": "slide_zoom"})
     assert base.random_patch_tool == "view_random_region" and old.config_hash() != base.config_hash()
     assert "random_region_texts_sha256" in base.answer_settings()
     before = base.config_hash()
-    monkeypatch.setattr(random_regions, "RANDOM_REGION_PROMPT", random_regions.RANDOM_REGION_PROMPT + " ")
+    monkeypatch.setattr(prompts, "RANDOM_REGION_PROMPT", prompts.RANDOM_REGION_PROMPT + " ")
     assert base.config_hash() != before  # a changed text is a new result set
     assert np.unique([before, old.config_hash()]).size == 2
 

@@ -20,7 +20,7 @@ from giant_assets.batch.guard import JournalBusy, journal_lock, lock_path
 BATCH = r"""
 import asyncio, json, os, sys
 from pathlib import Path
-from giant_assets.agents.base import AgentAnswer, Step
+from giant_assets.batch.agent_api import AgentAnswer, Step
 from giant_assets.batch.journal import Journal
 from giant_assets.batch.runner import BatchSettings, run_batch
 

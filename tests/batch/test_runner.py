@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from giant_assets.agents.base import AgentAnswer, AgentItem, Step
+from giant_assets.batch.agent_api import AgentAnswer, AgentItem, Step
 from giant_assets.batch.journal import Journal
 from giant_assets.batch.runner import BatchSettings, run_batch
 

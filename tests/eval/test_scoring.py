@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
-from giant_assets.agents.base import AgentAnswer, Step
+from giant_assets.batch.agent_api import AgentAnswer, Step
 from giant_assets.batch.records import NO_ANSWER, SLIDE_UNAVAILABLE, records_frame, steps_frame
 from giant_assets.batch.runner import result_row
 from giant_assets.eval.export import write_submission

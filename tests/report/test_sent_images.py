@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from giant_assets.agents.base import AgentItem
 from giant_assets.agents.registry import make_giant_agent
+from giant_assets.batch.agent_api import AgentItem
 from giant_assets.batch.records import steps_frame
 from giant_assets.demo.scripted_model import Reply, ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.experiments.spec import Experiment

@@ -14,7 +14,7 @@ from giant_assets.agents.providers.errors import (
     RetriesExhausted,
 )
 from giant_assets.agents.providers.factory import make_chat_model, model_class
-from giant_assets.agents.providers.keys import REDACTED, Secret, api_key_from_env, is_loopback_url
+from giant_assets.agents.providers.keys import api_key_from_env
 from giant_assets.agents.providers.messages import (
     ChatModel,
     ImagePart,
@@ -26,6 +26,7 @@ from giant_assets.agents.providers.messages import (
     Usage,
 )
 from giant_assets.agents.providers.retry import RetryPolicy, parse_retry_after
+from giant_assets.core.secrets import REDACTED, Secret, is_loopback_url
 
 # the client classes load their SDK (openai, anthropic) on first use, not when this package is imported
 _CLIENTS = {"OpenAIResponsesModel": "responses", "OpenAIChatModel": "chat", "AnthropicChatModel": "messages"}

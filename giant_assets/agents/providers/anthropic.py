@@ -14,7 +14,6 @@ from typing import Any
 
 import anthropic
 
-from giant_assets.agents.api_contracts import anthropic_max_tokens, reasons
 from giant_assets.agents.providers.base import SDKChatModel, dump
 from giant_assets.agents.providers.images import fit_anthropic_images
 from giant_assets.agents.providers.messages import (
@@ -28,6 +27,7 @@ from giant_assets.agents.providers.messages import (
     Usage,
     token_count,
 )
+from giant_assets.experiments.api_contracts import anthropic_max_tokens, reasons
 
 EPHEMERAL = {"type": "ephemeral"}
 

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from giant_assets.agents.providers.errors import MalformedResponse, ProviderError
-from giant_assets.agents.providers.keys import Secret, api_key_from_env, is_loopback_url
+from giant_assets.agents.providers.keys import api_key_from_env
 from giant_assets.agents.providers.messages import Message, ModelReply, ToolSpec
 from giant_assets.agents.providers.retry import Failure, RetryPolicy, parse_retry_after, with_retries
 from giant_assets.batch.ratelimit import RateLimiter
+from giant_assets.core.secrets import Secret, is_loopback_url
 
 if TYPE_CHECKING:
     from giant_assets.agents.providers.batching import BatchRound

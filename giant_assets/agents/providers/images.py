@@ -16,9 +16,9 @@ from dataclasses import replace
 
 from PIL import Image, UnidentifiedImageError
 
-from giant_assets.agents import api_contracts as limits
 from giant_assets.agents.providers.errors import RequestNotSent
 from giant_assets.agents.providers.messages import ImagePart, Message, TextPart
+from giant_assets.experiments import api_contracts as limits
 
 HEADER_B64 = 65_536  # base64 characters decoded to read an image's size (its header is near the start)
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import openai
 
-from giant_assets.agents.api_contracts import reasons
 from giant_assets.agents.providers.base import SDKChatModel
+from giant_assets.experiments.api_contracts import reasons
 
 _LOG = logging.getLogger(__name__)
 

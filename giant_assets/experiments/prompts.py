@@ -241,3 +241,39 @@ def resolve_prompts(prompt_file: str = "", prompt_path: str = "") -> PromptSet:
         template = load_prompt_template(prompt_path)
         prompts = replace(prompts, multi_step=template, multi_step_first_call=template)
     return prompts
+
+
+# ---- the random-region ablation (agents/random_regions.py): its texts, in the platform's own words
+RANDOM_REGION_TOOL_DESCRIPTION = (
+    "Show a region of the slide's tissue chosen at random: a square of at least 1000 level-0 pixels. "
+    "It takes no arguments; you cannot choose where it is or how large. Every call shows another region."
+)
+
+RANDOM_REGION_PROMPT = """\
+You are a pathologist examining a whole-slide image of {width} x {height} pixels at full resolution \
+(level 0) to answer a question about it. You first see an overview of the whole slide; green guide \
+lines, four per axis, are labelled with level-0 coordinates on every image you get.
+
+You cannot choose where to look. Each call of the view_random_region tool shows you another region of \
+the tissue picked at random, a square of at least 1000 level-0 pixels, as an image of at most \
+{image_size} pixels on its long side. You have {max_steps} turns in all, the final answer included, so \
+up to {analysis_steps} random regions. Use as many of them as you can: do not answer early, a broad \
+sample of the tissue matters more than speed.
+
+When you are ready, reply without calling the tool: first a report of what you saw (the architecture, \
+the cells, any abnormal findings, your reasoning) in <report>...</report>, then the answer alone, \
+exactly in the format the question asks for, in <response>...</response>."""
+
+RANDOM_REGION_RESULT = (
+    "Random region x0={x0}, y0={y0}, {w} x {h} level-0 pixels; the whole slide is {width} x {height}. "
+    "Function calls left: {calls_left}. Random regions left to view: {regions_left}."
+)
+NO_REGIONS_LEFT = "No random regions are left to show. Give your final report and answer."
+
+
+def texts_sha256() -> str:
+    """Hash of every text this ablation sends (prompt, tool, results): a changed text is a new result set."""
+    blob = "\x00".join(
+        (RANDOM_REGION_PROMPT, RANDOM_REGION_TOOL_DESCRIPTION, RANDOM_REGION_RESULT, NO_REGIONS_LEFT)
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()

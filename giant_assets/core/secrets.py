@@ -1,0 +1,83 @@
+"""Secrets in text: every API key read in this process is remembered, so ``redact_secrets`` can scrub any
+text before it is stored or shown: the key in any form it takes in a message (raw, after ``Bearer``,
+quoted, in a ``repr`` or JSON string) and any prefix of it of ``MIN_PREFIX`` or more characters (a
+server's "sk-proj-abc..."). Below every layer that stores text (the batch journal, the providers, the CLI).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from urllib.parse import urlsplit
+
+REDACTED = "[REDACTED]"
+MIN_PREFIX = 12  # a run of the key's first 12+ characters is redacted; shorter keys only whole
+_KNOWN: dict[str, Secret] = {}  # every key read in this process, by value
+
+
+class Secret:
+    """An API key (surrounding whitespace stripped) that never shows itself in repr/str."""
+
+    __slots__ = ("_forms", "_value")
+
+    def __init__(self, value: str) -> None:
+        self._value = value.strip()
+        raw = self._value
+        forms = {raw, repr(raw)[1:-1], json.dumps(raw)[1:-1], repr(raw.encode())[2:-1]}
+        self._forms = sorted((f for f in forms if len(f) >= 4), key=len, reverse=True)
+
+    def reveal(self) -> str:
+        return self._value
+
+    def redact(self, text: str) -> str:
+        """``text`` with every form of the key, and every run of its first MIN_PREFIX+ characters, hidden."""
+        for form in self._forms:
+            text = _redact_prefixes(text, form)
+        return text
+
+    def __repr__(self) -> str:
+        return "Secret(***)"
+
+    __str__ = __repr__
+
+
+def is_loopback_url(url: str) -> bool:
+    """True for http(s)://localhost, 127.0.0.0/8 and [::1] base URLs (a local server needs no key)."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def remember(value: str) -> Secret:
+    """The Secret for ``value`` (stripped), remembered so that every later text is scrubbed of it."""
+    value = value.strip()
+    return _KNOWN.setdefault(value, Secret(value))
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with every key read in this process redacted (see ``Secret.redact``)."""
+    for secret in list(_KNOWN.values()):
+        text = secret.redact(text)
+    return text
+
+
+def _redact_prefixes(text: str, key: str) -> str:
+    """Replace each occurrence of ``key``'s first ``min(len, MIN_PREFIX)`` characters, extended for as
+    long as the text goes on matching the key, by REDACTED (a short key is replaced only whole)."""
+    head = key[: min(len(key), MIN_PREFIX)]
+    if head not in text:
+        return text
+    out: list[str] = []
+    pos = 0
+    while (start := text.find(head, pos)) != -1:
+        end = start + len(head)
+        while end - start < len(key) and end < len(text) and text[end] == key[end - start]:
+            end += 1
+        out.append(text[pos:start] + REDACTED)
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
