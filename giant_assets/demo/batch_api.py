@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from giant_assets.demo.loopback import LoopbackServer
 from giant_assets.demo.scripted_model import ScriptedModelServer
 
 OPENAI_PATHS = {"/v1/responses": "/v1/responses", "/v1/chat/completions": "/v1/chat/completions"}
@@ -54,7 +55,7 @@ class _Batch:
     error_file_id: str | None = None
 
 
-class BatchAPIServer:
+class BatchAPIServer(LoopbackServer):
     """Loopback batch APIs on 127.0.0.1 answering lines with ``model``'s rule; a context manager."""
 
     def __init__(
@@ -70,38 +71,7 @@ class BatchAPIServer:
         self.calls: list[tuple[str, str]] = []  # (method, path) of every HTTP request
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
-        self._httpd.daemon_threads = True
-        self._thread: threading.Thread | None = None
-
-    @property
-    def base_url(self) -> str:
-        """The Anthropic SDK's base URL."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    @property
-    def openai_base_url(self) -> str:
-        return f"{self.base_url}/v1"
-
-    def start(self) -> BatchAPIServer:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._thread is not None:
-            self._httpd.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._httpd.server_close()
-
-    def __enter__(self) -> BatchAPIServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self._serve(ThreadingHTTPServer(("127.0.0.1", port), _handler(self)))
 
     # ------------------------------------------------------------ state
 

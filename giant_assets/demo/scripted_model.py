@@ -40,6 +40,7 @@ from PIL import Image
 from scipy import ndimage
 
 from giant_assets.agents.pricing import image_tokens
+from giant_assets.demo.loopback import LoopbackServer
 
 WIRES = {
     "/v1/responses": "responses",
@@ -288,7 +289,7 @@ def _loads(raw: Any) -> Any:
 Rule = Callable[[RecordedRequest], Reply]
 
 
-class ScriptedModelServer:
+class ScriptedModelServer(LoopbackServer):
     """Loopback model server on 127.0.0.1 (port 0 = any free port); a context manager."""
 
     def __init__(
@@ -301,39 +302,7 @@ class ScriptedModelServer:
         self.replies: list[Reply] = []  # what was sent, parallel to ``requests``
         self._prefixes: set[str] = set()  # hashes of conversation prefixes seen (the "prompt cache")
         self._lock = threading.Lock()
-        self._httpd = _Server(("127.0.0.1", port), _handler(self))
-        self._httpd.daemon_threads = True
-        self._thread: threading.Thread | None = None
-
-    @property
-    def base_url(self) -> str:
-        """The Anthropic SDK's base URL (it appends /v1/messages)."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    @property
-    def openai_base_url(self) -> str:
-        """The OpenAI SDK's base URL (it appends /responses or /chat/completions)."""
-        return f"{self.base_url}/v1"
-
-    def start(self) -> ScriptedModelServer:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._thread is not None:
-            self._httpd.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._httpd.server_close()
-
-    def __enter__(self) -> ScriptedModelServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self._serve(_Server(("127.0.0.1", port), _handler(self)))
 
     def _next_reply(self, request: RecordedRequest) -> Reply:
         with self._lock:
