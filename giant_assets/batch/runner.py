@@ -46,6 +46,8 @@ class BatchSettings:
     item_timeout_s: float | None = 900.0  # None: no limit (batch mode)
     retry_failed: bool = True  # re-run (item, run) pairs whose last attempt was an agent error/timeout
     progress_every_s: float = 10.0
+    # called with each progress line's numbers (the Dagster layer shows them in the UI as they go)
+    on_progress: Callable[[dict[str, Any]], None] | None = None
     # wraps each run (batch mode: the round counts the runs in flight); None: nothing
     run_scope: Callable[[], AbstractAsyncContextManager] | None = None
 
@@ -288,6 +290,20 @@ async def execute(
         )
         outcome.log_lines.append(line)
         log(line)
+        if settings.on_progress is not None:
+            settings.on_progress(
+                {
+                    "final": final,
+                    "runs_done": finished,
+                    "runs_to_do": len(pending),
+                    "failed": outcome.failed,
+                    "in_flight": in_flight,
+                    "reused": outcome.reused,
+                    "cost_usd_so_far": round(spent, 6),
+                    "elapsed_s": round(elapsed, 1),
+                    "eta_s": round(elapsed / finished * left, 1) if finished and left and not final else None,
+                }
+            )
 
     async def run_one(base: dict[str, Any], item: dict[str, Any]) -> None:
         nonlocal spent, finished, in_flight

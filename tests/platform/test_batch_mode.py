@@ -72,7 +72,8 @@ def test_a_cell_waits_on_its_batches_then_completes_at_half_price(
         meta = result.asset_materializations_for_node("predictions")[0].metadata
         assert passes == 3  # the scripted model crops once, then answers: 2 rounds, 3 passes
         # GIANT takes one round per step (the scripted model crops once, then answers: 2 calls per run)
-        assert observations and observations[0].event_specific_data.asset_observation.metadata["batches"]
+        waits = [o.event_specific_data.asset_observation.metadata for o in observations]
+        assert [m["batches"].value for m in waits if "batches" in m]  # which batches, beside the progress
         assert set(api.answered.values()) == {1}, "a request was paid for twice"
         assert meta["batches_total"].value == len(api.batches) >= 2
     with duckdb.connect(str(data / "giant.duckdb"), read_only=True) as con:
@@ -152,3 +153,123 @@ def _cell_runs_finished(home: Path) -> bool:
 def _metrics_landed(data: Path) -> bool:
     """The cell's metrics file exists (read from Parquet: the DuckDB view may wait on another writer)."""
     return any((data / "benchmark_metrics").glob("batched/*.parquet"))
+
+
+def test_open_batches_are_listed_and_cancelled_from_the_cli(
+    tmp_path: Path, sample_wsi_root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from giant_assets.platform import experiments_cli
+    from giant_assets.platform.batch_sensor import open_batches
+
+    data, declared = tmp_path / "data", tmp_path / "experiments.yaml"
+    monkeypatch.setenv("GIANT_DATA_DIR", str(data))
+    monkeypatch.setenv("GIANT_EXPERIMENTS", str(declared))
+    instance = DagsterInstance.ephemeral()
+    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+    key = str(result_key("batched", "tcga"))
+    with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=1000) as api:
+        write_experiments(declared, {"batched": _settings(api)})
+        add_experiments(instance, "batched")
+        ingest = AssetSelection.assets("multipathqa_csv", "benchmark_items")
+        assert materialize(ALL_ASSETS, selection=ingest, resources=resources, instance=instance).success
+        cell = materialize(
+            ALL_ASSETS, selection=CELL, partition_key=key, resources=resources, instance=instance
+        )
+        assert cell.success and not cell.asset_materializations_for_node("predictions")
+        (first,) = api.batches
+        assert experiments_cli.main(["batches"]) == 0
+        listed = capsys.readouterr().out
+        assert f"{key}\t{first}\t" in listed and "1 batch(es) open" in listed
+        assert experiments_cli.main(["batches", "--cancel"]) == 2  # cancelling needs the experiment's name
+        assert experiments_cli.main(["batches", "batched", "--cancel"]) == 0
+        assert api.batches[first].cancelled and "1 batch(es) cancelled for batched" in capsys.readouterr().out
+        assert [b["cancel_requested"] > 0 for b in open_batches(data)] == [True]  # the sensor skips it
+        # the cell's next run by hand stores what the cancelled batch finished and re-sends the rest
+        again = materialize(
+            ALL_ASSETS, selection=CELL, partition_key=key, resources=resources, instance=instance
+        )
+        assert again.success and len(api.batches) == 2 and not api.answered
+        second = next(b for b in api.batches if b != first)
+        assert sorted(c for c, _ in api.batches[second].lines) == sorted(
+            c for c, _ in api.batches[first].lines
+        )
+
+
+def test_the_estimate_is_logged_before_spending_and_checked_after(
+    tmp_path: Path, sample_wsi_root: Path
+) -> None:
+    data, declared = tmp_path / "data", tmp_path / "experiments.yaml"
+    instance = DagsterInstance.ephemeral()
+    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+    key = str(result_key("paid", "gtex"))
+    with ScriptedModelServer(rule=demo_policy) as model:
+        write_experiments(
+            declared, {"paid": {"agent": "giant", "model": "gpt-5", "base_url": model.openai_base_url}}
+        )
+        add_experiments(instance, "paid")
+        ingest = AssetSelection.assets("multipathqa_csv", "benchmark_items")
+        assert materialize(ALL_ASSETS, selection=ingest, resources=resources, instance=instance).success
+        result = materialize(
+            ALL_ASSETS, selection=CELL, partition_key=key, resources=resources, instance=instance
+        )
+    assert result.success
+    logs = [
+        e.message for e in instance.all_logs(result.run_id) if "estimate before spending" in (e.message or "")
+    ]
+    assert logs and "2 run(s) to do" in logs[0] and "$" in logs[0]
+    meta = result.asset_materializations_for_node("predictions")[0].metadata
+    assert 0 < meta["estimate_usd_low"].value < meta["estimate_usd_high"].value
+    # progress in the UI as the runs go: observations of the partition, the last one when they end
+    events = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"]
+    last = events[-1].event_specific_data.asset_observation
+    assert (
+        last.partition == key and last.metadata["runs_done"].value == last.metadata["runs_to_do"].value == 2
+    )
+    assert last.metadata["cost_usd_so_far"].value == pytest.approx(meta["cost_usd_now"].value, abs=1e-6)
+    with duckdb.connect(str(data / "giant.duckdb"), read_only=True) as con:
+        per_item, low, high, cost = con.sql(
+            "select usd_per_item, est_usd_per_item_low, est_usd_per_item_high, cost_usd "
+            "from benchmark_metrics"
+        ).fetchone()
+    assert per_item == pytest.approx(cost / 2) and 0 < low < high
+
+
+def test_a_killed_process_loses_nothing_and_pays_nothing_twice(tmp_path: Path, sample_wsi_root: Path) -> None:
+    """hold mode: SIGKILL the CLI while it polls its first round; the next run adopts that batch."""
+    data, home, declared = tmp_path / "data", tmp_path / "dagster_home", tmp_path / "experiments.yaml"
+    home.mkdir()
+    shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIANT_", "DAGSTER_"))}
+    env |= {"DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(data), "GIANT_WSI_ROOT": str(sample_wsi_root),
+            "GIANT_EXPERIMENTS": str(declared)}  # fmt: skip
+    key = str(result_key("held", "gtex"))
+    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+    with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=10**6) as api:
+        write_experiments(declared, {"held": _settings(api, batch_wait="hold", batch_poll_s=0.2)})
+        with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+            add_experiments(instance, "held")
+            ingest = AssetSelection.assets("multipathqa_csv", "benchmark_items")
+            assert materialize(ALL_ASSETS, selection=ingest, resources=resources, instance=instance).success
+        cli = subprocess.Popen(
+            [BIN / "dagster", "asset", "materialize", "-m", "giant_assets.platform.definitions",
+             "--select", ",".join(CELL_NAMES), "--partition", key],
+            env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while not any(b.polls >= 2 for b in api.batches.values()):  # submitted, and polled while held
+                assert cli.poll() is None and time.monotonic() < deadline
+                time.sleep(0.2)
+        finally:
+            os.killpg(cli.pid, signal.SIGKILL)
+            cli.wait()
+        (first,) = api.batches
+        api.polls_to_finish = 1
+        api.batches[first].polls_to_finish = api.batches[first].polls + 1
+        with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+            again = materialize(
+                ALL_ASSETS, selection=CELL, partition_key=key, resources=resources, instance=instance
+            )
+        assert again.success and again.asset_materializations_for_node("predictions")
+        assert set(api.answered.values()) == {1}, "a request was paid for twice"
+        assert len(api.batches) == 2  # the killed run's round was adopted, not sent again

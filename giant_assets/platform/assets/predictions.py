@@ -1,7 +1,8 @@
 """Assets: one experiment's runs over one benchmark, and their trajectory steps as a table."""
 
 import asyncio
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -86,6 +87,7 @@ def predictions(
         budget_usd=experiment.budget_usd or 0.0,
         item_timeout_s=experiment.item_timeout_s,
         retry_failed=experiment.retry_failed,
+        on_progress=_progress_observer(context),
     )
     rounds = None
     if experiment.batch:
@@ -177,6 +179,27 @@ def predictions(
         )
     context.add_output_metadata(metadata)
     yield Output(rows)
+
+
+PROGRESS_EVERY_S = 60.0  # at most one progress observation a minute in the asset's event history
+
+
+def _progress_observer(context: AssetExecutionContext) -> Callable[[dict[str, Any]], None]:
+    """Progress in the UI as the run goes: an observation of the partition (done / to do, failed, cost so
+    far, ETA) at most every PROGRESS_EVERY_S, and a last one when the runs end."""
+    last = [float("-inf")]
+
+    def observe(numbers: dict[str, Any]) -> None:
+        now = time.monotonic()
+        if not numbers["final"] and now - last[0] < PROGRESS_EVERY_S:
+            return
+        last[0] = now
+        metadata = {k: v for k, v in numbers.items() if k != "final" and v is not None}
+        context.log_event(
+            AssetObservation(asset_key=context.asset_key, partition=context.partition_key, metadata=metadata)
+        )
+
+    return observe
 
 
 def _estimate_before_spending(
