@@ -1,0 +1,118 @@
+"""The shell commands of the README and docs/*.md: every ```bash / sh / shell fence, split as bash parses it.
+
+A block becomes a list of commands: ``\\`` continuations joined, comments dropped, and lines grouped
+until bash accepts them as complete (``bash -n``), so a function, a loop or a quoted multi-line string is
+one command. ``export`` lines are kept as the environment of the commands after them in the block.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+SHELL_FENCES = {"bash", "sh", "shell"}
+FENCE = re.compile(r"^\s*(```+|~~~+)\s*([\w+-]*)")
+
+
+@dataclass(frozen=True)
+class Command:
+    file: str  # relative to the repository, e.g. docs/experiments.md
+    line: int  # 1-based line of its first source line
+    text: str  # one logical command, comments dropped, continuations joined
+
+    @property
+    def is_export(self) -> bool:
+        return self.text.startswith("export ")
+
+    def where(self) -> str:
+        return f"{self.file}:{self.line}: {self.text}"
+
+
+@dataclass(frozen=True)
+class Block:
+    file: str
+    line: int  # line of the opening fence
+    commands: tuple[Command, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+def strip_comment(line: str) -> str:
+    """``line`` without its ``#`` comment (a ``#`` that starts a word outside quotes)."""
+    quote, escaped = None, False
+    for i, ch in enumerate(line):
+        if escaped:
+            escaped = False
+        elif ch == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1] in " \t;"):
+            return line[:i].rstrip()
+    return line.rstrip()
+
+
+def _complete(text: str) -> bool:
+    return subprocess.run(["bash", "-n", "-c", text], capture_output=True).returncode == 0
+
+
+def split_block(file: str, first_line: int, lines: list[str]) -> list[Command]:
+    """Commands of one fenced block whose first content line is ``first_line``."""
+    logical: list[tuple[int, str]] = []  # continuations joined
+    pending, start = "", 0
+    for number, raw in enumerate(lines, first_line):
+        text = strip_comment(raw) if not pending else raw.rstrip()
+        if not pending:
+            start = number
+        if text.endswith("\\"):
+            pending += text[:-1].rstrip() + " "
+            continue
+        text = strip_comment(pending + text) if pending else text
+        pending = ""
+        if text.strip():
+            logical.append((start, text.strip()))
+    commands, group, at = [], [], 0
+    for number, text in logical:
+        if not group:
+            at = number
+        group.append(text)
+        joined = "\n".join(group)
+        if _complete(joined):
+            commands.append(Command(file, at, joined))
+            group = []
+    if group:
+        raise ValueError(f"{file}:{at}: the block ends inside an unfinished command: {' '.join(group)}")
+    return commands
+
+
+def blocks_in(path: Path, root: Path) -> list[Block]:
+    """The shell blocks of one Markdown file."""
+    rel = path.relative_to(root).as_posix()
+    blocks, fence, lang, start, body = [], None, "", 0, []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        match = FENCE.match(line)
+        if fence is None:
+            if match:
+                fence, lang, start, body = match.group(1), match.group(2).lower(), number, []
+        elif match and match.group(1).startswith(fence) and not match.group(2):
+            if lang in SHELL_FENCES:
+                blocks.append(Block(rel, start, tuple(split_block(rel, start + 1, body))))
+            fence = None
+        else:
+            body.append(line)
+    return blocks
+
+
+def docs_files(root: Path) -> list[Path]:
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def all_blocks(root: Path) -> list[Block]:
+    return [block for path in docs_files(root) for block in blocks_in(path, root)]

@@ -1,0 +1,408 @@
+"""Every shell command of the README and docs/*.md runs here as written, or is listed with the reason it
+cannot (issue 23, section 4).
+
+The commands run for real in a sandbox laid out like a clone (``.venv`` -> this venv, ``dagster_home``,
+``experiments.yaml``, ``data/``), in two bash scripts run side by side: the pipeline's blocks in order
+(ingest, cells, leaderboard, backfills, queries, grading) and the standalone ones. Each block runs in its
+own subshell, so its ``export`` lines are the environment of its later commands only. Where a command
+needs the network, a GPU or a paid API, one named substitution (``SUBSTITUTIONS`` per command, ``SANDBOX``
+for the environment) points it at a loopback server or an offline experiment instead.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from giant_assets.demo.scripted_model import ScriptedModelServer, demo_policy
+from giant_assets.multipathqa.loading import parse_items, read_csv_strings
+from giant_assets.multipathqa.sample import CORRUPT_SLIDE, ensure_sample_slides, sample_csv_path
+from giant_assets.multipathqa.schema import WSI_OK
+from giant_assets.multipathqa.wsi import TCGA_BENCHMARKS, SlideTree, resolve_slide
+from tests.agents.test_prompts import fixture_repo
+from tests.docs.commands import Command, all_blocks
+from tests.support.gdc_server import GdcServer, ServedFile
+from tests.support.hf_server import HubServer
+
+REPO = Path(__file__).resolve().parents[2]
+BLOCKS = all_blocks(REPO)
+COMMANDS = [c for b in BLOCKS for c in b.commands if not c.is_export]
+HF_REPO, HF_FILE = "tbuckley/MultiPathQA", "MultiPathQA.csv"
+SUCCESS = r"RUN_SUCCESS - Finished execution of run"
+
+
+@dataclass(frozen=True)
+class Run:
+    """A command run in the sandbox: its pattern, what its output must show, substitutions made."""
+
+    pattern: str  # re.search on the command's text
+    expect: tuple[str, ...] = ()  # regexes its output must match ({names} from the sandbox's context)
+    subs: tuple[tuple[str, str, str], ...] = ()  # (text as written, text run, why)
+    block_output: bool = False  # a background command: look in the whole transcript
+    check: Callable[[Command, str], None] | None = None
+
+
+@dataclass(frozen=True)
+class NotRun:
+    pattern: str
+    reason: str
+    covered_by: str = ""  # tests/...py::test_name that exercises it instead
+
+
+def _synopsis_options_exist(command: Command, output: str) -> None:
+    """Every --option of a usage synopsis is an option of the installed command."""
+    options = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", command.text))
+    assert options and not {o for o in options if not re.search(rf"{o}\b", output)}, output
+
+
+GIANT = "gpt5-giant calls the paid OpenAI API; {offline} is an offline experiment of experiments.yaml"
+SANDBOX = {
+    "the clone": "commands run in a temp directory laid out as the repository: .venv -> the test's venv, "
+    "dagster_home/dagster.yaml and experiments.yaml copied, data/ empty; DAGSTER_HOME=<sandbox>/dagster_home "
+    "as the Makefile sets it, the venv's bin first on PATH (for the commands written without .venv/bin)",
+    "HF_ENDPOINT": "the HuggingFace Hub -> tests/support/hf_server.py on loopback, serving MultiPathQA.csv "
+    "(the bundled sample's rows whose slides exist)",
+    "experiments.yaml": "vllm-qwen3vl-giant's base_url -> the scripted model on loopback (no GPU here), as "
+    "tests/platform/test_local_server_run.py does",
+}
+
+RUNS: tuple[Run, ...] = (
+    # README.md
+    Run(r"duckdb -readonly data/giant\.duckdb \"select experiment, benchmark_name",
+        (r"│ random\s+│ tcga\s+│", r"│ random\s+│ gtex\s+│")),
+    Run(r"duckdb -readonly data/giant\.duckdb \"select \* from leaderboard", (r"│ random\s+│",)),
+    Run(r"^\.venv/bin/hf download tbuckley/MultiPathQA", (r"data/MultiPathQA\.csv",)),
+    Run(r"^export GIANT_WSI_ROOT=/data/wsi$", subs=(("/data/wsi", "{wsi}", "the sandbox's WSI root"),)),
+    Run(r"giant-fetch-slides --csv \$GIANT_CSV_PATH", (r"downloaded {n_tcga}, .*failed 0",),
+        subs=(("--wsi-root $GIANT_WSI_ROOT", "--wsi-root $GIANT_WSI_ROOT --base-url {gdc}",
+               "the GDC API -> tests/support/gdc_server.py on loopback"),)),
+    Run(r"giant-check-data --csv \$GIANT_CSV_PATH", (r"\b0 row\(s\) written to missing\.csv|readable",)),
+    Run(r"^\.venv/bin/giant-experiments sync$", (r"experiment partition",)),
+    Run(r"dagster asset materialize .* --select multipathqa_csv,benchmark_items$", (SUCCESS,)),
+    Run(r"^\.venv/bin/giant-experiments estimate gpt5-giant$", (r"gpt5-giant: giant / gpt-5", r"\ntotal\s")),
+    Run(r"^row\(\) \{"),
+    Run(r"^ALL="),
+    Run(r"^row gpt5", (r"Launched backfill job",)),
+    Run(r"^\.venv/bin/giant-sql \"select \* from leaderboard\"$", (r"\brandom\b",)),
+    # docs/agent-protocol.md
+    Run(r"giant-prompts import --repo ~/src/GIANT", (r"prompt_file: ",),
+        subs=(("~/src/GIANT", "{sandbox}/GIANT", "a fixture clone in the official layout (no network)"),)),
+    Run(r"--partition \"panda\|gpt5-giant\"$", (SUCCESS,),
+        subs=(("panda|gpt5-giant", "panda|majority", GIANT.format(offline="majority")),)),
+    Run(r"^giant-run slide\.svs .*\[--api responses\|chat\]", check=_synopsis_options_exist,
+        subs=(("*", ".venv/bin/giant-run --help", "a synopsis ([options], a|b choices), not a command: "
+               "its options are checked against giant-run --help"),)),
+    Run(r"^\.venv/bin/giant-scripted-model &$", (r"scripted model: http://127\.0\.0\.1:{model_port}/v1",
+        r"scripted model: stopped after [1-9]\d* requests"), block_output=True,
+        subs=(("giant-scripted-model", "giant-scripted-model --port {model_port}",
+               "47321 may be taken by `make ui` or tests running beside this one"),)),
+    Run(r"giant-run data/sample_wsi/gtex/GTEX-1117F-0126\.tiff", (r"step 1  crop  box ", r"answer: \{\"answer\": \"[123]\"\}\nlabel: [123]\n"),
+        subs=(("47321", "{model_port}", "the port the scripted model above serves on"),)),
+    Run(r"^kill %1$"),
+    # docs/data-and-slides.md
+    Run(r"^giant-check-data --csv MultiPathQA\.csv --wsi-root /data/wsi", (r"\b0 row\(s\) written|readable",),
+        subs=(("MultiPathQA.csv", "data/MultiPathQA.csv", "the CSV the README's hf download wrote"),
+              ("/data/wsi", "{wsi}", "the sandbox's WSI root"))),
+    Run(r"^giant-fetch-slides --csv MultiPathQA\.csv --wsi-root /data/wsi",
+        (r"downloaded 0, already complete 0, already under the root {n_tcga}, failed 0",),
+        subs=(("MultiPathQA.csv", "data/MultiPathQA.csv", "the CSV the README's hf download wrote"),
+              ("/data/wsi", "{wsi} --base-url {gdc}", "the sandbox's WSI root; GDC on loopback"))),
+    # docs/experiments.md
+    Run(r"^for b in tcga gtex panda tcga_slidebench tcga_expert_vqa; do", (SUCCESS,),
+        subs=(("$b|gpt5-giant", "$b|random", GIANT.format(offline="random")),)),
+    Run(r"--select leaderboard,leaderboard_long,experiment_comparisons$", (SUCCESS,)),
+    # docs/geometry-and-judges.md
+    Run(r"\"reference_answer\": \{\"bbox\": \[5,5,15,15\]\}\}'\s*\|\s*\.venv/bin/giant-judge-iou$",
+        (r"\"score\": 0\.142857",)),
+    Run(r"\"expected_output\": \{\"bbox\": \[0,0,10,10\]\}\}'\s*\|\s*\.venv/bin/giant-judge-iou$",
+        (r"\"score\": 1\.0",)),
+    Run(r"giant-judge-run giant-judge-iou cases/ --out results\.jsonl$", (r"cases: 2  scored: 2  errors: 0  mean score: 0\.5714",)),
+    Run(r"giant-judge-run \./my_judge\.py cases\.jsonl --timeout 10 --workers 4$", (r"cases: 2  scored: 2  errors: 0  mean score: 0\.5000",)),
+    # docs/grading.md (submissions built from the sample's items in the sandbox)
+    Run(r"giant-grade my_gtex\.csv --task gtex$", (r"Score: 100\.0 %",)),
+    Run(r"giant-grade gtex__my_run\.csv$", (r"Score: {gtex_half} %",)),
+    Run(r"giant-grade all\.jsonl$", (r"5/5 valid",)),
+    Run(r"giant-grade runs/submission\.jsonl$", (r"Submission: runs/gtex\.csv\nScore: 100\.0 %", r"Submission: runs/panda\.csv\nScore: 100\.0 %")),
+    # docs/open-models.md (experiments.yaml: see SANDBOX)
+    Run(r"--partition \"panda\|vllm-qwen3vl-giant\"$", (SUCCESS,)),
+)
+
+NOT_RUN: tuple[NotRun, ...] = (
+    NotRun(r"^make demo$", "the whole demo, about 90 s: its own test runs it",
+           "tests/demo/test_demo.py::test_demo_materializes_everything_and_says_where_to_look"),
+    NotRun(r"^make test$", "the test suite itself: CI runs it"),
+    NotRun(r"^make ui$", "a long-running server (webserver, daemon, scripted model)",
+           "tests/demo/test_ui.py::test_make_ui_runs_the_launcher_with_the_viewer_address"),
+    NotRun(r"^make view$", "a long-running static server over data/viewer",
+           "tests/report/test_viewer_assets.py::test_viewer_metadata_links_the_index_and_previews_escaped_rows"),
+    NotRun(r"^ssh -L ", "a tunnel to a remote host"),
+    NotRun(r"^git clone https://github\.com/KianWeihrauch/GIANT", "network; the import after it runs on a "
+           "fixture clone", "tests/agents/test_prompts.py::test_import_reads_the_fixture_clone_without_running_it"),
+    NotRun(r"^\.venv/bin/dagster-daemon run .*&$", "a long-running daemon; the backfills after it only queue "
+           "their runs here", "tests/demo/test_ui.py::test_ui_daemon_and_scripted_model_start_and_stop_together"),
+    NotRun(r"^vllm serve ", "needs a GPU and model weights; a loopback server with vLLM's quirks stands in",
+           "tests/platform/test_local_server_run.py::test_declared_vllm_example_materializes"),
+    NotRun(r"^ollama (pull|serve)|ollama serve$", "needs Ollama and model weights (network)",
+           "tests/agents/test_local_servers.py::test_declared_examples_run_the_released_protocol"),
+)
+
+# blocks that need the pipeline's state, in the order they run; every other block runs in the other script
+PIPELINE = (
+    "docs/experiments.md:69",
+    "README.md:40",
+    "README.md:86",
+    "docs/agent-protocol.md:118",
+    "docs/open-models.md:64",
+    "docs/experiments.md:173",
+    "docs/grading.md:8",
+)
+
+
+def fill(text: str, context: dict[str, str], quote: Callable[[str], str] = str) -> str:
+    """``text`` with each ``{name}`` of ``context`` replaced (other braces, e.g. regex ones, kept)."""
+    return re.sub(r"\{(\w+)\}", lambda m: quote(context[m.group(1)]) if m.group(1) in context else m.group(0), text)
+
+
+def entry_for(command: Command) -> Run | NotRun | None:
+    for entry in (*NOT_RUN, *RUNS):
+        if re.search(entry.pattern, command.text):
+            return entry
+    return None
+
+
+def test_every_docs_command_is_run_or_has_a_reason() -> None:
+    assert len(COMMANDS) > 40, "the extraction lost the docs' commands"
+    unknown = [c.where() for c in COMMANDS if entry_for(c) is None]
+    assert not unknown, "docs commands neither run nor listed with a reason in NOT_RUN:\n" + "\n".join(unknown)
+    used = {id(entry_for(c)) for c in COMMANDS} | {id(entry_for(c)) for b in BLOCKS for c in b.commands}
+    stale = [e.pattern for e in (*RUNS, *NOT_RUN) if id(e) not in used]
+    assert not stale, f"entries matching no docs command (remove them): {stale}"
+    for entry in NOT_RUN:
+        if entry.covered_by:
+            path, name = entry.covered_by.split("::")
+            tree = ast.parse((REPO / path).read_text())
+            assert name in {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}, entry.covered_by
+    known = {b.key for b in BLOCKS}
+    assert set(PIPELINE) <= known, f"PIPELINE names blocks that moved: {set(PIPELINE) - known}"
+
+
+def test_the_extraction_joins_continuations_and_keeps_compound_commands_whole() -> None:
+    from tests.docs.commands import split_block, strip_comment
+
+    lines = ["export A=1   # env", "f() { echo \"#x\"; }  # comment", "for i in 1 2; do", "  echo $i \\",
+             "    done-not  # c", "done; wait", "echo 'a # b' \\", "  | cat"]  # fmt: skip
+    got = [(c.line, c.text) for c in split_block("x.md", 10, lines)]
+    assert got == [(10, "export A=1"), (11, 'f() { echo "#x"; }'),
+                   (12, "for i in 1 2; do\necho $i     done-not\ndone; wait"), (16, "echo 'a # b'   | cat")]  # fmt: skip
+    assert strip_comment('echo "a \\" # b" # c') == 'echo "a \\" # b"'
+
+
+# ---------------------------------------------------------------- the sandbox
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _published_csv(sample_wsi: Path, wsi: Path, src: Path) -> tuple[bytes, list[ServedFile]]:
+    """The sample's rows whose slide exists: GTEx/PANDA slides placed under ``wsi``, TCGA ones on GDC."""
+    raw = read_csv_strings(sample_csv_path())
+    tree = SlideTree.scan(sample_wsi)
+    keep, served = [], {}
+    for i, row in enumerate(raw.to_dict("records")):
+        name = row["benchmark_name"]
+        res = resolve_slide(sample_wsi, name, row["image_path"], row["file_id"], tree)
+        if res.status != WSI_OK or res.path.resolve() == (sample_wsi / CORRUPT_SLIDE).resolve():
+            continue
+        keep.append(i)
+        if name in TCGA_BENCHMARKS:
+            served[row["file_id"]] = ServedFile(row["file_id"], row["image_path"], res.path.read_bytes())
+        else:
+            target = wsi / res.path.relative_to(sample_wsi)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(res.path, target)
+    text = sample_csv_path().read_text(encoding="utf-8")
+    rows = list(csv.reader(io.StringIO(text)))
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows([rows[0], *(rows[i + 1] for i in keep)])
+    return out.getvalue().encode(), list(served.values())
+
+
+def _grading_files(root: Path) -> dict[str, str]:
+    """Submissions for docs/grading.md from the sample's items: gtex all right, gtex half right, all tasks
+    right (JSONL), a biomlbench run file of two tasks. Returns the expected gtex half-right score."""
+    items, _ = parse_items(read_csv_strings(sample_csv_path()), "sample")
+    gtex = items[items["benchmark_name"] == "gtex"]
+    pd.DataFrame({"benchmark_id": gtex["benchmark_id"], "prediction": gtex["truth_label"]}).to_csv(
+        root / "my_gtex.csv", index=False
+    )
+    truth = gtex["truth_label"].astype(int).tolist()
+    half = [t if i % 2 == 0 else (1 if t != 1 else 2) for i, t in enumerate(truth)]
+    pd.DataFrame({"benchmark_id": gtex["benchmark_id"], "prediction": half}).to_csv(
+        root / "gtex__my_run.csv", index=False
+    )
+    rows = [{"task_id": r.benchmark_name, "benchmark_id": r.benchmark_id, "prediction": int(r.truth_label)}
+            for r in items.itertuples()]  # fmt: skip
+    (root / "all.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs = root / "runs"
+    runs.mkdir()
+    shutil.copyfile(root / "my_gtex.csv", runs / "gtex.csv")
+    panda = items[items["benchmark_name"] == "panda"]
+    pd.DataFrame({"benchmark_id": panda["benchmark_id"], "prediction": panda["truth_label"]}).to_csv(
+        runs / "panda.csv", index=False
+    )
+    (runs / "submission.jsonl").write_text(
+        json.dumps({"task_id": "gtex", "submission_path": "gtex.csv"}) + "\n"
+        + json.dumps({"task_id": "panda", "submission_path": "panda.csv"}) + "\n"
+    )  # fmt: skip
+    from sklearn.metrics import balanced_accuracy_score
+
+    return {"gtex_half": f"{100 * balanced_accuracy_score(truth, half):.1f}"}
+
+
+def _judge_files(root: Path) -> None:
+    cases = root / "cases"
+    cases.mkdir()
+    box = {"bbox": [0, 0, 10, 10]}
+    (cases / "a.json").write_text(json.dumps({"candidate_answer": box, "reference_answer": box}))
+    other = {"candidate_answer": box, "reference_answer": {"bbox": [5, 5, 15, 15]}}
+    (cases / "b.json").write_text(json.dumps(other))
+    (root / "cases.jsonl").write_text(json.dumps(other) + "\n" + json.dumps({"output": "x"}) + "\n")
+    (root / "my_judge.py").write_text(
+        "import json, sys\ncase = json.load(sys.stdin)\nok = 'candidate_answer' in case\n"
+        "print(json.dumps({'score': float(ok), 'hits': ['has a candidate'] if ok else [], "
+        "'misses': [] if ok else ['no candidate'], 'reasoning': 'presence'}))\n"
+    )
+
+
+def _script(commands: list[tuple[Command, str]], blocks: list[str]) -> str:
+    """One bash script: each block in a subshell, each command between markers with its exit status."""
+    by_block: dict[str, list[tuple[Command, str]]] = {}
+    for command, text in commands:
+        by_block.setdefault(command.file + ":" + str(command.line), []).append((command, text))
+    lines = []
+    for block in sorted((b for b in BLOCKS if b.key in blocks), key=lambda b: blocks.index(b.key)):
+        lines += [f"printf '\\n@@block {block.key}\\n'", "(", 'cd "$SANDBOX"']
+        for command in block.commands:
+            text = dict((c.where(), t) for c, t in commands).get(command.where())
+            if text is None:
+                lines.append(f": not run: {shlex.quote(command.text)}")
+            elif command.is_export:
+                lines.append(text)
+            else:
+                key = f"{command.file}:{command.line}"
+                lines += [f"printf '\\n@@begin {key}\\n'", "SECONDS=0", text,
+                          f"printf '\\n@@end {key} %s %s\\n' $? $SECONDS"]
+        lines += [")", f"printf '\\n@@endblock {block.key}\\n'"]
+    return "\n".join(lines) + "\n"
+
+
+def _substituted(command: Command, context: dict[str, str]) -> str | None:
+    """The text to run for a command (None: not run)."""
+    entry = entry_for(command)
+    if command.is_export and entry is None:
+        return command.text
+    if not isinstance(entry, Run):
+        return None
+    text = command.text
+    for old, new, _ in entry.subs:
+        new = fill(new, context)
+        text = new if old == "*" else text.replace(old, new)
+        assert old == "*" or new in text, f"substitution {old!r} did not apply to {command.where()}"
+    return text
+
+
+@dataclass
+class Ran:
+    outputs: dict[str, tuple[int | None, str]]  # file:line -> (exit status, output)
+    blocks: dict[str, str]
+    context: dict[str, str]
+    sandbox: Path
+    model_requests: int = 0
+    transcript: str = ""  # both scripts' whole output (a background command prints after its block)
+    seconds: dict[str, int] = field(default_factory=dict)
+
+
+def _parse(stdout: str, ran: Ran) -> None:
+    for match in re.finditer(r"@@block (\S+)\n(.*?)\n@@endblock \1\n", stdout, re.S):
+        ran.blocks[match.group(1)] = match.group(2)
+    ran.transcript += stdout
+    for match in re.finditer(r"@@begin (\S+)\n(.*?)\n@@end \1 (\d+) (\d+)\n", stdout, re.S):
+        ran.outputs[match.group(1)] = (int(match.group(3)), match.group(2))
+        ran.seconds[match.group(1)] = int(match.group(4))
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
+    sandbox = tmp_path_factory.mktemp("clone")
+    (sandbox / ".venv").symlink_to(Path(sys.prefix))
+    (sandbox / "dagster_home").mkdir()
+    shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", sandbox / "dagster_home" / "dagster.yaml")
+    sample_wsi = ensure_sample_slides(sandbox / "data" / "sample_wsi")  # what ingest would generate
+    wsi = sandbox / "wsi"
+    published, tcga = _published_csv(sample_wsi, wsi, sandbox)
+    fixture_repo(sandbox / "GIANT")
+    _judge_files(sandbox)
+    context = {"sandbox": str(sandbox), "wsi": str(wsi), "model_port": str(_free_port()),
+               "n_tcga": str(len(tcga)), **_grading_files(sandbox)}  # fmt: skip
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GIANT_", "DAGSTER_", "HF_", "OPENAI_", "ANTHROPIC_"))}  # fmt: skip
+    env |= {"SANDBOX": str(sandbox), "DAGSTER_HOME": str(sandbox / "dagster_home"), "HF_HOME": str(sandbox / "hf"),
+            "PATH": f"{sandbox / '.venv' / 'bin'}:{env.get('PATH', '')}", "HF_HUB_DISABLE_TELEMETRY": "1",
+            "GIANT_STOP_WHEN_ORPHANED": "1"}  # fmt: skip
+    with (
+        ScriptedModelServer(rule=demo_policy) as model,
+        HubServer({(HF_REPO, HF_FILE): published}) as (hub_url, _),
+        GdcServer(tcga) as gdc,
+    ):
+        declared = yaml.safe_load((REPO / "experiments.yaml").read_text())
+        declared["experiments"]["vllm-qwen3vl-giant"]["base_url"] = model.openai_base_url
+        (sandbox / "experiments.yaml").write_text(yaml.safe_dump(declared, sort_keys=False))
+        context |= {"gdc": gdc.url}
+        env["HF_ENDPOINT"] = hub_url
+        commands = [(c, t) for b in BLOCKS for c in b.commands if (t := _substituted(c, context)) is not None]
+        others = [b.key for b in BLOCKS if b.key not in PIPELINE]
+        procs = [
+            subprocess.Popen(["bash", "-c", _script(commands, blocks)], cwd=sandbox, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+            for blocks in (list(PIPELINE), others)
+        ]
+        result = Ran({}, {}, context, sandbox)
+        for name, proc in zip(("pipeline", "standalone"), procs, strict=True):
+            stdout, _ = proc.communicate(timeout=300)
+            (sandbox / f"docs-commands-{name}.log").write_text(stdout)  # the whole transcript, for failures
+            _parse(stdout, result)
+        result.model_requests = len(model.requests)
+    return result
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if isinstance(entry_for(c), Run)], ids=lambda c: f"{c.file}:{c.line}")
+def test_docs_command_runs(command: Command, ran: Ran) -> None:
+    entry = entry_for(command)
+    key = f"{command.file}:{command.line}"
+    assert key in ran.outputs, f"{command.where()}: did not run (its block: {ran.blocks.get(key, '')[-2000:]})"
+    status, output = ran.outputs[key]
+    assert status == 0, f"{command.where()}: exit {status}\n{output[-3000:]}"
+    where = ran.transcript if entry.block_output else output
+    for pattern in entry.expect:
+        assert re.search(fill(pattern, ran.context, re.escape), where), f"{command.where()}: no {pattern!r} in\n{where[-3000:]}"
+    if entry.check:
+        entry.check(command, output)
