@@ -19,6 +19,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -41,7 +42,8 @@ from tests.docs.commands import Command, all_blocks
 from tests.support.gdc_server import GdcServer, ServedFile
 from tests.support.hf_server import HubServer
 
-pytestmark = pytest.mark.xdist_group("docs_commands")  # one worker builds the sandbox once for all
+# one worker builds the sandbox once for all; ~80 CPU-seconds of real commands, so a loaded machine needs time
+pytestmark = [pytest.mark.xdist_group("docs_commands"), pytest.mark.timeout(600)]
 REPO = Path(__file__).resolve().parents[2]
 BLOCKS = all_blocks(REPO)
 COMMANDS = [c for b in BLOCKS for c in b.commands if not c.is_export]
@@ -524,14 +526,21 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
                 text=True,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                start_new_session=True,  # a timeout ends the script and whatever it left in the background
+            )
             for blocks in (first, second)
         ]
         result = Ran({}, {}, context, sandbox, published=published, tcga=tcga)
-        for name, proc in zip(("pipeline", "standalone"), procs, strict=True):
-            stdout, _ = proc.communicate(timeout=300)
-            (sandbox / f"docs-commands-{name}.log").write_text(stdout)  # the whole transcript, for failures
-            _parse(stdout, result)
+        try:
+            for name, proc in zip(("pipeline", "standalone"), procs, strict=True):
+                stdout, _ = proc.communicate(timeout=500)
+                (sandbox / f"docs-commands-{name}.log").write_text(stdout)  # the transcript, for failures
+                _parse(stdout, result)
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
         result.model_requests = len(model.requests)
     return result
 
