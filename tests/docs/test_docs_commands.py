@@ -76,7 +76,8 @@ class NotRun:
 def _synopsis_options_exist(command: Command, output: str) -> None:
     """Every --option of a usage synopsis is an option of the installed command."""
     options = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", command.text))
-    assert options and not {o for o in options if not re.search(rf"{o}\b", output)}, output
+    missing = {o for o in options if not re.search(rf"{re.escape(o)}(?![\w-])", output)}
+    assert options and not missing, f"{command.where()}: {sorted(missing)} not in the command's --help"
 
 
 GIANT = "gpt5-giant calls the paid OpenAI API; {offline} is an offline experiment of experiments.yaml"
