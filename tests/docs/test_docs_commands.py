@@ -63,6 +63,7 @@ class Run:
     expect: tuple[str, ...] = ()  # regexes its output must match ({names} from the sandbox's context)
     subs: tuple[tuple[str, str, str], ...] = ()  # (text as written, text run, why)
     block_output: bool = False  # a background command: look in the whole transcript
+    after_first: bool = False  # reads what FIRST makes: waits for it (its block may start before)
     check: Callable[[Command, str], None] | None = None
 
 
@@ -118,7 +119,7 @@ RUNS: tuple[Run, ...] = (
     Run(r"^row\(\) \{"),
     Run(r"^ALL="),
     Run(r"^row gpt5", (r"Launched backfill job",)),
-    Run(r"^\.venv/bin/giant-sql \"select \* from leaderboard\"$", (r"\brandom\b",)),
+    Run(r"^\.venv/bin/giant-sql \"select \* from leaderboard\"$", (r"\brandom\b",), after_first=True),
     # docs/agent-protocol.md
     Run(
         r"giant-prompts import --repo ~/src/GIANT",
@@ -256,11 +257,13 @@ NOT_RUN: tuple[NotRun, ...] = (
     ),
 )
 
-# Two scripts run side by side. The first: FIRST (ingest, five cells, the leaderboard: what the others read),
-# then PIPELINE in order. The second: every other block in file order, then, once FIRST is done, AFTER_FIRST.
-# Blocks are named by file and a pattern one of their commands matches (line numbers move as docs change).
+# Three scripts run side by side, blocks named by file and a pattern one of their commands matches (line
+# numbers move as docs change). 1: FIRST (ingest, five cells, the leaderboard: what the others read), then
+# AFTER_FIRST_1. 2: BESIDE_FIRST (its commands marked after_first wait for FIRST). 3: every other block in
+# file order, then, once FIRST is done, AFTER_FIRST. The instance's databases exist before any of them.
 FIRST = ("docs/experiments.md", r"^for b in tcga gtex panda")
-PIPELINE = (("README.md", r"duckdb -readonly data/giant\.duckdb"), ("README.md", r"^row\(\) \{"))
+AFTER_FIRST_1 = (("README.md", r"duckdb -readonly data/giant\.duckdb"),)
+BESIDE_FIRST = (("README.md", r"^row\(\) \{"),)
 AFTER_FIRST = (
     ("docs/agent-protocol.md", r"--partition \"panda\|gpt5-giant\""),
     ("docs/open-models.md", r"--partition \"panda\|vllm-qwen3vl-giant\""),
@@ -268,6 +271,7 @@ AFTER_FIRST = (
     ("docs/grading.md", r"giant-grade my_gtex\.csv"),
 )
 FIRST_DONE = ".first-block-done"
+WAIT_FIRST = f'for i in $(seq 1200); do [ -e "$SANDBOX/{FIRST_DONE}" ] && break; sleep 0.25; done'
 
 
 def fill(text: str, context: dict[str, str], quote: Callable[[str], str] = str) -> str:
@@ -280,7 +284,9 @@ def fill(text: str, context: dict[str, str], quote: Callable[[str], str] = str) 
 def block_key(file: str, pattern: str) -> str:
     """The key (file:line) of the one block of ``file`` with a command matching ``pattern``."""
     found = [b.key for b in BLOCKS if b.file == file and any(re.search(pattern, c.text) for c in b.commands)]
-    assert len(found) == 1, f"{file}: {len(found)} blocks match {pattern!r} (FIRST/PIPELINE/AFTER_FIRST)"
+    assert len(found) == 1, (
+        f"{file}: {len(found)} blocks match {pattern!r} (FIRST, AFTER_FIRST_1, BESIDE_FIRST, AFTER_FIRST)"
+    )
     return found[0]
 
 
@@ -307,7 +313,7 @@ def test_every_docs_command_is_run_or_has_a_reason() -> None:
             assert name in {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}, (
                 entry.covered_by
             )
-    for file, pattern in (FIRST, *PIPELINE, *AFTER_FIRST):
+    for file, pattern in (FIRST, *AFTER_FIRST_1, *BESIDE_FIRST, *AFTER_FIRST):
         block_key(file, pattern)
 
 
@@ -357,6 +363,16 @@ def _published_csv(sample_wsi: Path, wsi: Path) -> tuple[bytes, list[ServedFile]
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows([rows[0], *(rows[i + 1] for i in keep)])
     return out.getvalue().encode(), list(served.values())
+
+
+def _create_instance_databases(home: Path) -> None:
+    """What the first run would create: concurrent first runs of the scripts would race on it."""
+    from dagster import AssetKey, DagsterInstance
+
+    with DagsterInstance.from_config(str(home)) as instance:
+        instance.get_runs(limit=1)
+        instance.get_latest_materialization_event(AssetKey("benchmark_items"))
+        list(instance.all_instigator_state())
 
 
 def _grading_files(root: Path) -> dict[str, str]:
@@ -416,9 +432,7 @@ def _script(commands: list[tuple[Command, str]], blocks: list[str]) -> str:
     lines = []
     for key in blocks:
         if key == "wait-first":
-            lines.append(
-                f'for i in $(seq 1200); do [ -e "$SANDBOX/{FIRST_DONE}" ] && break; sleep 0.25; done'
-            )
+            lines.append(WAIT_FIRST)
             continue
         if key == "first-done":
             lines.append(f'touch "$SANDBOX/{FIRST_DONE}"')
@@ -433,6 +447,8 @@ def _script(commands: list[tuple[Command, str]], blocks: list[str]) -> str:
                 lines.append(text)
             else:
                 at = f"{command.file}:{command.line}"
+                if entry_for(command).after_first:
+                    lines.append(WAIT_FIRST)
                 lines += [f"printf '\\n@@begin {at}\\n'", "SECONDS=0", text,
                           f"printf '\\n@@end {at} %s %s\\n' $? $SECONDS"]  # fmt: skip
         lines += [")", f"printf '\\n@@endblock {key}\\n'"]
@@ -483,6 +499,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     (sandbox / "dagster_home").mkdir()
     shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", sandbox / "dagster_home" / "dagster.yaml")
     sample_wsi = ensure_sample_slides(sandbox / "data" / "sample_wsi")  # what ingest would generate
+    _create_instance_databases(sandbox / "dagster_home")
     wsi = sandbox / "wsi"
     published, tcga = _published_csv(sample_wsi, wsi)
     fixture_repo(sandbox / "GIANT")
@@ -515,10 +532,11 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
         context |= {"gdc": gdc.url}
         env["HF_ENDPOINT"] = hub_url
         commands = [(c, t) for b in BLOCKS for c in b.commands if (t := _substituted(c, context)) is not None]
-        pipeline, after = [block_key(*b) for b in PIPELINE], [block_key(*b) for b in AFTER_FIRST]
-        first = [block_key(*FIRST), "first-done", *pipeline]
-        named = {*first, *after}
-        second = [*(b.key for b in BLOCKS if b.key not in named), "wait-first", *after]
+        first = [block_key(*FIRST), "first-done", *(block_key(*b) for b in AFTER_FIRST_1)]
+        beside = [block_key(*b) for b in BESIDE_FIRST]
+        after = [block_key(*b) for b in AFTER_FIRST]
+        named = {*first, *beside, *after}
+        others = [*(b.key for b in BLOCKS if b.key not in named), "wait-first", *after]
         procs = [
             subprocess.Popen(
                 ["bash", "-c", _script(commands, blocks)],
@@ -529,11 +547,11 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a timeout ends the script and whatever it left in the background
             )
-            for blocks in (first, second)
+            for blocks in (first, beside, others)
         ]
         result = Ran({}, {}, context, sandbox, published=published, tcga=tcga)
         try:
-            for name, proc in zip(("pipeline", "standalone"), procs, strict=True):
+            for name, proc in zip(("first", "beside", "others"), procs, strict=True):
                 stdout, _ = proc.communicate(timeout=500)
                 (sandbox / f"docs-commands-{name}.log").write_text(stdout)  # the transcript, for failures
                 _parse(stdout, result)
