@@ -1,12 +1,13 @@
 """Every shell command of the README and docs/*.md runs here as written, or is listed with the reason it
-cannot (issue 23, section 4).
+cannot (issue 23, section 4): a command in neither table fails the first test, naming file, line and text.
 
 The commands run for real in a sandbox laid out like a clone (``.venv`` -> this venv, ``dagster_home``,
-``experiments.yaml``, ``data/``), in two bash scripts run side by side: the pipeline's blocks in order
-(ingest, cells, leaderboard, backfills, queries, grading) and the standalone ones. Each block runs in its
-own subshell, so its ``export`` lines are the environment of its later commands only. Where a command
-needs the network, a GPU or a paid API, one named substitution (``SUBSTITUTIONS`` per command, ``SANDBOX``
-for the environment) points it at a loopback server or an offline experiment instead.
+``experiments.yaml``, ``data/``), in three bash scripts side by side (see FIRST below). Each block runs in
+its own subshell, so its ``export`` lines are the environment of its later commands only. Where a command
+needs the network, a GPU or a paid API, a named substitution (``subs`` of its entry in RUNS; SANDBOX for
+the environment) points it at a loopback server, a fixture or an offline experiment instead. Each command
+must exit 0 and print what its entry expects; the last test checks the files, tables and queued runs left.
+The scripts' transcripts are kept in the sandbox as ``docs-commands-*.log``.
 """
 
 from __future__ import annotations
@@ -472,24 +473,19 @@ def _substituted(command: Command, context: dict[str, str]) -> str | None:
 
 @dataclass
 class Ran:
-    outputs: dict[str, tuple[int | None, str]]  # file:line -> (exit status, output)
-    blocks: dict[str, str]
+    outputs: dict[str, tuple[int, str]]  # file:line -> (exit status, output)
     context: dict[str, str]
     sandbox: Path
     model_requests: int = 0
-    transcript: str = ""  # both scripts' whole output (a background command prints after its block)
-    seconds: dict[str, int] = field(default_factory=dict)
+    transcript: str = ""  # the scripts' whole output (a background command prints after its block)
     published: bytes = b""  # the MultiPathQA.csv the loopback hub served
     tcga: list[ServedFile] = field(default_factory=list)  # the slides the loopback GDC served
 
 
 def _parse(stdout: str, ran: Ran) -> None:
-    for match in re.finditer(r"@@block (\S+)\n(.*?)\n@@endblock \1\n", stdout, re.S):
-        ran.blocks[match.group(1)] = match.group(2)
     ran.transcript += stdout
     for match in re.finditer(r"@@begin (\S+)\n(.*?)\n@@end \1 (\d+) (\d+)\n", stdout, re.S):
-        ran.outputs[match.group(1)] = (int(match.group(3)), match.group(2))
-        ran.seconds[match.group(1)] = int(match.group(4))
+        ran.outputs[match.group(1)] = (int(match.group(3)), match.group(2))  # group 4: its seconds
 
 
 @pytest.fixture(scope="module")
@@ -549,7 +545,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
             )
             for blocks in (first, beside, others)
         ]
-        result = Ran({}, {}, context, sandbox, published=published, tcga=tcga)
+        result = Ran({}, context, sandbox, published=published, tcga=tcga)
         try:
             for name, proc in zip(("first", "beside", "others"), procs, strict=True):
                 stdout, _ = proc.communicate(timeout=500)
@@ -571,7 +567,7 @@ def test_docs_command_runs(command: Command, ran: Ran) -> None:
     entry = entry_for(command)
     key = f"{command.file}:{command.line}"
     assert key in ran.outputs, (
-        f"{command.where()}: did not run (its block: {ran.blocks.get(key, '')[-2000:]})"
+        f"{command.where()}: did not run; the transcripts end:\n{ran.transcript[-3000:]}"
     )
     status, output = ran.outputs[key]
     assert status == 0, f"{command.where()}: exit {status}\n{output[-3000:]}"
