@@ -26,7 +26,7 @@ from giant_assets.agents.providers.batching import (
 )
 from giant_assets.batch.agent_api import AgentItem
 from giant_assets.demo.batch_api import BatchAPIServer
-from giant_assets.demo.scripted_model import (
+from giant_assets.demo.scripted import (
     RecordedRequest,
     Reply,
     ScriptedModelServer,

@@ -33,7 +33,7 @@ from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import PriceTable, load_price_table
 from giant_assets.agents.providers import AnthropicChatModel, OpenAIResponsesModel
 from giant_assets.batch.agent_api import AgentAnswer, AgentItem
-from giant_assets.demo.scripted_model import (
+from giant_assets.demo.scripted import (
     RecordedRequest,
     Reply,
     ScriptedModelServer,

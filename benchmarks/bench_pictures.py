@@ -24,7 +24,7 @@ import pandas as pd
 
 from giant_assets.agents.registry import make_giant_agent
 from giant_assets.batch.agent_api import AgentItem
-from giant_assets.demo.scripted_model import ScriptedModelServer, answer_reply, crop_reply
+from giant_assets.demo.scripted import ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.experiments.spec import Experiment
 from giant_assets.report.trajectory_images import PICTURE_COLUMNS, draw_runs
 from giant_assets.report.viewer import item_pages

@@ -36,7 +36,7 @@ from giant_assets.agents.providers import OpenAIResponsesModel
 from giant_assets.batch import runner as batch_runner
 from giant_assets.batch.journal import Journal
 from giant_assets.batch.runner import BatchSettings
-from giant_assets.demo.scripted_model import (
+from giant_assets.demo.scripted import (
     RecordedRequest,
     Reply,
     ScriptedModelServer,

@@ -26,7 +26,7 @@ from giant_assets.cluster.report import peak_in_window, step_workers, wait_for_r
 from giant_assets.cluster.servers import start_postgres, start_redis
 from giant_assets.core.settings import EXPERIMENTS_ENV, PRICES_ENV
 from giant_assets.core.storage import ParquetStore
-from giant_assets.demo.scripted_model import serve_demo_model
+from giant_assets.demo.scripted import serve_demo_model
 from giant_assets.eval.leaderboard import leaderboard_markdown
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 

@@ -30,7 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from giant_assets.demo.loopback import LoopbackServer
-from giant_assets.demo.scripted_model import ScriptedModelServer
+from giant_assets.demo.scripted import ScriptedModelServer
 
 OPENAI_PATHS = {"/v1/responses": "/v1/responses", "/v1/chat/completions": "/v1/chat/completions"}
 EXPIRED_MESSAGE = "This request could not be executed before the completion window expired."

@@ -29,7 +29,7 @@ from dagster import AssetSelection, DagsterInstance, materialize
 
 from giant_assets.core.settings import DAGSTER_HOME_ENV, DEMO_KEY_ENV, PRICES_ENV, data_dir, env
 from giant_assets.core.storage import ParquetStore
-from giant_assets.demo.scripted_model import ScriptedModelServer, demo_policy, is_scripted_model
+from giant_assets.demo.scripted import ScriptedModelServer, demo_policy, is_scripted_model
 from giant_assets.demo.serve_cli import DEMO_PORT
 from giant_assets.eval.export import submission_path
 from giant_assets.eval.leaderboard import leaderboard_markdown

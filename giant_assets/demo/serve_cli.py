@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 
-from giant_assets.demo.scripted_model import RecordedRequest, Reply, ScriptedModelServer, demo_policy
+from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, demo_policy
 
 DEMO_PORT = 47321  # the port the demo-* experiments of experiments.yaml name
 

@@ -28,7 +28,7 @@ from giant_assets.agents.providers import (
     TextPart,
 )
 from giant_assets.agents.providers.errors import RequestNotSent
-from giant_assets.demo.scripted_model import Reply, ScriptedModelServer, answer_reply
+from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply
 from giant_assets.experiments.declared import ExperimentsFileError, load_experiments
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 

@@ -19,7 +19,7 @@ from giant_assets.agents.registry import make_agent
 from giant_assets.batch.agent_api import AgentItem
 from giant_assets.batch.journal import Journal
 from giant_assets.batch.runner import BatchSettings, run_batch
-from giant_assets.demo.scripted_model import RecordedRequest, Reply, ScriptedModelServer
+from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer
 from giant_assets.experiments.spec import Experiment
 from giant_assets.multipathqa.prompts import render_prompt
 from giant_assets.slides.access import encode_image, open_slide

@@ -14,7 +14,7 @@ from giant_assets.agents.providers.batching import BatchPending, BatchRound, Bat
 from giant_assets.agents.providers.errors import ProviderError
 from giant_assets.batch.agent_api import AgentItem
 from giant_assets.demo.batch_api import BatchAPIServer
-from giant_assets.demo.scripted_model import (
+from giant_assets.demo.scripted import (
     RecordedRequest,
     Reply,
     ScriptedModelServer,

@@ -16,7 +16,7 @@ from giant_assets.agents.pricing import load_price_table
 from giant_assets.agents.providers import OpenAIResponsesModel
 from giant_assets.batch.agent_api import AgentItem
 from giant_assets.batch.journal import Journal
-from giant_assets.demo.scripted_model import (
+from giant_assets.demo.scripted import (
     RecordedRequest,
     Reply,
     ScriptedModelServer,

@@ -31,7 +31,7 @@ from giant_assets.agents.registry import make_agent
 from giant_assets.batch.agent_api import AgentAnswer, AgentItem
 from giant_assets.batch.journal import Journal
 from giant_assets.batch.runner import BatchSettings, run_batch
-from giant_assets.demo.scripted_model import (
+from giant_assets.demo.scripted import (
     Reply,
     ScriptedModelServer,
     answer_reply,

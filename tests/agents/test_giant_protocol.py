@@ -21,7 +21,7 @@ from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.registry import make_agent
 from giant_assets.batch.agent_api import AgentAnswer, AgentItem
-from giant_assets.demo.scripted_model import Reply, ScriptedModelServer, answer_reply, crop_reply
+from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.experiments.prompts import BUILT_IN
 from giant_assets.experiments.spec import Experiment
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide

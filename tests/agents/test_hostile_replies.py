@@ -22,7 +22,7 @@ from giant_assets.agents.providers import MalformedResponse
 from giant_assets.agents.providers.base import SDKChatModel
 from giant_assets.agents.providers.factory import model_class
 from giant_assets.agents.providers.messages import Message, Usage
-from giant_assets.demo.scripted_model import Reply, ScriptedModelServer
+from giant_assets.demo.scripted import Reply, ScriptedModelServer
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 from tests.agents.test_run_cli import OPTIONS, giant_run
 

@@ -23,7 +23,7 @@ from giant_assets.agents.providers import ImagePart, Message, OpenAIChatModel, T
 from giant_assets.agents.providers.local import LocalChatModel, keep_images, text_tool_calls
 from giant_assets.agents.registry import make_agent
 from giant_assets.batch.agent_api import AgentAnswer, AgentItem
-from giant_assets.demo.scripted_model import ScriptedModelServer, demo_policy
+from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
 from giant_assets.experiments.declared import load_experiments
 from giant_assets.experiments.spec import Experiment
 from giant_assets.slides.access import encode_image

@@ -31,7 +31,7 @@ from giant_assets.agents.providers import (
     ToolCall,
     ToolSpec,
 )
-from giant_assets.demo.scripted_model import Reply, ScriptedModelServer, crop_reply
+from giant_assets.demo.scripted import Reply, ScriptedModelServer, crop_reply
 
 KEY = "sk-test-wire0000SECRET0000000000000077"
 ZOOM = ToolSpec(

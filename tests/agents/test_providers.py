@@ -30,7 +30,7 @@ from giant_assets.agents.providers import (
     make_chat_model,
     parse_retry_after,
 )
-from giant_assets.demo.scripted_model import (
+from giant_assets.demo.scripted import (
     Reply,
     ScriptedModelServer,
     answer_reply,

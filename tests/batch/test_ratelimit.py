@@ -14,7 +14,7 @@ import pytest
 from giant_assets.agents.providers import Message, OpenAIChatModel, TextPart
 from giant_assets.batch.ratelimit import LocalRateLimiter, _per_window, make_rate_limiter
 from giant_assets.core.settings import RATE_LIMIT_REDIS_URL_ENV
-from giant_assets.demo.scripted_model import Reply, ScriptedModelServer
+from giant_assets.demo.scripted import Reply, ScriptedModelServer
 from giant_assets.experiments.declared import ExperimentsFileError, load_experiments
 
 

@@ -20,7 +20,7 @@ from giant_assets.cluster.processes import Processes, backfill_command, daemon_c
 from giant_assets.cluster.report import FINISHED, job_runs, max_overlap, step_workers, wait_for_runs
 from giant_assets.cluster.servers import LocalServer
 from giant_assets.core.settings import EXPERIMENTS_ENV, PRICES_ENV
-from giant_assets.demo.scripted_model import RecordedRequest, serve_demo_model
+from giant_assets.demo.scripted import RecordedRequest, serve_demo_model
 from giant_assets.experiments.declared import load_experiments
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 

@@ -22,7 +22,7 @@ from giant_assets.cluster.report import peak_in_window
 from giant_assets.cluster.servers import LocalServer, free_port, start_redis
 from giant_assets.core.settings import RATE_LIMIT_REDIS_URL_ENV as REDIS_URL_ENV
 from giant_assets.core.settings import RATE_LIMIT_WINDOW_ENV as WINDOW_ENV
-from giant_assets.demo.scripted_model import Reply, ScriptedModelServer
+from giant_assets.demo.scripted import Reply, ScriptedModelServer
 
 REPO = Path(__file__).resolve().parents[2]
 WINDOW_S = 4

@@ -107,7 +107,7 @@ def test_the_demo_uses_a_scripted_model_on_its_port_and_refuses_another_program(
     import threading
 
     from giant_assets.demo import pipeline
-    from giant_assets.demo.scripted_model import ScriptedModelServer, is_scripted_model
+    from giant_assets.demo.scripted import ScriptedModelServer, is_scripted_model
 
     with ScriptedModelServer() as running:  # e.g. make ui's, or giant-scripted-model
         port = int(running.base_url.rsplit(":", 1)[1])

@@ -33,7 +33,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from giant_assets.demo.scripted_model import ScriptedModelServer, demo_policy
+from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
 from giant_assets.multipathqa.loading import parse_items, read_csv_strings
 from giant_assets.multipathqa.sample import CORRUPT_SLIDE, ensure_sample_slides, sample_csv_path
 from giant_assets.multipathqa.schema import WSI_OK

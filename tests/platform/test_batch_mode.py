@@ -20,7 +20,7 @@ from dagster._core.instance.ref import InstanceRef
 
 from giant_assets.agents.pricing import load_price_table
 from giant_assets.demo.batch_api import BatchAPIServer
-from giant_assets.demo.scripted_model import ScriptedModelServer, demo_policy
+from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
 from giant_assets.platform.definitions import ALL_ASSETS
 from giant_assets.platform.partitions import result_key
 from tests.support.dagster_env import add_experiments, resources_for, write_experiments

@@ -13,7 +13,7 @@ from dagster import AssetKey, AssetSelection, DagsterEventType, DagsterInstance,
 
 from giant_assets.batch.journal import Journal
 from giant_assets.core.storage import ParquetStore
-from giant_assets.demo.scripted_model import RecordedRequest, Reply, ScriptedModelServer, demo_policy
+from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, demo_policy
 from giant_assets.platform.definitions import ALL_ASSETS
 from giant_assets.platform.partitions import result_key
 from tests.support.dagster_env import add_experiments, resources_for, write_experiments

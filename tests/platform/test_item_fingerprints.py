@@ -22,7 +22,7 @@ import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
 
 from giant_assets.core.storage import ParquetStore
-from giant_assets.demo.scripted_model import serve_demo_model
+from giant_assets.demo.scripted import serve_demo_model
 from giant_assets.multipathqa.sample import sample_csv_path
 from giant_assets.platform.definitions import ALL_ASSETS
 from giant_assets.platform.partitions import result_key

@@ -22,7 +22,7 @@ import pandas as pd
 from dagster import DagsterInstance, materialize
 from dagster._core.instance.ref import InstanceRef
 
-from giant_assets.demo.scripted_model import Reply, ScriptedModelServer, answer_reply, demo_policy
+from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply, demo_policy
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 from tests.support.dagster_env import add_experiments, resources_for, write_experiments

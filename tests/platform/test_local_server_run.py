@@ -12,7 +12,7 @@ import yaml
 from dagster import DagsterInstance, materialize
 
 from giant_assets.core.storage import ParquetStore
-from giant_assets.demo.scripted_model import ScriptedModelServer, demo_policy
+from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.assets.predictions import predictions
 from giant_assets.platform.partitions import result_key

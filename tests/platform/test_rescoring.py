@@ -10,7 +10,7 @@ import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
 
 from giant_assets.core.storage import ParquetStore
-from giant_assets.demo.scripted_model import (
+from giant_assets.demo.scripted import (
     RecordedRequest,
     Reply,
     ScriptedModelServer,

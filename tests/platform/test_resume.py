@@ -28,7 +28,7 @@ from dagster import AssetKey, DagsterInstance, DagsterRunStatus, materialize
 from dagster._core.instance.ref import InstanceRef
 
 from giant_assets.batch.journal import Journal
-from giant_assets.demo.scripted_model import RecordedRequest, serve_demo_model
+from giant_assets.demo.scripted import RecordedRequest, serve_demo_model
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from tests.support.dagster_env import add_experiments, resources_for, write_experiments
 

@@ -17,14 +17,14 @@ import shapely.affinity
 from dagster import DagsterInstance, materialize
 
 from giant_assets.core.storage import ParquetStore
-from giant_assets.demo.scripted_model import (
+from giant_assets.demo.scripted import (
     RecordedRequest,
     Reply,
     ScriptedModelServer,
-    _dark_region_box,
     crop_reply,
     demo_policy,
 )
+from giant_assets.demo.scripted.policy import _dark_region_box
 from giant_assets.multipathqa.sample import SAMPLE_SLIDES, sample_csv_path, sample_regions_path
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.assets.predictions import predictions, trajectory_steps

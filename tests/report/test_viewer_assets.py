@@ -24,7 +24,7 @@ from dagster import DagsterInstance, materialize
 
 from giant_assets.core.settings import VIEWER_URL_ENV
 from giant_assets.core.storage import ParquetStore
-from giant_assets.demo.scripted_model import (
+from giant_assets.demo.scripted import (
     RecordedRequest,
     Reply,
     ScriptedModelServer,

@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from giant_assets.demo.scripted_model import RecordedRequest, Reply, Rule
+from giant_assets.demo.scripted import RecordedRequest, Reply, Rule
 
 KNOWN_PARAMS = frozenset(
     {"model", "messages", "tools", "tool_choice", "max_tokens", "temperature", "top_p", "seed", "stop", "n"}
