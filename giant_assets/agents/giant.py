@@ -60,6 +60,7 @@ from giant_assets.agents.random_regions import (
     tissue_coords,
 )
 from giant_assets.batch.agent_api import AgentAnswer, AgentItem, Step
+from giant_assets.core.jsonscan import json_objects
 from giant_assets.experiments.prompts import (
     BUILT_IN,
     NO_REGIONS_LEFT,
@@ -123,11 +124,6 @@ You have {max_steps} replies in all, including the answer, so at most {analysis_
 RAW_FINAL = "no JSON answer at the final step; the raw reply is used as the answer"
 NO_ANSWER = "tool call at the last step: no answer in this attempt"
 _TAG = re.compile(r"<(/?)(response|report)>", re.IGNORECASE)
-MAX_PARSED_CHARS = 65_536  # a reply's action JSON is looked for in its last 64 KiB only
-_DECODE_BUDGET = 8_000_000  # characters the JSON scan may read in all (failed attempts included)
-_WINDOW = 4096  # a JSON value is first decoded from this many characters
-_DECODER = json.JSONDecoder()
-_OBJECT_START = re.compile(r'\{[ \t\n\r]*["}]')
 _FORMAT_HINT = (
     'Reply with one JSON object: {"action": "crop", "x": .., "y": .., "w": .., "h": ..} in level-0 pixels, '
     'or {"action": "answer", "answer": ..}.'
@@ -145,7 +141,7 @@ class Action:
 
 def parse_action(text: str) -> Action | None:
     """The last JSON object in ``text`` that reads as a crop or an answer; None if there is none."""
-    for obj in reversed(_json_objects(text)):
+    for obj in reversed(json_objects(text)):
         try:
             action = _classify(obj)
         except RecursionError:  # an answer value nested too deep to write back as JSON
@@ -617,69 +613,6 @@ def _tagged(text: str, tag: str) -> list[str]:
         elif not m.group(1) and start is None:
             start = m.end()
     return found
-
-
-def _json_objects(text: str) -> list[dict[str, Any]]:
-    """Every top-level JSON object embedded in the last MAX_PARSED_CHARS of ``text`` (prose and code
-    fences around them are fine). Bounded: an object nested past the recursion limit is skipped whole,
-    and the scan stops after reading _DECODE_BUDGET characters (a degenerate reply of unclosed braces)."""
-    text = text[-MAX_PARSED_CHARS:]
-    found: list[dict[str, Any]] = []
-    closing: dict[int, int] | None = None
-    budget = _DECODE_BUDGET
-    i = _next_object(text, 0)
-    while i != -1 and budget > 0:
-        try:
-            obj, end, cost = _decode_at(text, i)
-        except RecursionError:
-            closing = _closing_braces(text) if closing is None else closing
-            end = closing.get(i, len(text) - 1) + 1  # past the too-deep object, inner objects included
-            budget -= len(text) - i
-            i = _next_object(text, end)
-            continue
-        budget -= cost
-        if isinstance(obj, dict):
-            found.append(obj)
-        i = _next_object(text, end if obj is not None else i + 1)
-    return found
-
-
-def _next_object(text: str, start: int) -> int:
-    """Where the next JSON object may start (a "{" then a key or "}"), or -1."""
-    found = _OBJECT_START.search(text, start)
-    return found.start() if found else -1
-
-
-def _decode_at(text: str, i: int) -> tuple[Any, int, int]:
-    """(object or None, end, characters read) of the JSON value starting at ``i``.
-
-    Decoded from a slice of _WINDOW characters first, so a failure costs what was read, not ``i``
-    (``JSONDecodeError`` counts the lines before its position); only a value the window cut short is
-    decoded again from the whole rest of the text.
-    """
-    chunk = text[i : i + _WINDOW]
-    for attempt in (1, 2):
-        try:
-            obj, n = _DECODER.raw_decode(chunk)
-            return obj, i + n, n
-        except json.JSONDecodeError as exc:
-            cut_short = exc.pos >= len(chunk) - 1 or exc.msg.startswith("Unterminated")
-            if attempt == 2 or not cut_short or i + len(chunk) >= len(text):
-                return None, i + 1, max(1, exc.pos) + (len(chunk) if attempt == 2 else 0)
-            chunk = text[i:]
-    raise AssertionError("unreachable")
-
-
-def _closing_braces(text: str) -> dict[int, int]:
-    """Position of each "{" -> its matching "}" (one stack pass; quotes are not special)."""
-    closing: dict[int, int] = {}
-    stack: list[int] = []
-    for i, char in enumerate(text):
-        if char == "{":
-            stack.append(i)
-        elif char == "}" and stack:
-            closing[stack.pop()] = i
-    return closing
 
 
 def _classify(obj: dict[str, Any]) -> Action | None:

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from giant_assets.agents.giant import _json_objects, parse_action, split_answer
+from giant_assets.agents.giant import parse_action, split_answer
 from giant_assets.agents.providers import MalformedResponse
 from giant_assets.agents.providers.base import SDKChatModel
 from giant_assets.agents.providers.factory import model_class
 from giant_assets.agents.providers.messages import Message, Usage
+from giant_assets.core.jsonscan import json_objects
 from giant_assets.demo.scripted import Reply, ScriptedModelServer
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 from tests.agents.test_run_cli import OPTIONS, giant_run
@@ -104,11 +105,11 @@ def test_json_scan_finds_what_the_plain_scan_finds_and_is_bounded() -> None:
     rng = random.Random(11)
     for _ in range(1500):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 10)))
-        assert _json_objects(text) == naive_json_objects(text), text[:300]
+        assert json_objects(text) == naive_json_objects(text), text[:300]
     # degenerate replies: the plain scan is quadratic on these (JSONDecodeError counts lines per try)
     for text in ("{" * 1_000_000, '{"' * 300_000, '{"a":' * 200_000, '{"a": "' * 100_000):
         start = time.perf_counter()
-        assert _json_objects(text) == []
+        assert json_objects(text) == []
         assert time.perf_counter() - start < 1.0, text[:20]
 
 
@@ -246,3 +247,18 @@ def test_trickling_server_is_cut_at_the_run_deadline(slide: Path, trickle_server
     assert code == 1 and "Traceback" not in stderr, stderr
     assert "failed: timeout: no answer within --deadline 2s" in stdout
     assert elapsed < 30  # imports + 2 s; without a deadline it never ends
+
+
+def test_a_local_servers_text_tool_calls_are_read_in_bounded_time() -> None:
+    """A local model writing tool calls in its text goes through the same bounded scan (its own plain
+    scan took minutes on a megabyte of braces)."""
+    import time
+
+    from giant_assets.agents.providers.local import text_tool_calls
+
+    started = time.process_time()
+    assert text_tool_calls("{" * 1_000_000, {"slide_zoom"}) == ()
+    assert text_tool_calls("<tool_call>" + '{"a":' * 200_000, {"slide_zoom"}) == ()
+    assert time.process_time() - started < 20
+    (call,) = text_tool_calls('ok {"name": "slide_zoom", "arguments": {"x0": 1}}', {"slide_zoom"})
+    assert call.name == "slide_zoom" and call.arguments == {"x0": 1}

@@ -36,6 +36,7 @@ from giant_assets.agents.providers.messages import (
     ToolSpec,
 )
 from giant_assets.agents.providers.openai_chat import OpenAIChatModel
+from giant_assets.core.jsonscan import json_objects
 
 _LOG = logging.getLogger(__name__)
 LOCAL_KEY_ENV = "GIANT_LOCAL_API_KEY"
@@ -135,7 +136,7 @@ def text_tool_calls(text: str, offered: set[str]) -> tuple[ToolCall, ...]:
     """The tool calls written in ``text``: ``<tool_call>`` blocks (any tool name: the agent answers an
     unknown one), else bare JSON objects naming an offered tool; ``()`` when there are none."""
     blocks = _TOOL_CALL.findall(text)
-    found = [obj for block in blocks for obj in _json_objects(block)] if blocks else _json_objects(text)
+    found = [obj for block in blocks for obj in json_objects(block)] if blocks else json_objects(text)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     calls: list[ToolCall] = []
     for obj in found:
@@ -152,20 +153,3 @@ def text_tool_calls(text: str, offered: set[str]) -> tuple[ToolCall, ...]:
         arguments = args if isinstance(args, dict) else None
         calls.append(ToolCall(f"call_text_{digest}_{len(calls)}", name, arguments, raw))
     return tuple(calls)
-
-
-def _json_objects(text: str) -> list[dict[str, Any]]:
-    """Every top-level JSON object in ``text``, prose and code fences around them ignored."""
-    decoder = json.JSONDecoder()
-    found: list[dict[str, Any]] = []
-    i = text.find("{")
-    while i != -1:
-        try:
-            obj, end = decoder.raw_decode(text, i)
-        except json.JSONDecodeError:
-            i = text.find("{", i + 1)
-            continue
-        if isinstance(obj, dict):
-            found.append(obj)
-        i = text.find("{", end)
-    return found

@@ -1,0 +1,83 @@
+"""Every JSON object embedded in a model's free text, found in bounded time whatever the text.
+
+A plain scan (``raw_decode`` at every "{") is quadratic on a degenerate reply of a million braces
+(``JSONDecodeError`` counts the lines before its position) and recurses past the limit on objects
+nested 100,000 deep; this one reads at most the last ``MAX_PARSED_CHARS`` and ``DECODE_BUDGET``
+characters in all, and skips a too-deep object whole. Used wherever model text is searched for JSON
+(the GIANT agent's free-JSON actions, tool calls a local server writes in its text).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+MAX_PARSED_CHARS = 65_536  # a reply's JSON is looked for in its last 64 KiB only
+_DECODE_BUDGET = 8_000_000  # characters the scan may read in all (failed attempts included)
+_WINDOW = 4096  # a JSON value is first decoded from this many characters
+_DECODER = json.JSONDecoder()
+_OBJECT_START = re.compile(r'\{[ \t\n\r]*["}]')
+
+
+def json_objects(text: str) -> list[dict[str, Any]]:
+    """Every top-level JSON object embedded in the last MAX_PARSED_CHARS of ``text`` (prose and code
+    fences around them are fine). Bounded: an object nested past the recursion limit is skipped whole,
+    and the scan stops after reading _DECODE_BUDGET characters (a degenerate reply of unclosed braces)."""
+    text = text[-MAX_PARSED_CHARS:]
+    found: list[dict[str, Any]] = []
+    closing: dict[int, int] | None = None
+    budget = _DECODE_BUDGET
+    i = _next_object(text, 0)
+    while i != -1 and budget > 0:
+        try:
+            obj, end, cost = _decode_at(text, i)
+        except RecursionError:
+            closing = _closing_braces(text) if closing is None else closing
+            end = closing.get(i, len(text) - 1) + 1  # past the too-deep object, inner objects included
+            budget -= len(text) - i
+            i = _next_object(text, end)
+            continue
+        budget -= cost
+        if isinstance(obj, dict):
+            found.append(obj)
+        i = _next_object(text, end if obj is not None else i + 1)
+    return found
+
+
+def _next_object(text: str, start: int) -> int:
+    """Where the next JSON object may start (a "{" then a key or "}"), or -1."""
+    found = _OBJECT_START.search(text, start)
+    return found.start() if found else -1
+
+
+def _decode_at(text: str, i: int) -> tuple[Any, int, int]:
+    """(object or None, end, characters read) of the JSON value starting at ``i``.
+
+    Decoded from a slice of _WINDOW characters first, so a failure costs what was read, not ``i``
+    (``JSONDecodeError`` counts the lines before its position); only a value the window cut short is
+    decoded again from the whole rest of the text.
+    """
+    chunk = text[i : i + _WINDOW]
+    for attempt in (1, 2):
+        try:
+            obj, n = _DECODER.raw_decode(chunk)
+            return obj, i + n, n
+        except json.JSONDecodeError as exc:
+            cut_short = exc.pos >= len(chunk) - 1 or exc.msg.startswith("Unterminated")
+            if attempt == 2 or not cut_short or i + len(chunk) >= len(text):
+                return None, i + 1, max(1, exc.pos) + (len(chunk) if attempt == 2 else 0)
+            chunk = text[i:]
+    raise AssertionError("unreachable")
+
+
+def _closing_braces(text: str) -> dict[int, int]:
+    """Position of each "{" -> its matching "}" (one stack pass; quotes are not special)."""
+    closing: dict[int, int] = {}
+    stack: list[int] = []
+    for i, char in enumerate(text):
+        if char == "{":
+            stack.append(i)
+        elif char == "}" and stack:
+            closing[stack.pop()] = i
+    return closing
