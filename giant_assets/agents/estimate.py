@@ -287,17 +287,25 @@ def _number(value: Any) -> float:
     return number if math.isfinite(number) and number >= 0 else 0.0
 
 
-def journal_rows(journals_dir: Path) -> Iterable[dict[str, Any]]:
-    """Every parseable row of every journal under ``journals_dir`` (torn lines skipped)."""
-    for path in sorted(Path(journals_dir).glob("*/*.jsonl")):
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(row, dict):
-                    yield row
+def journal_rows(journals_dir: Path, *, agent: str, model: str) -> Iterable[dict[str, Any]]:
+    """Every parseable row of the journals of result sets of ``agent`` and ``model`` (their folder's
+    settings.json says whose they are, so other experiments' journals are not read); torn lines skipped."""
+    for folder in sorted(Path(journals_dir).glob("*/")):
+        try:
+            settings = json.loads((folder / "settings.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            settings = {}  # a journal without settings (older): read, the rows say whose they are
+        if settings and (settings.get("agent") != agent or settings.get("model", "") != model):
+            continue
+        for path in sorted(folder.glob("*.jsonl")):
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    try:
+                        row = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(row, dict):
+                        yield row
 
 
 def estimate_experiment(
@@ -318,7 +326,9 @@ def estimate_experiment(
     from giant_assets.batch.records import RETRYABLE
 
     wanted = set(benchmarks) if benchmarks else None
-    measured = measure(journal_rows(journals_dir), agent=exp.agent, model=exp.model)
+    measured = measure(
+        journal_rows(journals_dir, agent=exp.agent, model=exp.model), agent=exp.agent, model=exp.model
+    )
     out = []
     for name, group in items.groupby("benchmark_name", sort=True):
         if wanted is not None and name not in wanted:

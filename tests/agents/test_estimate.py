@@ -139,6 +139,9 @@ def test_journal_runs_are_subtracted_and_real_runs_calibrate(tmp_path: Path) -> 
             _row("99", 0, n_steps=3),  # not a current item
         ]
     )
+    other = journals / "another-result-set"  # another model's journals are not read (settings.json says)
+    Journal(other / "tcga.jsonl").append([_row("0", 0, n_steps=40, input_tokens=1, output_tokens=1)])
+    (other / "settings.json").write_text('{"agent": "giant", "model": "gpt-4o"}')
     items = _items(tcga=5, gtex=2)
     items.loc[items.index[-1], "wsi_status"] = "missing"
     by_bench = {
