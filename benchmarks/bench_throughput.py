@@ -23,14 +23,18 @@ import multiprocessing as mp
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import giant_assets
+from benchmarks.stages import STAGES, StageClock
 from giant_assets.agents.giant import GiantAgent
+from giant_assets.agents.overviews import Encoding, read_overview
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.providers import OpenAIResponsesModel
 from giant_assets.batch import runner as batch_runner
@@ -45,6 +49,7 @@ from giant_assets.demo.scripted import (
 )
 from giant_assets.multipathqa.sample import sample_csv_path
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.views import overview
 
 CALLS_PER_ITEM = 2
 TARGET_EFFICIENCY = 0.80
@@ -151,6 +156,7 @@ def main() -> None:
     verdict = "met" if worst >= TARGET_EFFICIENCY else "MISSED"
     print(f"worst efficiency {worst:.0%} of ideal C/(2L) (target >= {TARGET_EFFICIENCY:.0%}: {verdict})")
     fast_model()
+    fast_model_cli()
     end_to_end()
 
 
@@ -161,18 +167,22 @@ FAST_MODEL = (256, 64, 0.5)  # (items, C, L s)
 
 def fast_model() -> None:
     """The batch runner at C=64 against a 0.5 s model, both image reads: items/s against the ideal
-    C/(2L) and against the CPU-bound ceiling (cores / CPU per item), and the first wave: how long
-    after the start the C-th first call arrives (C overviews read before the first wave is out)."""
+    C/(2L) and against the CPU-bound ceiling (cores / CPU per item of client and model server), the
+    client's CPU per item by stage, and the first wave: how long after the start the C-th first call
+    arrives, beside its floor (C overviews' CPU over the cores: no first call goes out before its
+    overview is made)."""
     n_items, concurrency, latency = FAST_MODEL
     ideal = concurrency / (CALLS_PER_ITEM * latency)
     cores = os.cpu_count() or 1
     print(f"\nfast model: {n_items} items, C={concurrency}, L={latency} s (ideal {ideal:.0f} items/s), "
-          f"the batch runner in this process, {cores} cores")  # fmt: skip
-    print(f"{'image_read':>10} {'wall s':>7} {'items/s':>8} {'x ideal':>8} {'CPU/item':>9} {'ceiling':>8} "
-          f"{'x ceiling':>9} {'first call':>10} {'wave out':>9}")  # fmt: skip
+          f"the batch runner in this process, {cores} cores (load {os.getloadavg()[0]:.1f})")  # fmt: skip
+    print(f"{'image_read':>10} {'wall s':>7} {'items/s':>8} {'x ideal':>8} {'CPU/item':>9} {'server':>7} "
+          f"{'ceiling':>8} {'x ceiling':>9} {'first call':>10} {'wave out':>9} {'floor':>6}")  # fmt: skip
+    by_stage = {}
     with tempfile.TemporaryDirectory() as tmp:
         slides = slide_copies(Path(tmp), n_items)
         for image_read in ("exact", "fast"):
+            overview_cpu = _overview_cpu(slides[0], image_read)
             ctx = mp.get_context("spawn")
             conn, child = ctx.Pipe()
             stop = ctx.Event()
@@ -180,19 +190,40 @@ def fast_model() -> None:
             server.start()
             try:
                 url = conn.recv()
-                started, cpu = time.monotonic(), time.process_time()
-                wall, ok = asyncio.run(run_batch(url, slides, n_items, concurrency, image_read))
-                cpu = (time.process_time() - cpu) / n_items
+                with StageClock() as clock:
+                    started, cpu = time.monotonic(), time.process_time()
+                    wall, ok = asyncio.run(run_batch(url, slides, n_items, concurrency, image_read))
+                    cpu = (time.process_time() - cpu) / n_items
             finally:
                 stop.set()
-                arrivals = sorted(conn.recv())
+                arrivals, server_cpu = conn.recv()
+                arrivals = sorted(arrivals)
                 server.join(10)
             assert ok == n_items and len(arrivals) == CALLS_PER_ITEM * n_items
-            rate, ceiling = n_items / wall, cores / cpu
+            server_cpu /= n_items
+            rate, ceiling = n_items / wall, cores / (cpu + server_cpu)
             first, wave = arrivals[0] - started, arrivals[concurrency - 1] - started
+            floor = concurrency * overview_cpu / cores
             print(f"{image_read:>10} {wall:>7.1f} {rate:>8.2f} {rate / ideal:>7.0%} {cpu * 1e3:>7.0f}ms "
-                  f"{ceiling:>8.1f} {rate / ceiling:>8.0%} {first:>9.2f}s {wave:>8.2f}s")  # fmt: skip
-    print("ceiling: cores / CPU per item (this process's CPU; the model server runs in its own process)")
+                  f"{server_cpu * 1e3:>5.0f}ms {ceiling:>8.1f} {rate / ceiling:>8.0%} {first:>9.2f}s "
+                  f"{wave:>8.2f}s {floor:>5.2f}s")  # fmt: skip
+            by_stage[image_read] = (cpu, {s: v / n_items for s, v in clock.seconds.items()})
+    print("ceiling: cores / (client + model server CPU per item); floor: C overviews' CPU / cores")
+    print("client CPU per item by stage (ms; other = the event loop, SDK, HTTP and the runner):")
+    print(f"{'image_read':>10}" + "".join(f"{s:>9}" for s in (*STAGES, "other", "total")))
+    for image_read, (cpu, stages) in by_stage.items():
+        cells = "".join(f"{stages[s] * 1e3:>9.1f}" for s in STAGES)
+        print(f"{image_read:>10}{cells}{(cpu - sum(stages.values())) * 1e3:>9.1f}{cpu * 1e3:>9.1f}")
+
+
+def _overview_cpu(slide: Path, image_read: str, repeats: int = 5) -> float:
+    """CPU seconds to make and encode one overview (median of ``repeats``), as a first call needs."""
+    samples = []
+    for _ in range(repeats):
+        cpu = time.process_time()
+        read_overview(str(slide), 1000, Encoding(), view_maker=partial(overview, image_read=image_read))
+        samples.append(time.process_time() - cpu)
+    return statistics.median(samples)
 
 
 # ---- end to end: a `predictions` materialization through the `dagster` CLI (issue 14) ----------------
@@ -215,7 +246,8 @@ def _e2e_serve(latency: float, conn, stop) -> None:
     with ScriptedModelServer(rule=crop_then_answer, latency_s=latency) as srv:
         conn.send(srv.openai_base_url)
         stop.wait()
-        conn.send([r.received_at for r in srv.requests])  # time.monotonic(): one clock for all processes
+        # time.monotonic(): one clock for all processes; and the server's own CPU
+        conn.send(([r.received_at for r in srv.requests], time.process_time()))
 
 
 def _e2e_csv(path: Path, slides: list[Path]) -> Path:
@@ -230,17 +262,20 @@ def _e2e_csv(path: Path, slides: list[Path]) -> Path:
     return path
 
 
-def _e2e_setup(tmp: Path, slides: list[Path], url: str) -> dict[str, str]:
+def _e2e_setup(
+    tmp: Path, slides: list[Path], url: str, cells: dict[str, str] | None = None
+) -> dict[str, str]:
     """A Dagster home, data dir, CSV and one experiment per measurement (distinct seeds, so distinct
-    journals: nothing is reused between measurements); ingested and synced, untimed."""
+    journals: nothing is reused between measurements); ingested and synced, untimed. ``cells`` maps
+    experiment names to their extra fields (default: one per ``E2E_CELLS``)."""
     home = tmp / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    cells = cells or {f"e2e-c{c}-{ex}": f"concurrency: {c}" for c, ex in E2E_CELLS}
     experiments = "\n".join(
-        f"  e2e-c{c}-{ex}: {{agent: giant, model: scripted-vlm, base_url: '{url}',"
-        f" api_key_env: {E2E_KEY_ENV}, concurrency: {c}, requests_per_minute: 1000000, max_steps: 5,"
-        f" seed: {seed}}}"
-        for seed, (c, ex) in enumerate(E2E_CELLS)
+        f"  {name}: {{agent: giant, model: scripted-vlm, base_url: '{url}', api_key_env: {E2E_KEY_ENV},"
+        f" requests_per_minute: 1000000, max_steps: 5, seed: {seed}, {extra}}}"
+        for seed, (name, extra) in enumerate(cells.items())
     )
     (tmp / "experiments.yaml").write_text(f"experiments:\n{experiments}\n")
     # the package's bytecode compiled up front, as an installed package's is: no timed run compiles
@@ -326,7 +361,7 @@ def end_to_end() -> None:
             longer = (started, time.monotonic())
     finally:
         stop.set()
-        arrivals = sorted(conn.recv())
+        arrivals = sorted(conn.recv()[0])
         server.join(10)
     ideal_of = {c: c / (CALLS_PER_ITEM * E2E_LATENCY) for c in E2E_CONCURRENCY}
     print(f"\nend to end: {E2E_ITEMS} items (one slide file each), `dagster asset materialize --select "
@@ -372,5 +407,62 @@ def end_to_end() -> None:
           f"{eff:.0%} of ideal C/(2L): the fixed start-up amortises as a run gets longer")  # fmt: skip
 
 
+def fast_model_cli() -> None:
+    """``FAST_MODEL`` end to end: ``dagster asset materialize --select predictions`` of a 256-item cell at
+    C=64 against a 0.5 s model, both image reads. Besides items/s over the command (start-up included)
+    it reports the rate from the first call to the last reply and how busy the cores were then (client
+    and model server CPU over wall x cores): a run at the ceiling of its CPU shows both near 100 %."""
+    n_items, concurrency, latency = FAST_MODEL
+    ideal = concurrency / (CALLS_PER_ITEM * latency)
+    cores = os.cpu_count() or 1
+    print(f"\nfast model end to end: {n_items} items, C={concurrency}, L={latency} s (ideal {ideal:.0f} "
+          f"items/s), `dagster asset materialize --select predictions`, {cores} cores "
+          f"(load {os.getloadavg()[0]:.1f})")  # fmt: skip
+    print(f"{'image_read':>10} {'CLI wall':>8} {'items/s':>8} {'x ideal':>8} {'start-up':>8} {'calls':>6} "
+          f"{'items/s':>8} {'CPU/item':>9} {'server':>7} {'ceiling':>8} {'x ceiling':>9} "
+          f"{'cores busy':>10}")  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        slides = slide_copies(Path(tmp) / "wsi", n_items)
+        for image_read in ("exact", "fast"):
+            ctx = mp.get_context("spawn")
+            conn, child = ctx.Pipe()
+            stop = ctx.Event()
+            server = ctx.Process(target=_e2e_serve, args=(latency, child, stop), daemon=True)
+            server.start()
+            try:
+                url = conn.recv()
+                cell = f"fast-model-{image_read}"
+                home = Path(tmp) / image_read
+                home.mkdir()
+                extra = f"concurrency: {concurrency}, image_read: {image_read}"
+                env = _e2e_setup(home, slides, url, {cell: extra})
+                started = time.monotonic()
+                cpu = _e2e_cli(env, "predictions", f"tcga|{cell}")
+                ended = time.monotonic()
+            finally:
+                stop.set()
+                arrivals, server_cpu = conn.recv()
+                arrivals = sorted(arrivals)
+                server.join(10)
+            assert len(arrivals) == CALLS_PER_ITEM * n_items, f"{image_read}: {len(arrivals)} model calls"
+            wall = ended - started
+            startup, calls = arrivals[0] - started, arrivals[-1] + latency - arrivals[0]
+            client, served = cpu / n_items, server_cpu / n_items
+            ceiling = cores / (client + served)
+            busy = (cpu + server_cpu) / (wall * cores)
+            print(f"{image_read:>10} {wall:>7.1f}s {n_items / wall:>8.2f} {n_items / wall / ideal:>7.0%} "
+                  f"{startup:>7.1f}s {calls:>5.1f}s {n_items / calls:>8.2f} {client * 1e3:>7.0f}ms "
+                  f"{served * 1e3:>5.0f}ms {ceiling:>8.1f} {n_items / calls / ceiling:>8.0%} "
+                  f"{busy:>9.0%}")  # fmt: skip
+    print(
+        "items/s twice: over the whole command, then from the first call to the last reply; ceiling: "
+        "cores / (client + server CPU per item), the client's CPU including the command's start-up"
+    )
+
+
 if __name__ == "__main__":
-    fast_model() if "fast-model" in sys.argv else main()
+    if "fast-model" in sys.argv:
+        fast_model()
+        fast_model_cli()
+    else:
+        main()
