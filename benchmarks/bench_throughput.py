@@ -32,6 +32,7 @@ from functools import partial
 from pathlib import Path
 
 import giant_assets
+from benchmarks.cpu_use import CpuSampler
 from benchmarks.stages import STAGES, StageClock
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.overviews import Encoding, read_overview
@@ -190,7 +191,7 @@ def fast_model() -> None:
             server.start()
             try:
                 url = conn.recv()
-                with StageClock() as clock:
+                with StageClock() as clock, CpuSampler([os.getpid(), server.pid]) as sampler:
                     started, cpu = time.monotonic(), time.process_time()
                     wall, ok = asyncio.run(run_batch(url, slides, n_items, concurrency, image_read))
                     cpu = (time.process_time() - cpu) / n_items
@@ -204,11 +205,15 @@ def fast_model() -> None:
             rate, ceiling = n_items / wall, cores / (cpu + server_cpu)
             first, wave = arrivals[0] - started, arrivals[concurrency - 1] - started
             floor = concurrency * overview_cpu / cores
+            steady = sampler.busy(arrivals[concurrency - 1], arrivals[-concurrency], cores)
             print(f"{image_read:>10} {wall:>7.1f} {rate:>8.2f} {rate / ideal:>7.0%} {cpu * 1e3:>7.0f}ms "
                   f"{server_cpu * 1e3:>5.0f}ms {ceiling:>8.1f} {rate / ceiling:>8.0%} {first:>9.2f}s "
-                  f"{wave:>8.2f}s {floor:>5.2f}s")  # fmt: skip
+                  f"{wave:>8.2f}s {floor:>5.2f}s {steady:>6.0%}")  # fmt: skip
             by_stage[image_read] = (cpu, {s: v / n_items for s, v in clock.seconds.items()})
-    print("ceiling: cores / (client + model server CPU per item); floor: C overviews' CPU / cores")
+    print(
+        "ceiling: cores / (client + model server CPU per item); floor: C overviews' CPU / cores; busy: "
+        "cores used by client and server from the first wave out to the last C calls (steady state)"
+    )
     print("client CPU per item by stage (ms; other = the event loop, SDK, HTTP and the runner):")
     print(f"{'image_read':>10}" + "".join(f"{s:>9}" for s in (*STAGES, "other", "total")))
     for image_read, (cpu, stages) in by_stage.items():
@@ -297,25 +302,27 @@ def _e2e_setup(
 
 
 def _e2e_cli(
-    env: dict[str, str], select: str, partition: str | None = None, config: dict | None = None
+    env: dict[str, str],
+    select: str,
+    partition: str | None = None,
+    config: dict | None = None,
+    pids: list[int] | None = None,
 ) -> float:
-    """Run ``dagster asset materialize``; return the CPU seconds it used (its child processes included)."""
+    """Run ``dagster asset materialize``; return the CPU seconds it used (its child processes included).
+    ``pids``, when given, gets the command's process id while it runs (for a ``CpuSampler``)."""
     args = [DAGSTER_CLI, "asset", "materialize", "-m", "giant_assets.platform.definitions"]
     args += ["--select", select]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(
-        args
-        + (["--partition", partition] if partition else [])
-        + (["--config-json", json.dumps(config)] if config else []),
-        env=env,
-        capture_output=True,
-        text=True,
+    args += (["--partition", partition] if partition else []) + (
+        ["--config-json", json.dumps(config)] if config else []
     )
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        if pids is not None:
+            pids.append(proc.pid)
+        output = proc.communicate()[0]
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0 or "RUN_SUCCESS" not in done.stdout + done.stderr:
-        raise RuntimeError(
-            f"dagster {select} {partition or ''} failed:\n{(done.stdout + done.stderr)[-3000:]}"
-        )
+    if proc.returncode != 0 or "RUN_SUCCESS" not in output:
+        raise RuntimeError(f"dagster {select} {partition or ''} failed:\n{output[-3000:]}")
     return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
@@ -420,7 +427,7 @@ def fast_model_cli() -> None:
           f"(load {os.getloadavg()[0]:.1f})")  # fmt: skip
     print(f"{'image_read':>10} {'CLI wall':>8} {'items/s':>8} {'x ideal':>8} {'start-up':>8} {'calls':>6} "
           f"{'items/s':>8} {'CPU/item':>9} {'server':>7} {'ceiling':>8} {'x ceiling':>9} "
-          f"{'cores busy':>10}")  # fmt: skip
+          f"{'cores busy':>10} {'steady':>7}")  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         slides = slide_copies(Path(tmp) / "wsi", n_items)
         for image_read in ("exact", "fast"):
@@ -436,9 +443,10 @@ def fast_model_cli() -> None:
                 home.mkdir()
                 extra = f"concurrency: {concurrency}, image_read: {image_read}"
                 env = _e2e_setup(home, slides, url, {cell: extra})
-                started = time.monotonic()
-                cpu = _e2e_cli(env, "predictions", f"tcga|{cell}")
-                ended = time.monotonic()
+                with CpuSampler([server.pid]) as sampler:
+                    started = time.monotonic()
+                    cpu = _e2e_cli(env, "predictions", f"tcga|{cell}", pids=sampler.pids)
+                    ended = time.monotonic()
             finally:
                 stop.set()
                 arrivals, server_cpu = conn.recv()
@@ -450,13 +458,15 @@ def fast_model_cli() -> None:
             client, served = cpu / n_items, server_cpu / n_items
             ceiling = cores / (client + served)
             busy = (cpu + server_cpu) / (wall * cores)
+            steady = sampler.busy(arrivals[concurrency - 1], arrivals[-concurrency], cores)
             print(f"{image_read:>10} {wall:>7.1f}s {n_items / wall:>8.2f} {n_items / wall / ideal:>7.0%} "
                   f"{startup:>7.1f}s {calls:>5.1f}s {n_items / calls:>8.2f} {client * 1e3:>7.0f}ms "
                   f"{served * 1e3:>5.0f}ms {ceiling:>8.1f} {n_items / calls / ceiling:>8.0%} "
-                  f"{busy:>9.0%}")  # fmt: skip
+                  f"{busy:>9.0%} {steady:>7.0%}")  # fmt: skip
     print(
         "items/s twice: over the whole command, then from the first call to the last reply; ceiling: "
-        "cores / (client + server CPU per item), the client's CPU including the command's start-up"
+        "cores / (client + server CPU per item), the client's CPU including the command's start-up; cores "
+        "busy: client and server CPU over the command; steady: from the first wave out to the last C calls"
     )
 
 
