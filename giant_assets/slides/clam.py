@@ -31,8 +31,6 @@ from importlib import resources
 
 import numpy as np
 import openslide
-from scipy import ndimage
-from skimage.filters.rank import median
 
 from giant_assets.slides.access import MAX_READ_PIXELS, read_scaled
 from giant_assets.slides.tissue import otsu_threshold
@@ -149,6 +147,9 @@ def tissue_binary(rgb: np.ndarray, params: ClamParams) -> np.ndarray:
     above ``t`` exactly when more than half of the window is, a box count of ``saturation > t`` (the
     image's edge pixels repeated outward, as OpenCV's median filter does).
     """
+    from scipy import ndimage  # here, not at the top: an agent that never segments does not pay the import
+    from skimage.filters.rank import median
+
     sat = saturation(rgb)
     k, r = params.mthresh, params.mthresh // 2
     if params.use_otsu:
@@ -171,6 +172,8 @@ def segment(
     rgb: np.ndarray, downsample: tuple[float, float], slide_size: tuple[int, int], params: ClamParams
 ) -> Segmentation:
     """Step 3 of the module docstring on a raster already read."""
+    from scipy import ndimage
+
     binary = tissue_binary(rgb, params)
     pieces, n = ndimage.label(binary, structure=np.ones((3, 3), dtype=bool))
     background, m = ndimage.label(~binary)  # 4-connected

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import openslide
-from scipy import ndimage
 
 from giant_assets.slides.views import overview
 
@@ -84,6 +83,8 @@ def sample_patches(
     replacement while there are enough of them. If no such pixel exists (tissue thinner than a patch),
     any tissue pixel is used, and with no tissue at all any pixel of the slide.
     """
+    from scipy import ndimage  # here: building an agent that never samples patches skips the import
+
     width, height = tissue.slide_size
     if patch_size > min(width, height):
         raise ValueError(f"patch size {patch_size} does not fit a {width} x {height} slide")

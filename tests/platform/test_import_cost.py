@@ -76,3 +76,28 @@ def test_loading_definitions_leaves_optional_libraries_unimported() -> None:
     assert set(out["graph_assets"]) == set(out["all_assets"])
     implicit = [keys for name, keys in out["jobs"].items() if name.startswith("__ASSET_JOB")]
     assert implicit and set().union(*map(set, implicit)) == set(out["all_assets"])
+
+
+# imported by the agents only where they segment tissue or sample patches (the patch baseline, the
+# random-region ablation); a GIANT or thumbnail run never does, and every predictions run builds its agent
+SEGMENTATION_ONLY = ["scipy.ndimage", "skimage"]
+
+AGENT_CHILD = """
+import json, sys
+import giant_assets.platform.definitions
+from giant_assets.agents import baselines, giant, random_regions
+print(json.dumps(sorted(m for m in json.loads(sys.argv[1]) if m in sys.modules)))
+"""
+
+
+def test_building_an_agent_leaves_the_segmentation_libraries_unimported() -> None:
+    assert all(importlib.util.find_spec(name) for name in SEGMENTATION_ONLY)
+    proc = subprocess.run(
+        [sys.executable, "-c", AGENT_CHILD, json.dumps(SEGMENTATION_ONLY)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
