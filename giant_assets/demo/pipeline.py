@@ -17,6 +17,7 @@ writing Parquet + DuckDB under $GIANT_DATA_DIR (default ./data):
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shlex
@@ -29,7 +30,8 @@ from dagster import AssetSelection, DagsterInstance, materialize
 
 from giant_assets.core.settings import DAGSTER_HOME_ENV, DEMO_KEY_ENV, PRICES_ENV, data_dir, env
 from giant_assets.core.storage import ParquetStore
-from giant_assets.demo.scripted import ScriptedModelServer, demo_policy, is_scripted_model
+from giant_assets.demo.scripted import DEMO_MODEL, ScriptedModelServer, demo_policy, is_scripted_model
+from giant_assets.demo.scripted.policy import READABLE_DARK
 from giant_assets.demo.serve_cli import DEMO_PORT
 from giant_assets.eval.export import submission_path
 from giant_assets.eval.leaderboard import leaderboard_markdown
@@ -40,7 +42,6 @@ from giant_assets.platform.definitions import ALL_ASSETS, ALL_CHECKS, CELL_ASSET
 from giant_assets.platform.partitions import result_key
 from giant_assets.platform.sensors import sync_experiments
 
-DEMO_MODEL = "scripted-demo"
 # the loopback model needs no key; the demo still sends a throwaway one, through the same env-var path a
 # real key takes, so the run shows that keys reach only the Authorization header (never logs or tables)
 # Dagster's per-event DEBUG lines would bury the demo's own output; they stay in the run logs (`make ui`)
@@ -92,22 +93,42 @@ def _demo_model() -> ScriptedModelServer | None:
 
 
 def _rebind_after_upgrade(root: Path, experiments) -> None:
-    """The demo's own experiments follow the platform: a binding left by an older giant-assets (another
-    protocol version) is replaced, and the demo re-runs every cell of those names (free: a scripted
-    model). A user's experiments are never rebound silently (see experiments/binding.py)."""
-    from giant_assets.experiments.binding import ExperimentConflict, bind, binding_path
+    """The demo's own experiments follow the platform and the scripted model: a binding left by an older
+    giant-assets (another protocol version, or an older scripted policy, named by its model
+    ``scripted-demo*``) is replaced, and the demo re-runs every cell of those names (free: a scripted
+    model; the new settings hash to new journals, so no older answer is reused). Any other change, and a
+    user's experiments, are never rebound silently (see experiments/binding.py)."""
+    from giant_assets.experiments.binding import (
+        ExperimentConflict,
+        bind,
+        binding_path,
+        differing_fields,
+        read_binding,
+    )
 
     for name in EXPERIMENTS:
+        experiment = experiments.get(name)
         try:
-            bind(experiments.get(name), root)
-        except ExperimentConflict as conflict:
-            if "protocol version" not in str(conflict):
+            bind(experiment, root)
+        except ExperimentConflict:
+            bound = read_binding(binding_path(root, name))["answer_settings"]
+            current = json.loads(json.dumps(experiment.answer_settings(), default=str))
+            changed = set(differing_fields(bound, current))
+            older_model = str(bound.get("model", "")).startswith("scripted-demo")
+            if not changed <= {"protocol_version", "model"} or ("model" in changed and not older_model):
                 raise
             binding_path(root, name).unlink()
-            bind(experiments.get(name), root)
+            bind(experiment, root)
+            what = " and ".join(
+                text
+                for field, text in (
+                    ("protocol_version", "protocol"),
+                    ("model", f"scripted model {DEMO_MODEL}"),
+                )
+                if field in changed
+            )
             print(
-                f"  ok  {name}: bound to this version's protocol (its earlier results are replaced)",
-                flush=True,
+                f"  ok  {name}: bound to this version's {what} (its earlier results are replaced)", flush=True
             )
 
 
@@ -171,8 +192,10 @@ def _report(root: Path, submission: Path) -> None:
     )
     print(leaderboard_markdown(board))
     print(
-        "(the scripted model picks an option from a hash of the prompt and how dark its last view was, and a "
-        "PANDA grade from that darkness: its numbers show the plumbing on 14 items, not skill)"
+        "(the scripted model knows the sample's answers but gives one only when the lesion fills at least "
+        f"{READABLE_DARK:.0%} of its last view, else it guesses from a hash of the prompt: GIANT zooms onto "
+        "the lesion, the 1024 px thumbnail shows it too small, a 224 px patch lands on it only by chance; "
+        "items whose slide is missing or corrupt count as wrong for all)"
     )
     pair = store.query(
         "select benchmark_name, experiment_a, experiment_b, n_shared, round(diff_pct, 1) diff_pct, "

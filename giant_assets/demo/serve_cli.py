@@ -2,7 +2,8 @@
 
 It answers the three wire formats (OpenAI Responses and Chat Completions at ``<url>/v1``, Anthropic
 Messages at ``<url>``) with ``demo_policy``: crop the darkest region of the overview, then answer in
-the benchmark's format. No key is checked. The ``demo-*`` experiments of ``experiments.yaml`` call it at
+the benchmark's format (the bundled sample's answer when its last view shows the lesion large enough,
+else a guess). No key is checked. The ``demo-*`` experiments of ``experiments.yaml`` call it at
 ``http://127.0.0.1:47321/v1`` (the default port), so they can run from the UI or ``giant-run`` while
 it serves (``make ui`` starts one; ``make scripted-model`` runs it alone).
 """

@@ -204,3 +204,28 @@ def test_the_demo_viewer_shows_every_giant_step_in_chromium(demo: tuple[Path, st
         assert all(done and width > 0 for done, width in images)
         assert browser.eval("document.querySelectorAll('section.run').length") == 2
         assert browser.problems() == []
+
+
+def test_giant_beats_the_thumbnail_because_it_zooms_in(demo: tuple[Path, str]) -> None:
+    """The scripted model gives the sample's answer only when the lesion fills enough of its last view:
+    GIANT's crop does, the 1024 px thumbnail does not, so GIANT scores higher and the reason is printed."""
+    data, stdout = demo
+    metrics = sql(
+        data,
+        "select experiment, benchmark_name, value_pct from benchmark_metrics "
+        "where experiment in ('demo-giant', 'demo-thumbnail')",
+    ).pivot(index="benchmark_name", columns="experiment", values="value_pct")
+    assert (metrics["demo-giant"] > metrics["demo-thumbnail"]).any(), metrics
+    # every item with a readable slide right: the missing gtex/tcga slides and the corrupt panda one cap it
+    assert metrics.loc[["gtex", "tcga", "panda"], "demo-giant"].round(1).tolist() == [66.7] * 3
+    assert metrics.loc[["tcga_slidebench", "tcga_expert_vqa"], "demo-giant"].tolist() == [100.0] * 2
+    assert "gives one only when the lesion fills at least 8% of its last view" in stdout
+
+
+def test_the_readme_states_the_numbers_the_demo_prints(demo: tuple[Path, str]) -> None:
+    _, stdout = demo
+    readme = " ".join((REPO / "README.md").read_text().split())
+    for experiment in ("demo-giant", "demo-thumbnail", "demo-patch"):
+        (row,) = [line for line in stdout.splitlines() if line.startswith(f"| {experiment} | ours |")]
+        means = ", ".join(cell.split(" ± ")[0] for cell in row.split(" | ")[2:7])
+        assert means in readme, (experiment, means)

@@ -11,7 +11,8 @@ each: ``responses``, ``chat``, ``messages``), with tool calls, reasoning and cac
 Replies come from a script (consumed in order), then from a rule function of the request, e.g.
 ``demo_policy``, which navigates like a cautious model without any key: it crops the darkest region of
 the overview it was sent (through the ``slide_zoom`` tool when one is offered, else as a free-JSON
-action), then answers ``<report>..</report><response>{json}</response>`` in the benchmark's format.
+action), then answers ``<report>..</report><response>{json}</response>`` in the benchmark's format:
+the bundled sample's answer when the lesion fills enough of its last view to read, else a guess.
 Input tokens follow the providers' image rules (``pricing.image_tokens``) plus 1 token per 4 characters
 of text; a request whose leading turns were seen before reports them as cached. Every request is
 recorded (headers, body, arrival time) so tests can check what the SDK really sent.
@@ -20,7 +21,7 @@ recorded (headers, body, arrival time) so tests can check what the SDK really se
         model = OpenAIResponsesModel("demo", base_url=server.openai_base_url)
 """
 
-from giant_assets.demo.scripted.policy import demo_policy
+from giant_assets.demo.scripted.policy import DEMO_MODEL, demo_policy
 from giant_assets.demo.scripted.recorded import RecordedRequest
 from giant_assets.demo.scripted.replies import (
     TOOL_NAME,
@@ -41,7 +42,7 @@ from giant_assets.demo.scripted.server import (
 )
 
 __all__ = [
-    "IDENTITY_PATH", "TOOL_NAME", "RecordedRequest", "Reply", "Rule", "ScriptedModelServer", "answer_reply",
-    "crop_reply", "demo_policy", "is_scripted_model", "malformed", "rate_limited", "serve_demo_model",
-    "server_error", "unauthorized_echo",
+    "DEMO_MODEL", "IDENTITY_PATH", "TOOL_NAME", "RecordedRequest", "Reply", "Rule", "ScriptedModelServer",
+    "answer_reply", "crop_reply", "demo_policy", "is_scripted_model", "malformed", "rate_limited",
+    "serve_demo_model", "server_error", "unauthorized_echo",
 ]  # fmt: skip
