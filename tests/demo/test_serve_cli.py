@@ -102,6 +102,32 @@ def test_the_demo_rebinds_its_own_experiments_after_a_protocol_upgrade(tmp_path,
     assert json.loads(stale.read_text())["config_hash"] == experiments.get("demo-giant").config_hash()
 
 
+def test_the_demo_rebinds_its_own_experiments_after_a_scripted_policy_change(tmp_path, capsys) -> None:
+    """A data dir where the older scripted policy ran (model scripted-demo): rebound to the new model name,
+    whose settings hash to other journals; any other change of a demo experiment still stops the demo."""
+    import json
+
+    from giant_assets.demo.pipeline import EXPERIMENTS, _rebind_after_upgrade
+    from giant_assets.demo.scripted import DEMO_MODEL
+    from giant_assets.experiments.binding import ExperimentConflict, bind, binding_path
+    from giant_assets.platform.resources import ExperimentsResource
+
+    experiments = ExperimentsResource()
+    for name in EXPERIMENTS:
+        bind(experiments.get(name), tmp_path)
+    stale = binding_path(tmp_path, "demo-thumbnail")
+    doc = json.loads(stale.read_text())
+    doc["answer_settings"]["model"] = "scripted-demo"
+    stale.write_text(json.dumps(doc))
+    _rebind_after_upgrade(tmp_path, experiments)
+    assert f"demo-thumbnail: bound to this version's scripted model {DEMO_MODEL}" in capsys.readouterr().out
+    assert json.loads(stale.read_text())["answer_settings"]["model"] == DEMO_MODEL
+    doc["answer_settings"]["runs_per_item"] = 3  # a change the demo did not make: never rebound silently
+    stale.write_text(json.dumps(doc))
+    with pytest.raises(ExperimentConflict, match="runs_per_item"):
+        _rebind_after_upgrade(tmp_path, experiments)
+
+
 def test_the_demo_uses_a_scripted_model_on_its_port_and_refuses_another_program(monkeypatch, capsys) -> None:
     import http.server
     import threading
