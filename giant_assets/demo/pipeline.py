@@ -30,7 +30,7 @@ from dagster import AssetSelection, DagsterInstance, materialize
 
 from giant_assets.core.settings import DAGSTER_HOME_ENV, DEMO_KEY_ENV, PRICES_ENV, data_dir, env
 from giant_assets.core.storage import ParquetStore
-from giant_assets.demo.scripted import DEMO_MODEL, ScriptedModelServer, demo_policy, is_scripted_model
+from giant_assets.demo.scripted import DEMO_MODEL, ScriptedModelServer, demo_policy, scripted_model_at
 from giant_assets.demo.scripted.policy import READABLE_DARK
 from giant_assets.demo.serve_cli import DEMO_PORT
 from giant_assets.eval.export import submission_path
@@ -83,9 +83,17 @@ def _demo_model() -> ScriptedModelServer | None:
     try:
         return ScriptedModelServer(rule=demo_policy, port=DEMO_PORT).start()
     except OSError:
-        if is_scripted_model(DEMO_PORT):
+        identity = scripted_model_at(DEMO_PORT)
+        if identity is not None and identity.get("demo_model") == DEMO_MODEL:
             print(f"  ok  using the scripted model already serving on 127.0.0.1:{DEMO_PORT}", flush=True)
             return None
+        if identity is not None:  # e.g. make ui of an older checkout: its answers would be stored as ours
+            sys.exit(
+                f"demo: the scripted model serving on 127.0.0.1:{DEMO_PORT} answers as "
+                f"{identity.get('demo_model') or 'a test script'}, not as this version's {DEMO_MODEL}; "
+                "stop it (a make ui or giant-scripted-model started from another checkout?) and run make "
+                "demo again"
+            )
         sys.exit(
             f"demo: port {DEMO_PORT} on 127.0.0.1 (the demo-* experiments' base_url) is taken by another "
             "program that is not the scripted model; stop it and run make demo again"

@@ -133,13 +133,27 @@ def test_the_demo_uses_a_scripted_model_on_its_port_and_refuses_another_program(
     import threading
 
     from giant_assets.demo import pipeline
-    from giant_assets.demo.scripted import ScriptedModelServer, is_scripted_model
+    from giant_assets.demo.scripted import (
+        DEMO_MODEL,
+        ScriptedModelServer,
+        demo_policy,
+        is_scripted_model,
+        scripted_model_at,
+    )
 
-    with ScriptedModelServer() as running:  # e.g. make ui's, or giant-scripted-model
+    with ScriptedModelServer(rule=demo_policy) as running:  # e.g. make ui's, or giant-scripted-model
         port = int(running.base_url.rsplit(":", 1)[1])
         monkeypatch.setattr(pipeline, "DEMO_PORT", port)
         assert is_scripted_model(port) and pipeline._demo_model() is None
         assert f"using the scripted model already serving on 127.0.0.1:{port}" in capsys.readouterr().out
+    # a scripted model answering with another policy (an older checkout's make ui) is not used
+    with ScriptedModelServer(rule=demo_policy) as older:
+        older.demo_model = "scripted-demo"
+        port = int(older.base_url.rsplit(":", 1)[1])
+        monkeypatch.setattr(pipeline, "DEMO_PORT", port)
+        assert scripted_model_at(port) == {"scripted_model": "giant-assets", "demo_model": "scripted-demo"}
+        with pytest.raises(SystemExit, match=f"answers as scripted-demo, not as this version's {DEMO_MODEL}"):
+            pipeline._demo_model()
     other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
     threading.Thread(target=other.serve_forever, daemon=True).start()
     try:

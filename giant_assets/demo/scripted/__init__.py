@@ -38,11 +38,12 @@ from giant_assets.demo.scripted.server import (
     Rule,
     ScriptedModelServer,
     is_scripted_model,
+    scripted_model_at,
     serve_demo_model,
 )
 
 __all__ = [
     "DEMO_MODEL", "IDENTITY_PATH", "TOOL_NAME", "RecordedRequest", "Reply", "Rule", "ScriptedModelServer",
     "answer_reply", "crop_reply", "demo_policy", "is_scripted_model", "malformed", "rate_limited",
-    "serve_demo_model", "server_error", "unauthorized_echo",
+    "scripted_model_at", "serve_demo_model", "server_error", "unauthorized_echo",
 ]  # fmt: skip

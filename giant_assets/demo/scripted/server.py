@@ -19,7 +19,7 @@ from PIL import Image
 from giant_assets.agents.pricing import image_tokens
 from giant_assets.demo.loopback import LoopbackServer
 from giant_assets.demo.scripted import chat, messages, responses
-from giant_assets.demo.scripted.policy import demo_policy
+from giant_assets.demo.scripted.policy import DEMO_MODEL, demo_policy
 from giant_assets.demo.scripted.recorded import WIRES, Headers, RecordedRequest
 from giant_assets.demo.scripted.replies import TOOL_NAME, Reply, ReplyParts
 from giant_assets.demo.scripted.turns import Turn
@@ -37,6 +37,8 @@ class ScriptedModelServer(LoopbackServer):
     ) -> None:
         self.script = list(script)
         self.rule = rule
+        # the demo policy's version, advertised at GET /scripted-model so make demo can tell an older one
+        self.demo_model = DEMO_MODEL if rule is demo_policy else None
         self.latency_s = latency_s
         self.requests: list[RecordedRequest] = []
         self.replies: list[Reply] = []  # what was sent, parallel to ``requests``
@@ -89,15 +91,23 @@ class ScriptedModelServer(LoopbackServer):
         return total, cached, written
 
 
-def is_scripted_model(port: int, timeout_s: float = 2.0) -> bool:
-    """True when a scripted model of this project answers on 127.0.0.1:``port``."""
+def scripted_model_at(port: int, timeout_s: float = 2.0) -> dict[str, Any] | None:
+    """What a scripted model of this project on 127.0.0.1:``port`` says of itself (``demo_model``: the
+    policy it answers with, when it is the demo's), or None when nothing of ours answers there."""
     import urllib.request
 
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{IDENTITY_PATH}", timeout=timeout_s) as reply:
-            return json.loads(reply.read()).get("scripted_model") == "giant-assets"
+            identity = json.loads(reply.read())
     except (OSError, ValueError):
-        return False
+        return None
+    ours = isinstance(identity, dict) and identity.get("scripted_model") == "giant-assets"
+    return identity if ours else None
+
+
+def is_scripted_model(port: int, timeout_s: float = 2.0) -> bool:
+    """True when a scripted model of this project answers on 127.0.0.1:``port``."""
+    return scripted_model_at(port, timeout_s) is not None
 
 
 def serve_demo_model(latency_s: float = 0.0, port: int = 0) -> ScriptedModelServer:
@@ -160,7 +170,8 @@ def _handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:  # noqa: N802
             """``GET /scripted-model``: who is listening (the demo reuses a scripted model it finds)."""
             found = self.path.split("?")[0] == IDENTITY_PATH
-            body = json.dumps({"scripted_model": "giant-assets"} if found else {"error": "no route"}).encode()
+            identity = {"scripted_model": "giant-assets", "demo_model": server.demo_model}
+            body = json.dumps(identity if found else {"error": "no route"}).encode()
             self._send(200 if found else 404, body, {})
 
         def do_POST(self) -> None:  # noqa: N802
