@@ -59,6 +59,7 @@ from giant_assets.agents.random_regions import (
     region_seed,
     tissue_coords,
 )
+from giant_assets.agents.shown_views import ShownView, ShownViews
 from giant_assets.batch.agent_api import AgentAnswer, AgentItem, Step
 from giant_assets.core.jsonscan import json_objects
 from giant_assets.experiments.prompts import (
@@ -70,7 +71,7 @@ from giant_assets.experiments.prompts import (
 )
 from giant_assets.slides.access import JPEG_QUALITY, InvalidRegion, SlideError, open_slide
 from giant_assets.slides.random_regions import NoTissueRegion
-from giant_assets.slides.views import IMAGE_READS, SlideView, overview, region
+from giant_assets.slides.views import IMAGE_READS, overview, region
 
 MAX_RETRIES_EXCEEDED = "max_retries_exceeded"
 TIMEOUT = "timeout"  # the batch records' error kind for a run that ran out of time
@@ -234,6 +235,7 @@ class GiantAgent:
             replace(self.crop_encoding, detail=overview_detail),
             view=partial(overview, image_read=image_read),
         )
+        self.shown_views: ShownViews | None = None  # crops kept for batch-mode replays (detach)
 
     def __repr__(self) -> str:
         return f"GiantAgent(name={self.name!r}, chat={self.chat!r}, max_steps={self.max_steps})"
@@ -377,7 +379,8 @@ class GiantAgent:
                 if last:
                     step.action, step.error = "no_answer", NO_ANSWER
                     return None
-                serve = _Serve(slide, steps, step, rng, self.max_steps - call - 1, notes, regions)
+                left = self.max_steps - call - 1
+                serve = _Serve(slide, steps, step, rng, left, notes, regions, str(item.wsi_path))
                 messages += await self._serve_tools(serve, reply.tool_calls)
                 continue
             left = self.max_steps - call
@@ -391,7 +394,7 @@ class GiantAgent:
             if last:
                 step.action, step.error = "no_answer", NO_ANSWER
                 return None
-            messages.append(await self._json_turn(slide, action, step, rng, left))
+            messages.append(await self._json_turn(slide, action, step, rng, left, str(item.wsi_path)))
         raise AssertionError("unreachable: the last call returns")
 
     def _model_step(self, index: int, attempt: int, reply: ModelReply) -> Step:
@@ -459,16 +462,24 @@ class GiantAgent:
             error = f"{problem}; call slide_zoom(x0, y0, w, h) with integers"
             return [TextPart(p.tool_error.format(error=error))]
         requested = [args.get(k) for k in ("x0", "y0", "w", "h")]
-        return await self._crop(serve.slide, requested, step, serve.rng, serve.calls_left, serve.notes)
+        return await self._crop(
+            serve.slide, requested, step, serve.rng, serve.calls_left, serve.notes, serve.path
+        )
 
     async def _json_turn(
-        self, slide: openslide.OpenSlide, action: Action | None, step: Step, rng: random.Random, left: int
+        self,
+        slide: openslide.OpenSlide,
+        action: Action | None,
+        step: Step,
+        rng: random.Random,
+        left: int,
+        path: str | None = None,
     ) -> Message:
         if action is None:
             step.error = "reply has no JSON crop or answer action"
             text = f"I could not find a JSON action in your reply. {_FORMAT_HINT} {_turns_left(left)}"
             return Message.user(TextPart(text))
-        return Message.user(*await self._crop(slide, list(action.box or []), step, rng, left))
+        return Message.user(*await self._crop(slide, list(action.box or []), step, rng, left, path=path))
 
     async def _crop(
         self,
@@ -478,37 +489,39 @@ class GiantAgent:
         rng: random.Random,
         left: int,
         notes: list[str] | None = None,
+        path: str | None = None,
     ) -> list[TextPart | ImagePart]:
         """Show the requested (or, for random crops, a random) region; an invalid one is explained.
-        ``left``: tool protocol, the function calls left; JSON protocol, the turns left."""
+        ``left``: tool protocol, the function calls left; JSON protocol, the turns left; ``path``: the
+        slide's file, naming the crops kept for replays (none kept without it)."""
         step.action, step.requested_box = "crop", _ints(requested)
         box: list[Any] = requested
         if self.random_crops:
             box = list(_random_box(step.requested_box, *slide.dimensions, rng))
         try:
-            view = await asyncio.to_thread(region, slide, box, self.image_size, image_read=self.image_read)
+            view = await self._show(slide, box, "region", path, self.image_read)
         except InvalidRegion as exc:
             step.error = f"invalid region: {exc}"
             error = f"That region cannot be shown: {exc}"
             if self.protocol == "tools":
                 return [TextPart(self.prompts.tool_error.format(error=error))]
             return [TextPart(f"{error}. {_turns_left(left)}")]
-        step.box, step.level, step.image_size = list(view.box), view.level, list(view.image.size)
+        step.box, step.level, step.image_size = list(view.box), view.level, list(view.size)
         x, y, w, h = view.box
-        image = await self._image_part(view, f"region x0={x}, y0={y}, w={w}, h={h}")
+        image = view.part
         step.image_sha256 = [image.sha256]
         if self.protocol == "tools":
             text = self._tool_result_text(requested, view, slide.dimensions, left, notes or [])
             return [TextPart(text), image]
         note = " (clipped to the slide's edges)" if view.clipped else ""
         text = (
-            f"Region x0={x}, y0={y}, w={w}, h={h}{note}, level-0 pixels, shown at {view.image.size[0]} x "
-            f"{view.image.size[1]} pixels. {_turns_left(left)}"
+            f"Region x0={x}, y0={y}, w={w}, h={h}{note}, level-0 pixels, shown at {view.size[0]} x "
+            f"{view.size[1]} pixels. {_turns_left(left)}"
         )
         return [TextPart(text), image]
 
     def _tool_result_text(
-        self, requested: list[Any], view: SlideView, size: tuple[int, int], left: int, notes: list[str]
+        self, requested: list[Any], view: ShownView, size: tuple[int, int], left: int, notes: list[str]
     ) -> str:
         """The reminder (the region as asked for, or as shown for random crops; the slide's size; the
         function calls left), then the notes so far when the note tool is on."""
@@ -531,20 +544,38 @@ class GiantAgent:
         if box is None:
             step.error = "no random regions left"
             return [TextPart(NO_REGIONS_LEFT)]
-        view = await asyncio.to_thread(region, serve.slide, box, self.image_size)
-        step.box, step.level, step.image_size = list(view.box), view.level, list(view.image.size)
+        view = await self._show(serve.slide, list(box), "random region", serve.path, "exact")
+        step.box, step.level, step.image_size = list(view.box), view.level, list(view.size)
         x, y, w, h = view.box
         width, height = serve.slide.dimensions
         text = RANDOM_REGION_RESULT.format(
             x0=x, y0=y, w=w, h=h, width=width, height=height, calls_left=serve.calls_left,
             regions_left=serve.regions.left,
         )  # fmt: skip
-        image = await self._image_part(view, f"random region x0={x}, y0={y}, w={w}, h={h}")
-        step.image_sha256 = [image.sha256]
-        return [TextPart(text), image]
+        step.image_sha256 = [view.part.sha256]
+        return [TextPart(text), view.part]
 
-    async def _image_part(self, view: SlideView, label: str) -> ImagePart:
-        return await asyncio.to_thread(self.crop_encoding.part, view.image, label)
+    async def _show(
+        self, slide: openslide.OpenSlide, box: list[Any], label: str, path: str | None, image_read: str
+    ) -> ShownView:
+        """Level-0 ``box`` as a crop step sends it (``label`` names it to the model); from
+        ``shown_views`` when a replay of this run made it before (see agents/shown_views.py)."""
+        kept, key = self.shown_views, None
+        if kept is not None and path:
+            settings = {"size": self.image_size, "read": image_read, "encoding": self.crop_encoding}
+            key = kept.key(path, box, label=label, **settings)
+        if key is not None:
+            found = await asyncio.to_thread(kept.get, key)
+            if found is not None:
+                return found
+        view = await asyncio.to_thread(region, slide, box, self.image_size, image_read=image_read)
+        x, y, w, h = view.box
+        encoded = self.crop_encoding.part
+        part = await asyncio.to_thread(encoded, view.image, f"{label} x0={x}, y0={y}, w={w}, h={h}")
+        shown = ShownView(view.box, view.level, view.image.size, view.clipped, part)
+        if key is not None:
+            await asyncio.to_thread(kept.put, key, shown)
+        return shown
 
 
 @dataclass
@@ -558,6 +589,7 @@ class _Serve:
     calls_left: int  # T - step - 1, as the official reminder counts
     notes: list[str]
     regions: RegionQueue | None = None  # the random-region ablation: the attempt's squares
+    path: str | None = None  # the slide's file (names the crops kept for replays)
 
 
 def _turns_left(left: int) -> str:

@@ -96,6 +96,10 @@ def predictions(
         folder = journal.path.with_suffix(".batches")
         rounds = attach(agent, folder, experiment, context.log.info)
         rounds.store.partition["partition"] = context.partition_key
+        if experiment.batch_wait == "detach" and hasattr(agent, "shown_views"):
+            from giant_assets.agents.shown_views import ShownViews
+
+            agent.shown_views = ShownViews(folder / "views")  # replays read their crops back
         # every run waiting for the model goes into the round; a round may take hours
         batch = replace(batch, concurrency=max(1, len(items) * experiment.runs_per_item),
                         item_timeout_s=None, run_scope=rounds.run)  # fmt: skip
@@ -140,6 +144,8 @@ def predictions(
             )
         )
         return
+    if getattr(agent, "shown_views", None) is not None:
+        agent.shown_views.clear()  # no run of the cell waits any more: nothing will be replayed
     rows = records_frame(outcome.rows)
     rows.insert(0, "experiment", name)
     errors = rows["error_kind"].value_counts().to_dict()

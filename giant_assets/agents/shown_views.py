@@ -1,0 +1,104 @@
+"""Crops as sent, kept on disk for the runs that batch mode replays.
+
+In batch mode with ``batch_wait: detach`` every materialization replays each waiting run from its
+first step, answering the model calls from the batch store, and so re-reads every crop the run has
+asked for so far: round k of a 20-step run reads k crops again (about 190 reads over the run instead of
+20). ``ShownViews`` keeps each crop as it was sent (the encoded image and where it came from) in the
+cell's batch folder, named by everything that decides its bytes, so a replay reads a small file instead
+of decoding, resampling and encoding the slide again. The bytes are the ones already sent, so the replayed
+requests keep their names in the batch store.
+
+The folder holds the live runs' crops (about 100-250 KB each) and is deleted once no run of the cell
+waits on a batch. A failed write (a full disk) turns the store off with one warning: replays then read
+the slide, as without it; a file that cannot be read back is made again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from giant_assets.agents.providers import ImagePart
+
+_LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ShownView:
+    """A crop as the model received it: the level-0 box shown, the level read, the size sent, whether
+    the box was clipped to the slide, and the encoded image."""
+
+    box: tuple[int, int, int, int]
+    level: int
+    size: tuple[int, int]
+    clipped: bool
+    part: ImagePart
+
+
+class ShownViews:
+    """Crops of one cell's runs on disk, one JSON file each; see the module docstring."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.enabled = True
+        self.hits = 0  # crops read back (for tests and benchmarks)
+        self.writes = 0
+
+    @staticmethod
+    def key(path: str, box: list[int], **settings: object) -> str | None:
+        """The name of the crop of ``box`` from the slide file at ``path`` made with ``settings`` (size,
+        image read, encoding, label); None when the file cannot be stat'ed (nothing is kept for it)."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        identity = [str(path), st.st_size, st.st_mtime_ns, list(box), sorted(settings.items())]
+        return hashlib.sha256(json.dumps(identity, default=str).encode()).hexdigest()
+
+    def get(self, key: str) -> ShownView | None:
+        """The kept crop, or None (not kept, or unreadable: it is made again)."""
+        if not self.enabled:
+            return None
+        try:
+            row = json.loads((self.folder / f"{key}.json").read_text(encoding="utf-8"))
+            view = ShownView(
+                tuple(row["box"]), row["level"], tuple(row["size"]), row["clipped"], ImagePart(**row["part"])
+            )
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            _LOG.warning("kept crop %s unreadable (%s): made again from the slide", key[:12], exc)
+            return None
+        self.hits += 1
+        return view
+
+    def put(self, key: str, view: ShownView) -> None:
+        """Keep ``view`` (whole or not at all: a temporary file renamed into place)."""
+        if not self.enabled:
+            return
+        tmp: str | None = None
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(asdict(view), fh)
+            os.replace(tmp, self.folder / f"{key}.json")
+        except OSError as exc:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+            self.enabled = False
+            _LOG.warning(
+                "cannot keep crops for replays in %s (%s): replays read the slide again", self.folder, exc
+            )
+            return
+        self.writes += 1
+
+    def clear(self) -> None:
+        """Delete the folder (no run of the cell waits any more)."""
+        shutil.rmtree(self.folder, ignore_errors=True)
