@@ -58,6 +58,7 @@ def test_a_cell_waits_on_its_batches_then_completes_at_half_price(
             resources=resources, instance=instance,
         ).success  # fmt: skip
         passes, observations = 0, []
+        gtex_ok = 2  # the sample's gtex items with a readable slide
         while True:
             passes += 1
             result = materialize(ALL_ASSETS, selection=CELL, partition_key=str(key), resources=resources,
@@ -68,8 +69,11 @@ def test_a_cell_waits_on_its_batches_then_completes_at_half_price(
             # waiting: no materialization of predictions or anything downstream, an observation instead
             assert not result.asset_materializations_for_node("benchmark_metrics")
             observations += [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"]
+            views = list(data.glob("journals/*/gtex.batches/views/*.json"))
+            assert len(views) == gtex_ok * (passes - 1)  # each waiting run's crops so far, kept for replays
             assert passes < 10
         meta = result.asset_materializations_for_node("predictions")[0].metadata
+        assert not list(data.glob("journals/*/gtex.batches/views"))  # the cell is complete: deleted
         assert passes == 3  # the scripted model crops once, then answers: 2 rounds, 3 passes
         # GIANT takes one round per step (the scripted model crops once, then answers: 2 calls per run)
         waits = [o.event_specific_data.asset_observation.metadata for o in observations]
@@ -79,7 +83,6 @@ def test_a_cell_waits_on_its_batches_then_completes_at_half_price(
     with duckdb.connect(str(data / "giant.duckdb"), read_only=True) as con:
         rows = con.sql("select error_kind, input_tokens, cached_input_tokens, output_tokens, cost_usd "
                        "from predictions").fetchall()  # fmt: skip
-    gtex_ok = 2  # the sample's gtex items with a readable slide
     assert len([r for r in rows if r[0] is None]) == gtex_ok
     price = load_price_table().lookup("gpt-5")[1]
     for _, n_in, cached, n_out, cost in rows:
