@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import resource
 import shutil
@@ -146,14 +145,9 @@ def run_ours(env: dict[str, str], name: str) -> Measure:
 
 
 def one_rep(cli: str, n: int, latency: float, only: list[str], root: Path) -> list[dict]:
-    ctx = mp.get_context("spawn")
-    conn, child = ctx.Pipe()
-    stop = ctx.Event()
-    server = ctx.Process(target=_serve, args=(latency, child, stop), daemon=True)
-    server.start()
-    url = conn.recv()
     rows: list[dict] = []
-    try:
+    server = bench.ServerProcess(latency, _serve)
+    with server as url:
         tmp = Path(tempfile.mkdtemp(prefix=f"n{n}-", dir=root))
         slides = bench.slide_copies(tmp / "wsi", n)
         cells = {
@@ -173,10 +167,7 @@ def one_rep(cli: str, n: int, latency: float, only: list[str], root: Path) -> li
                 m = run_ours(env, f"peer-{what}")
                 fixed = run_ours(env, f"peer-{what}")  # every run journalled: the fixed cost
             rows.append({"what": what, "n": n, "L": latency, "m": m, "fixed": fixed})
-    finally:
-        stop.set()
-        arrivals = conn.recv()
-        server.join(10)
+    arrivals = server.report
     for row in rows:
         m, f = row["m"], row["fixed"]
         row["calls"] = sum(m.t0 <= t <= m.t1 for t, _ in arrivals)

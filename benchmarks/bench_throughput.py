@@ -28,8 +28,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import giant_assets
 from benchmarks.cpu_use import CpuSampler
@@ -111,15 +113,21 @@ def _serve(latency: float, conn, stop) -> None:
         conn.send(len(srv.requests))
 
 
-class _ServerProcess:
-    """The loopback model server in its own process (a context manager yielding its base URL)."""
+class ServerProcess:
+    """A loopback model server in its own process, as a remote API runs (its request parsing does not
+    compete with the client for the GIL): a context manager yielding its base URL. ``target(latency,
+    conn, stop)`` sends the URL, waits for ``stop`` and sends a last report, kept in ``report``."""
 
-    def __init__(self, latency: float) -> None:
+    def __init__(self, latency: float, target: Callable[..., None] | None = None) -> None:
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
         self._stop = ctx.Event()
-        self._proc = ctx.Process(target=_serve, args=(latency, child, self._stop), daemon=True)
-        self.requests = 0
+        self._proc = ctx.Process(target=target or _serve, args=(latency, child, self._stop), daemon=True)
+        self.report: Any = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid
 
     def __enter__(self) -> str:
         self._proc.start()
@@ -127,14 +135,14 @@ class _ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self.requests = self._conn.recv()
+        self.report = self._conn.recv()
         self._proc.join(10)
 
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         slides = slide_copies(Path(tmp), max(n for n, _, _ in RUNS))
-        with _ServerProcess(0.0) as url:  # harness cost alone: L = 0, one at a time
+        with ServerProcess(0.0) as url:  # harness cost alone: L = 0, one at a time
             wall, ok = asyncio.run(run_batch(url, slides, 16, 1))
         per_item = wall / 16
         print(
@@ -144,10 +152,10 @@ def main() -> None:
         print(f"{'N':>4} {'C':>3} {'L s':>5} {'wall s':>7} {'items/s':>8} {'ideal':>7} {'efficiency':>10}")
         efficiencies = {}
         for n_items, concurrency, latency in RUNS:
-            server = _ServerProcess(latency)
+            server = ServerProcess(latency)
             with server as url:
                 wall, ok = asyncio.run(run_batch(url, slides, n_items, concurrency))
-            assert ok == n_items and server.requests == CALLS_PER_ITEM * n_items
+            assert ok == n_items and server.report == CALLS_PER_ITEM * n_items
             ideal = concurrency / (CALLS_PER_ITEM * latency)
             rate = n_items / wall
             efficiencies[(concurrency, latency)] = rate / ideal
@@ -184,22 +192,12 @@ def fast_model() -> None:
         slides = slide_copies(Path(tmp), n_items)
         for image_read in ("exact", "fast"):
             overview_cpu = _overview_cpu(slides[0], image_read)
-            ctx = mp.get_context("spawn")
-            conn, child = ctx.Pipe()
-            stop = ctx.Event()
-            server = ctx.Process(target=_e2e_serve, args=(latency, child, stop), daemon=True)
-            server.start()
-            try:
-                url = conn.recv()
-                with StageClock() as clock, CpuSampler([os.getpid(), server.pid]) as sampler:
-                    started, cpu = time.monotonic(), time.process_time()
-                    wall, ok = asyncio.run(run_batch(url, slides, n_items, concurrency, image_read))
-                    cpu = (time.process_time() - cpu) / n_items
-            finally:
-                stop.set()
-                arrivals, server_cpu = conn.recv()
-                arrivals = sorted(arrivals)
-                server.join(10)
+            server = ServerProcess(latency, _e2e_serve)
+            with server as url, StageClock() as clock, CpuSampler([os.getpid(), server.pid]) as sampler:
+                started, cpu = time.monotonic(), time.process_time()
+                wall, ok = asyncio.run(run_batch(url, slides, n_items, concurrency, image_read))
+                cpu = (time.process_time() - cpu) / n_items
+            arrivals, server_cpu = sorted(server.report[0]), server.report[1]
             assert ok == n_items and len(arrivals) == CALLS_PER_ITEM * n_items
             server_cpu /= n_items
             rate, ceiling = n_items / wall, cores / (cpu + server_cpu)
@@ -341,14 +339,9 @@ def end_to_end() -> None:
     cost (minus the CPU of materializing the same cell again with every run already journalled: the
     fixed cost of a CLI run, start-up and exit included), which is what compares with the runner's own.
     """
-    ctx = mp.get_context("spawn")
-    conn, child = ctx.Pipe()
-    stop = ctx.Event()
-    server = ctx.Process(target=_e2e_serve, args=(E2E_LATENCY, child, stop), daemon=True)
-    server.start()
-    url = conn.recv()
     rows = []
-    try:
+    server = ServerProcess(E2E_LATENCY, _e2e_serve)
+    with server as url:
         with tempfile.TemporaryDirectory() as tmp:
             slides = slide_copies(Path(tmp) / "wsi", E2E_ITEMS)
             env = _e2e_setup(Path(tmp), slides, url)
@@ -366,10 +359,7 @@ def end_to_end() -> None:
             started = time.monotonic()
             _e2e_cli(env, "predictions", f"tcga|e2e-c{c_longer}-default")
             longer = (started, time.monotonic())
-    finally:
-        stop.set()
-        arrivals = sorted(conn.recv()[0])
-        server.join(10)
+    arrivals = sorted(server.report[0])
     ideal_of = {c: c / (CALLS_PER_ITEM * E2E_LATENCY) for c in E2E_CONCURRENCY}
     print(f"\nend to end: {E2E_ITEMS} items (one slide file each), `dagster asset materialize --select "
           f"predictions`, L = {E2E_LATENCY:.0f} s, {CALLS_PER_ITEM} calls per item; the runner alone beside "
@@ -431,13 +421,8 @@ def fast_model_cli() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         slides = slide_copies(Path(tmp) / "wsi", n_items)
         for image_read in ("exact", "fast"):
-            ctx = mp.get_context("spawn")
-            conn, child = ctx.Pipe()
-            stop = ctx.Event()
-            server = ctx.Process(target=_e2e_serve, args=(latency, child, stop), daemon=True)
-            server.start()
-            try:
-                url = conn.recv()
+            server = ServerProcess(latency, _e2e_serve)
+            with server as url:
                 cell = f"fast-model-{image_read}"
                 home = Path(tmp) / image_read
                 home.mkdir()
@@ -447,11 +432,7 @@ def fast_model_cli() -> None:
                     started = time.monotonic()
                     cpu = _e2e_cli(env, "predictions", f"tcga|{cell}", pids=sampler.pids)
                     ended = time.monotonic()
-            finally:
-                stop.set()
-                arrivals, server_cpu = conn.recv()
-                arrivals = sorted(arrivals)
-                server.join(10)
+            arrivals, server_cpu = sorted(server.report[0]), server.report[1]
             assert len(arrivals) == CALLS_PER_ITEM * n_items, f"{image_read}: {len(arrivals)} model calls"
             wall = ended - started
             startup, calls = arrivals[0] - started, arrivals[-1] + latency - arrivals[0]
