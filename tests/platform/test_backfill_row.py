@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from dagster._core.instance.ref import InstanceRef
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.partitions import result_key
-from tests.support.dagster_env import add_experiments, resources_for, write_experiments
+from tests.support.dagster_env import add_experiments, dagster_daemon, resources_for, write_experiments
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -71,15 +70,7 @@ def test_backfill_of_one_experiment_row_through_the_cli_and_daemon(
         )
         assert ingest.success
     keys = [str(result_key(ROW, b)) for b in BENCHMARK_NAMES]
-    daemon = subprocess.Popen(
-        [BIN / "dagster-daemon", "run", "-m", "giant_assets.platform.definitions"],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
+    with dagster_daemon(env, REPO):
         with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
             # the first tick only records where things stand; updates count from then on
             wait_for("the automation sensor's first tick", lambda: automation_ticks(instance) > 0)
@@ -110,13 +101,6 @@ def test_backfill_of_one_experiment_row_through_the_cli_and_daemon(
                 return all(e is not None and e.timestamp > last_cell for e in events)
 
             wait_for("the leaderboard after the backfill", tables_after_row)
-    finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        try:
-            daemon.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
-            daemon.wait()
     with duckdb.connect(str(data / "giant.duckdb"), read_only=True) as con:
         cells = con.sql("select distinct experiment, benchmark_name from benchmark_metrics").fetchall()
         steps = con.sql("select count(*) from trajectory_steps").fetchone()[0]

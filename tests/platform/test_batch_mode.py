@@ -23,7 +23,7 @@ from giant_assets.demo.batch_api import BatchAPIServer
 from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
 from giant_assets.platform.definitions import ALL_ASSETS
 from giant_assets.platform.partitions import result_key
-from tests.support.dagster_env import add_experiments, resources_for, write_experiments
+from tests.support.dagster_env import add_experiments, dagster_daemon, resources_for, write_experiments
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -120,11 +120,7 @@ def test_only_the_daemon_stays_up_and_the_row_completes(tmp_path: Path, sample_w
         )  # fmt: skip
         assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
         assert len(api.batches) == 1 and not api.answered
-        daemon = subprocess.Popen(
-            [BIN / "dagster-daemon", "run", "-m", "giant_assets.platform.definitions"],
-            env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-        try:
+        with dagster_daemon(env, REPO):
             deadline = time.monotonic() + 240
             while not (_metrics_landed(data) and _cell_runs_finished(home)):
                 if time.monotonic() > deadline:
@@ -132,13 +128,6 @@ def test_only_the_daemon_stays_up_and_the_row_completes(tmp_path: Path, sample_w
                         f"row not complete; batches {[(b.id, b.status) for b in api.batches.values()]}"
                     )
                 time.sleep(1)
-        finally:
-            os.killpg(daemon.pid, signal.SIGTERM)
-            try:
-                daemon.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(daemon.pid, signal.SIGKILL)
-                daemon.wait()
         assert set(api.answered.values()) == {1} and len(api.batches) == 2  # one round per step
     with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
         runs = [r for r in instance.get_runs() if r.job_name == "evaluate_cell"]

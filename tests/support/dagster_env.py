@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,3 +42,26 @@ def resources_for(data_dir: Path, experiments_file: Path | str = "", **dataset: 
 def add_experiments(instance: DagsterInstance, *names: str) -> None:
     """Register experiment partitions on an instance (what the sensor or `giant-experiments sync` do)."""
     instance.add_dynamic_partitions(EXPERIMENT, list(names))
+
+
+@contextmanager
+def dagster_daemon(env: dict[str, str], cwd: Path) -> Iterator[subprocess.Popen]:
+    """A real ``dagster-daemon run`` of the code location in its own session, stopped (SIGTERM, then
+    SIGKILL after 20 s) with everything it started when the block ends."""
+    daemon = subprocess.Popen(
+        [Path(sys.executable).with_name("dagster-daemon"), "run", "-m", "giant_assets.platform.definitions"],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        yield daemon
+    finally:
+        os.killpg(daemon.pid, signal.SIGTERM)
+        try:
+            daemon.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(daemon.pid, signal.SIGKILL)
+            daemon.wait()
