@@ -103,6 +103,8 @@ def test_hold_mode_one_round_per_step_same_answers_as_direct_calls(slide, tmp_pa
         )
         # the batch line is the synchronous request: same requests, same answers
         assert [r.body for r in model.requests] != [] and len(model.requests) == len(direct.requests)
+        # no intent left open: nothing is looked up at the provider
+        assert not {("GET", "/v1/batches"), ("GET", "/v1/messages/batches")} & set(api.calls)
     assert [a.text for a in answers] == [a.text for a in sync]
     assert all(a.error is None for a in answers)
     assert [len(a.steps) for a in answers] == [len(a.steps) for a in sync]
@@ -365,3 +367,24 @@ def test_two_anthropic_batches_that_fit_are_not_adopted(slide, tmp_path) -> None
     assert orphan in told and other in told and "paid for twice" in told
     ambiguous = [i for i in BatchStore(store).intents.values() if i.get("resolved") == "ambiguous"]
     assert [sorted(i["candidates"]) for i in ambiguous] == [sorted([orphan, other])]
+
+
+def test_a_wrongly_adopted_anthropic_batch_costs_one_line_attempt(slide, tmp_path) -> None:
+    """The round never reached the provider, and another cell's batch of as many requests is the one
+    candidate: it is adopted; when it ends its results name none of the round's requests, which then go
+    into a new round as expired lines do (one of their max_line_attempts spent), and the runs finish."""
+    items, store = _items(slide, 3), tmp_path / "store"
+    sync = _direct_answers("anthropic", items)
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        api.stall_creates = 1
+        _kill_client_when("anthropic", api, store, slide, lambda: ("POST", CREATE["anthropic"]) in api.calls)
+        other = _another_cells_batch("anthropic", api, 3)
+        agent, batch = _batched("anthropic", api, store)
+        answers = asyncio.run(_run_all(agent, items, batch))
+        assert batch.adopted == [other] and batch.rounds == STEPS  # the lost round, sent again, and 2 more
+        assert set(_submissions(api, but=(other,)).values()) == {1}
+    assert [a.text for a in answers] == sync and all(a.error is None for a in answers)
+    again = BatchStore(store)
+    (lost,) = [i for i in again.intents.values() if i["round_tag"] == again.batches[other]["round_tag"]]
+    assert {again.submissions[cid] for cid in lost["custom_ids"]} == {2}  # the wrong wait counts as one
+    assert {again.answers[f"other-{i}"]["kind"] for i in range(3)} == {"succeeded"}
