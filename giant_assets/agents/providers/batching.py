@@ -146,13 +146,14 @@ class BatchStore:
 
     def record_intent(self, tag: str, custom_ids: list[str]) -> None:
         """Before a batch is submitted: what it holds, so a batch whose id is lost can be found."""
-        self._resolve({"round_tag": tag, "custom_ids": custom_ids, "at": time.time()})
+        self._append_intent({"round_tag": tag, "custom_ids": custom_ids, "at": time.time()})
 
     def resolve_intent(self, tag: str, how: str, **details: Any) -> None:
-        """The search for an intent's batch is over (``adopted``, ``not_found``, ``ambiguous``)."""
-        self._resolve({"round_tag": tag, "resolved": how, "resolved_at": time.time()} | details)
+        """The search for an intent's batch is over with none adopted (``not_found``, ``ambiguous``);
+        an adopted batch's record resolves its intent by its round tag."""
+        self._append_intent({"round_tag": tag, "resolved": how, "resolved_at": time.time()} | details)
 
-    def _resolve(self, row: dict[str, Any]) -> None:
+    def _append_intent(self, row: dict[str, Any]) -> None:
         self._append("intents.jsonl", [row])
         self.intents[row["round_tag"]] = self.intents.get(row["round_tag"], {}) | row
 
