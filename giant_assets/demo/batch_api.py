@@ -1,18 +1,25 @@
 """A loopback server speaking both providers' batch APIs, for tests and the demo (no network).
 
 OpenAI: ``POST /v1/files`` (multipart, purpose ``batch``), ``GET /v1/files/{id}/content``,
-``POST /v1/batches``, ``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``, ``GET /v1/batches``;
+``POST /v1/batches``, ``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``, ``GET /v1/batches``
+(newest first, ``limit`` and ``after``);
 statuses validating -> in_progress -> finalizing -> completed (or expired, cancelling -> cancelled,
 failed); answers in an output file, failed lines in an error file, expired lines with
 ``error.code = batch_expired``. Anthropic: ``POST /v1/messages/batches``, ``GET .../{id}``,
 ``POST .../{id}/cancel``, ``GET .../{id}/results`` (JSONL of succeeded / errored / canceled /
-expired results), processing_status in_progress -> canceling -> ended.
+expired results), ``GET /v1/messages/batches`` (newest first, ``limit``, ``after_id``, ``before_id``),
+processing_status in_progress -> canceling -> ended.
 
 Each line is answered, when its batch finishes, by a ``ScriptedModelServer``'s rule through the same
 code that answers a synchronous request, so a batch line and a direct call get the same reply. A batch
 finishes after ``polls_to_finish`` retrievals (one number, or a list: one per batch); ``next_outcomes``
 makes the next batches expire (all lines, or ``expire_half``) or fail validation. ``answered`` counts,
 per custom id, how often a line was answered (paid for): a client that resubmits one shows up there.
+
+For a client killed around a batch create: ``create_reply_delay_s`` (one number, or a list: one per
+create) holds the reply of a create *after* the batch exists; ``stall_creates`` makes the next creates
+hang *without* creating anything (the request never reached the provider), answered 503 after
+``stall_s`` or when the server stops.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import itertools
 import json
 import threading
 import time
+import urllib.parse
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -69,11 +77,60 @@ class BatchAPIServer(LoopbackServer):
         self.batches: dict[str, _Batch] = {}
         self.files: dict[str, bytes] = {}
         self.calls: list[tuple[str, str]] = []  # (method, path) of every HTTP request
+        self.create_reply_delay_s: float | list[float] = 0.0  # after the batch exists; list: per create
+        self.stall_creates = 0  # the next creates hang and create nothing
+        self.stall_s = 30.0
+        self._stopping = threading.Event()
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._serve(ThreadingHTTPServer(("127.0.0.1", port), _handler(self)))
 
+    def stop(self) -> None:
+        self._stopping.set()  # a held create reply goes out (to a client that may be gone)
+        super().stop()
+
     # ------------------------------------------------------------ state
+
+    def _stall_create(self) -> bool:
+        """A create that never reaches the provider: hang (nothing created), True if it was one."""
+        with self._lock:
+            if self.stall_creates <= 0:
+                return False
+            self.stall_creates -= 1
+        self._stopping.wait(self.stall_s)
+        return True
+
+    def _hold_create_reply(self) -> None:
+        delay = self.create_reply_delay_s
+        if isinstance(delay, list):
+            with self._lock:
+                delay = delay.pop(0) if delay else 0.0
+        if delay:
+            self._stopping.wait(delay)
+
+    def listing(self, kind: str, query: dict[str, str]) -> dict[str, Any]:
+        """One page of ``kind``'s batches, newest first, as the provider's list endpoint pages them."""
+        with self._lock:
+            items = [b for b in reversed(self.batches.values()) if b.kind == kind]
+        ids = [b.id for b in items]
+        limit = int(query.get("limit") or 20)
+        after = query.get("after") or query.get("after_id")
+        before = query.get("before_id")
+        if after in ids:
+            items = items[ids.index(after) + 1 :]
+        if before in ids:
+            items = items[: ids.index(before)]
+            page = items[-limit:]
+        else:
+            page = items[:limit]
+        to_wire = self.openai_object if kind == "openai" else self.anthropic_object
+        return {
+            "object": "list",
+            "data": [to_wire(b) for b in page],
+            "has_more": len(items) > limit,
+            "first_id": page[0].id if page else None,
+            "last_id": page[-1].id if page else None,
+        }
 
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}_{next(self._ids):06d}"
@@ -255,11 +312,14 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
 
         def _reply(self, status: int, payload: Any, raw: bool = False) -> None:
             data = payload if raw else json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/octet-stream" if raw else "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/octet-stream" if raw else "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # a client killed while its reply was held
+                self.close_connection = True
 
         def _not_found(self) -> None:
             self._reply(404, {"error": {"type": "not_found_error", "message": f"no route {self.path}"}})
@@ -269,7 +329,8 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
             return batch if batch is not None and batch.kind == kind else None
 
         def do_GET(self) -> None:  # noqa: N802
-            path = self.path.split("?")[0]
+            path, _, qs = self.path.partition("?")
+            query = {k: v[-1] for k, v in urllib.parse.parse_qs(qs).items()}
             server.calls.append(("GET", path))
             parts = path.strip("/").split("/")
             if parts[:2] == ["v1", "files"] and len(parts) == 4 and parts[3] == "content":
@@ -282,8 +343,10 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
                 server._advance(batch)
                 return self._reply(200, server.openai_object(batch))
             if parts[:2] == ["v1", "batches"] and len(parts) == 2:
-                data = [server.openai_object(b) for b in server.batches.values() if b.kind == "openai"]
-                return self._reply(200, {"object": "list", "data": data[::-1], "has_more": False})
+                return self._reply(200, server.listing("openai", query))
+            if parts == ["v1", "messages", "batches"]:
+                page = server.listing("anthropic", query)
+                return self._reply(200, {k: v for k, v in page.items() if k != "object"})
             if parts[:3] == ["v1", "messages", "batches"] and len(parts) in (4, 5):
                 batch = self._batch(parts[3], "anthropic")
                 if batch is None:
@@ -343,6 +406,8 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
                     lines.append((line["custom_id"], line["body"]))
                 if req.get("endpoint") not in OPENAI_PATHS or not lines:
                     return self._reply(400, {"error": {"message": "bad endpoint or empty input file"}})
+                if server._stall_create():
+                    return self._reply(503, {"error": {"message": "stalled create: no batch"}})
                 batch = server._create(
                     "openai",
                     req["endpoint"],
@@ -350,6 +415,7 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
                     input_file_id=req["input_file_id"],
                     metadata=req.get("metadata") or {},
                 )
+                server._hold_create_reply()
                 return self._reply(200, server.openai_object(batch))
             if parts[:2] == ["v1", "batches"] and len(parts) == 4 and parts[3] == "cancel":
                 batch = self._batch(parts[2], "openai")
@@ -369,7 +435,12 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
                             "error": {"type": "invalid_request_error", "message": "no requests"},
                         },
                     )
+                if server._stall_create():
+                    return self._reply(
+                        503, {"type": "error", "error": {"type": "overloaded_error", "message": "stalled"}}
+                    )
                 batch = server._create("anthropic", "/v1/messages", lines)
+                server._hold_create_reply()
                 return self._reply(200, server.anthropic_object(batch))
             if parts[:3] == ["v1", "messages", "batches"] and len(parts) == 5 and parts[4] == "cancel":
                 batch = self._batch(parts[3], "anthropic")

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -71,9 +78,8 @@ async def _run_all(agent: GiantAgent, items: list[AgentItem], batch: BatchRound 
 
 def _batched(provider: str, api: BatchAPIServer, store: Path, mode: str = "hold", **kw) -> tuple:
     chat = _model(provider, api)
-    chat.batch = BatchRound(
-        batch_client(chat), BatchStore(store), mode=mode, poll_s=0.01, log=lambda _: None, **kw
-    )
+    kw.setdefault("log", lambda _: None)
+    chat.batch = BatchRound(batch_client(chat), BatchStore(store), mode=mode, poll_s=0.01, **kw)
     return GiantAgent(chat, max_steps=STEPS, image_size=500), chat.batch
 
 
@@ -97,6 +103,8 @@ def test_hold_mode_one_round_per_step_same_answers_as_direct_calls(slide, tmp_pa
         )
         # the batch line is the synchronous request: same requests, same answers
         assert [r.body for r in model.requests] != [] and len(model.requests) == len(direct.requests)
+        # no intent left open: nothing is looked up at the provider
+        assert not {("GET", "/v1/batches"), ("GET", "/v1/messages/batches")} & set(api.calls)
     assert [a.text for a in answers] == [a.text for a in sync]
     assert all(a.error is None for a in answers)
     assert [len(a.steps) for a in answers] == [len(a.steps) for a in sync]
@@ -216,3 +224,167 @@ def test_a_refused_reasoning_summary_is_dropped_in_batch_mode_too(slide, tmp_pat
     assert len(calls) == STEPS
     assert all(s.provider_notes[0].startswith("reasoning summary dropped") for s in calls)
     assert ["summary" in r.json["reasoning"] for r in model.requests] == [True] + [False] * STEPS
+
+
+# ---------------------------------------------------------------- a process killed around a batch create
+
+REPO = Path(__file__).resolve().parents[2]
+CLIENT = "import sys; from tests.agents.test_batching import client_process; client_process(*sys.argv[1:])"
+CREATE = {"openai": "/v1/batches", "anthropic": "/v1/messages/batches"}
+LIST = {"openai": ("GET", "/v1/batches"), "anthropic": ("GET", "/v1/messages/batches")}
+
+
+def client_process(provider: str, base_url: str, store: str, slide: str, n: str) -> None:
+    """A client in its own process: ``n`` GIANT runs in hold mode on ``store`` (the test kills it)."""
+    api = SimpleNamespace(base_url=base_url, openai_base_url=base_url + "/v1")
+    agent, batch = _batched(provider, api, Path(store))
+    asyncio.run(_run_all(agent, _items(Path(slide), int(n)), batch))
+
+
+def _kill_client_when(provider: str, api: BatchAPIServer, store: Path, slide: Path, ready) -> None:
+    """Start a client process on ``store`` and SIGKILL it once ``ready()`` holds."""
+    env = os.environ | {"PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLIENT, provider, api.base_url, str(store), str(slide), "3"],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    try:
+        while not ready():
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "the client never reached the create"
+            time.sleep(0.02)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stderr.close()
+
+
+def _direct_answers(provider: str, items: list[AgentItem]) -> list[str]:
+    with ScriptedModelServer(rule=navigate) as direct:
+        agent = GiantAgent(_model(provider, direct), max_steps=STEPS, image_size=500)
+        return [a.text for a in asyncio.run(_run_all(agent, items, None))]
+
+
+def _another_cells_batch(provider: str, api: BatchAPIServer, n: int) -> str:
+    """A batch of ``n`` requests submitted by some other cell of the same account, now."""
+
+    async def submit() -> str:
+        chat = _model(provider, api)
+        try:
+            body = {"model": "other", "max_tokens": 1, "messages": [{"role": "user", "content": "x"}]}
+            return await batch_client(chat).submit([(f"other-{i}", body) for i in range(n)], "other-0")
+        finally:
+            await chat.aclose()
+
+    return asyncio.run(submit())
+
+
+def _submissions(api: BatchAPIServer, but: tuple[str, ...] = ()) -> Counter:
+    """How many batches on the server hold each custom id (the other cells' batches left out)."""
+    return Counter(cid for b in api.batches.values() if b.id not in but for cid, _ in b.lines)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_batch_accepted_before_a_kill_is_adopted_not_paid_twice(slide, tmp_path, provider) -> None:
+    items, store = _items(slide, 3), tmp_path / "store"
+    sync = _direct_answers(provider, items)
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        api.create_reply_delay_s = [0.0, 120.0]  # round 2's batch exists; its id never reaches the client
+        _kill_client_when(provider, api, store, slide, lambda: len(api.batches) == 2)
+        orphan = list(api.batches)[1]
+        assert len(BatchStore(store).batches) == 1  # round 1 recorded, round 2's id lost with the process
+        # another cell's batch since then: another round tag (OpenAI), another request count (Anthropic)
+        other = _another_cells_batch(provider, api, 2)
+        logs: list[str] = []
+        agent, batch = _batched(provider, api, store, log=logs.append)
+        answers = asyncio.run(_run_all(agent, items, batch))
+        submitted = _submissions(api, but=(other,))
+        # no request went into two batches: round 2 was waited on, not submitted again; each paid once
+        assert set(submitted.values()) == {1} and len(submitted) == 3 * STEPS, submitted
+        assert set(api.answered.values()) == {1} and len(api.answered) == 3 * STEPS
+        assert len(api.batches) == STEPS + 1 and batch.rounds == 1  # this process submitted round 3 only
+        assert api.calls.count(LIST[provider]) == 1
+        orphan_cids = [cid for cid, _ in api.batches[orphan].lines]
+    assert [a.text for a in answers] == sync and all(a.error is None for a in answers)
+    assert batch.adopted == [orphan]
+    assert sum(f"adopted batch {orphan} of round " in line for line in logs) == 1, logs
+    record = BatchStore(store).batches[orphan]
+    assert record["adopted"] and record["custom_ids"] == orphan_cids and record["status"] == "ended"
+    assert BatchStore(store).unresolved_intents() == []
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_kill_before_the_provider_accepted_submits_normally(slide, tmp_path, provider) -> None:
+    items, store = _items(slide, 3), tmp_path / "store"
+    sync = _direct_answers(provider, items)
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        api.stall_creates = 1  # round 1's create hangs and creates nothing (OpenAI: after the upload)
+        _kill_client_when(provider, api, store, slide, lambda: ("POST", CREATE[provider]) in api.calls)
+        assert not api.batches and not BatchStore(store).batches
+        logs: list[str] = []
+        agent, batch = _batched(provider, api, store, log=logs.append)
+        answers = asyncio.run(_run_all(agent, items, batch))
+        submitted = _submissions(api)
+        assert set(submitted.values()) == {1} and len(submitted) == 3 * STEPS
+        assert set(api.answered.values()) == {1} and batch.rounds == STEPS  # nothing lost, none adopted
+        assert api.calls.count(LIST[provider]) == 1  # looked once
+        # the search is resolved: a later process on the store asks the provider nothing about it
+        agent, again = _batched(provider, api, store)
+        assert [a.text for a in asyncio.run(_run_all(agent, items, again))] == sync
+        assert api.calls.count(LIST[provider]) == 1 and again.rounds == 0
+    assert [a.text for a in answers] == sync and all(a.error is None for a in answers)
+    assert batch.adopted == [] and sum("the provider has no batch of it" in line for line in logs) == 1
+    intents = BatchStore(store).intents.values()  # one per batch; the killed round's resolved
+    (lost,) = [i for i in intents if "resolved" in i]
+    assert lost["resolved"] == "not_found" and len(lost["custom_ids"]) == 3 and len(intents) == STEPS + 1
+
+
+def test_two_anthropic_batches_that_fit_are_not_adopted(slide, tmp_path) -> None:
+    """Message batches carry no tag: a batch of another cell with as many requests, created since the
+    intent, makes the match ambiguous: none is adopted, the user is told, the round is paid twice."""
+    items, store = _items(slide, 3), tmp_path / "store"
+    sync = _direct_answers("anthropic", items)
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        api.create_reply_delay_s = [0.0, 120.0]
+        _kill_client_when("anthropic", api, store, slide, lambda: len(api.batches) == 2)
+        orphan = list(api.batches)[1]
+        other = _another_cells_batch("anthropic", api, 3)
+        logs: list[str] = []
+        agent, batch = _batched("anthropic", api, store, log=logs.append)
+        answers = asyncio.run(_run_all(agent, items, batch))
+        orphan_cids = {cid for cid, _ in api.batches[orphan].lines}
+        submitted = _submissions(api, but=(other,))
+        # round 2 was submitted again: the orphan's requests are in two batches (the residual risk)
+        assert {cid for cid, n in submitted.items() if n == 2} == orphan_cids
+        assert len(submitted) == 3 * STEPS and batch.rounds == 2
+        agent, again = _batched("anthropic", api, store)
+        asyncio.run(_run_all(agent, items, again))
+        assert api.calls.count(LIST["anthropic"]) == 1  # resolved: not searched again
+    assert [a.text for a in answers] == sync and all(a.error is None for a in answers)
+    assert batch.adopted == []
+    (told,) = [line for line in logs if "could be it: none adopted" in line]
+    assert orphan in told and other in told and "paid for twice" in told
+    ambiguous = [i for i in BatchStore(store).intents.values() if i.get("resolved") == "ambiguous"]
+    assert [sorted(i["candidates"]) for i in ambiguous] == [sorted([orphan, other])]
+
+
+def test_a_wrongly_adopted_anthropic_batch_costs_one_line_attempt(slide, tmp_path) -> None:
+    """The round never reached the provider, and another cell's batch of as many requests is the one
+    candidate: it is adopted; when it ends its results name none of the round's requests, which then go
+    into a new round as expired lines do (one of their max_line_attempts spent), and the runs finish."""
+    items, store = _items(slide, 3), tmp_path / "store"
+    sync = _direct_answers("anthropic", items)
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        api.stall_creates = 1
+        _kill_client_when("anthropic", api, store, slide, lambda: ("POST", CREATE["anthropic"]) in api.calls)
+        other = _another_cells_batch("anthropic", api, 3)
+        agent, batch = _batched("anthropic", api, store)
+        answers = asyncio.run(_run_all(agent, items, batch))
+        assert batch.adopted == [other] and batch.rounds == STEPS  # the lost round, sent again, and 2 more
+        assert set(_submissions(api, but=(other,)).values()) == {1}
+    assert [a.text for a in answers] == sync and all(a.error is None for a in answers)
+    again = BatchStore(store)
+    (lost,) = [i for i in again.intents.values() if i["round_tag"] == again.batches[other]["round_tag"]]
+    assert {again.submissions[cid] for cid in lost["custom_ids"]} == {2}  # the wrong wait counts as one
+    assert {again.answers[f"other-{i}"]["kind"] for i in range(3)} == {"succeeded"}

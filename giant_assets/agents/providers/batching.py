@@ -18,6 +18,15 @@ Nothing paid for is asked again: the store (append-only JSONL, fsynced) records 
 is polled and each answer as soon as its batch ends; a request whose answer is stored, or that sits in
 a batch not yet ended, is never submitted again. Lines that come back errored or expired go into the
 next round, up to ``max_line_attempts`` submissions, then fail their run with a ``ProviderError``.
+
+A batch the provider accepted but whose id was never recorded (the process killed while the create's
+reply was on its way, or the create timed out) is *adopted*, not paid for again: each batch is
+preceded by a durable intent (its round tag and custom ids, ``intents.jsonl``), and once per process,
+before its first request is answered, every intent without a batch record is looked up at the
+provider (``BatchRound.adopt``): OpenAI by the ``giant_round`` metadata the batch carries, Anthropic
+(no metadata) by the one unrecorded batch created since the intent with the same number of requests.
+A batch found is recorded as if just submitted; none found (or, Anthropic, several that fit) resolves
+the intent and its requests go into a normal round.
 """
 
 from __future__ import annotations
@@ -44,6 +53,9 @@ BATCH_DISCOUNT = 0.5  # both providers bill batch tokens at half the synchronous
 OPENAI_LIMITS = (50_000, 190 * 2**20)  # requests, bytes per input file (published: 50,000 and 200 MB)
 ANTHROPIC_LIMITS = (100_000, 240 * 2**20)  # requests, bytes per batch (published: 100,000 and 256 MB)
 ENDED = "ended"
+# how far the provider's clock may be from ours: a batch created from an intent is listed back to this
+# much before the intent, and (Anthropic) counts as a candidate from then on
+CLOCK_SLACK_S = 60.0
 _RUN: contextvars.ContextVar[object | None] = contextvars.ContextVar("batch_run", default=None)
 
 
@@ -65,8 +77,10 @@ def custom_id(endpoint: str, body: dict[str, Any]) -> str:
 
 
 class BatchStore:
-    """One result set's batches on one benchmark: ``batches.jsonl`` (each batch and its status) and
-    ``answers.jsonl`` (each line's outcome), both append-only; the latest record per key wins."""
+    """One result set's batches on one benchmark: ``batches.jsonl`` (each batch and its status),
+    ``answers.jsonl`` (each line's outcome) and ``intents.jsonl`` (each batch about to be submitted:
+    its round tag and custom ids, then how a search for it was resolved), all append-only; the latest
+    record per key wins. A folder written before intents existed simply has none."""
 
     def __init__(self, folder: Path, partition: dict[str, str] | None = None) -> None:
         self.folder = Path(folder)
@@ -75,6 +89,7 @@ class BatchStore:
         self.answers: dict[str, dict[str, Any]] = {}
         self._open_by_cid: dict[str, str] = {}
         self.submissions: dict[str, int] = {}
+        self.intents: dict[str, dict[str, Any]] = {}  # round tag -> intent, merged with its resolution
         self._load()
 
     def _read(self, name: str) -> list[dict[str, Any]]:
@@ -97,6 +112,8 @@ class BatchStore:
             self._index_batch(row)
         for row in self._read("answers.jsonl"):
             self.answers[row["custom_id"]] = row
+        for row in self._read("intents.jsonl"):
+            self.intents[row["round_tag"]] = self.intents.get(row["round_tag"], {}) | row
 
     def _index_batch(self, row: dict[str, Any]) -> None:
         first = row["batch_id"] not in self.batches
@@ -127,6 +144,29 @@ class BatchStore:
         for row in rows:
             self.answers[row["custom_id"]] = row
 
+    def record_intent(self, tag: str, custom_ids: list[str]) -> None:
+        """Before a batch is submitted: what it holds, so a batch whose id is lost can be found."""
+        self._append_intent({"round_tag": tag, "custom_ids": custom_ids, "at": time.time()})
+
+    def resolve_intent(self, tag: str, how: str, **details: Any) -> None:
+        """The search for an intent's batch is over with none adopted (``not_found``, ``ambiguous``);
+        an adopted batch's record resolves its intent by its round tag."""
+        self._append_intent({"round_tag": tag, "resolved": how, "resolved_at": time.time()} | details)
+
+    def _append_intent(self, row: dict[str, Any]) -> None:
+        self._append("intents.jsonl", [row])
+        self.intents[row["round_tag"]] = self.intents.get(row["round_tag"], {}) | row
+
+    def unresolved_intents(self) -> list[dict[str, Any]]:
+        """Intents with no batch recorded for their round tag and no search resolved, oldest first."""
+        recorded = {b.get("round_tag") for b in self.batches.values()}
+        rows = [
+            i
+            for tag, i in self.intents.items()
+            if tag not in recorded and "resolved" not in i and "custom_ids" in i
+        ]
+        return sorted(rows, key=lambda i: i["at"])
+
     def open_batch(self, cid: str) -> str | None:
         return self._open_by_cid.get(cid)
 
@@ -144,10 +184,21 @@ class BatchStatus:
     counts: dict[str, int]
 
 
+@dataclass(frozen=True)
+class ListedBatch:
+    """A batch as the provider lists it: enough to tell whether it is an intent's."""
+
+    id: str
+    created_at: float  # unix seconds, the provider's clock
+    requests: int  # its number of requests
+    tag: str | None  # the round tag it carries (OpenAI metadata); None where batches carry none
+
+
 class BatchClient(abc.ABC):
     """One provider's batch API through its official SDK client."""
 
     limits: tuple[int, int]
+    tagged: bool  # a batch carries the round tag it was submitted with (found by it after a restart)
 
     def __init__(self, client: Any, endpoint: str) -> None:
         self.client = client
@@ -167,6 +218,10 @@ class BatchClient(abc.ABC):
     @abc.abstractmethod
     async def cancel(self, batch_id: str) -> None: ...
 
+    @abc.abstractmethod
+    async def listed(self, since: float) -> list[ListedBatch]:
+        """The account's batches created at or after ``since`` (unix seconds), newest first."""
+
     def line_bytes(self, cid: str, body: dict[str, Any]) -> int:
         return len(json.dumps({"custom_id": cid, "body": body})) + 80
 
@@ -175,6 +230,7 @@ class OpenAIBatches(BatchClient):
     """``/v1/files`` (purpose ``batch``), ``/v1/batches`` over ``/v1/responses`` or chat completions."""
 
     limits = OPENAI_LIMITS
+    tagged = True
     TERMINAL = frozenset({"completed", "expired", "cancelled", "failed"})
 
     async def submit(self, lines: list[tuple[str, dict[str, Any]]], tag: str) -> str:
@@ -237,11 +293,22 @@ class OpenAIBatches(BatchClient):
     async def cancel(self, batch_id: str) -> None:
         await self.client.batches.cancel(batch_id)
 
+    async def listed(self, since: float) -> list[ListedBatch]:
+        out = []
+        async for batch in self.client.batches.list(limit=100):  # newest first, page by page
+            if batch.created_at < since:
+                break
+            counts = batch.request_counts
+            tag = (batch.metadata or {}).get("giant_round")
+            out.append(ListedBatch(batch.id, float(batch.created_at), counts.total if counts else 0, tag))
+        return out
+
 
 class AnthropicBatches(BatchClient):
     """``/v1/messages/batches`` and its results."""
 
     limits = ANTHROPIC_LIMITS
+    tagged = False  # message batches carry no metadata: found by creation time and request count
 
     async def submit(self, lines: list[tuple[str, dict[str, Any]]], tag: str) -> str:
         requests = [{"custom_id": cid, "params": body} for cid, body in lines]
@@ -268,12 +335,39 @@ class AnthropicBatches(BatchClient):
     async def cancel(self, batch_id: str) -> None:
         await self.client.messages.batches.cancel(batch_id)
 
+    async def listed(self, since: float) -> list[ListedBatch]:
+        out = []
+        async for batch in self.client.messages.batches.list(limit=100):  # newest first
+            created = batch.created_at.timestamp()
+            if created < since:
+                break
+            c = batch.request_counts
+            total = c.processing + c.succeeded + c.errored + c.canceled + c.expired
+            out.append(ListedBatch(batch.id, created, total, None))
+        return out
+
 
 def batch_client(model: Any) -> BatchClient:
     """The batch API of an ``SDKChatModel``'s provider and wire format, over the model's own SDK client."""
     if model.provider == "anthropic":
         return AnthropicBatches(model._client, "/v1/messages")
     return OpenAIBatches(model._client, "/v1" + model.endpoint)
+
+
+def intent_candidates(
+    intent: dict[str, Any], listed: list[ListedBatch], named: set[str], until: float, tagged: bool
+) -> list[ListedBatch]:
+    """The listed batches that may be ``intent``'s, oldest first. Where batches carry their round tag
+    (OpenAI): those with the intent's tag. Elsewhere (Anthropic): those no record of the store names
+    (``named``), created from the intent's time to ``until`` (the store's next record after it: a later
+    record means the create had returned), both widened by the clock slack, with as many requests."""
+    if tagged:
+        found = [b for b in listed if b.tag == intent["round_tag"]]
+    else:
+        start, end = intent["at"] - CLOCK_SLACK_S, until + CLOCK_SLACK_S
+        n = len(intent["custom_ids"])
+        found = [b for b in listed if b.id not in named and start <= b.created_at <= end and b.requests == n]
+    return sorted(found, key=lambda b: b.created_at)
 
 
 # ---------------------------------------------------------------- rounds
@@ -315,6 +409,10 @@ class BatchRound:
         self.rounds = 0
         self.submitted_requests = 0
         self.pending_batches: set[str] = set()  # detach: batches the stopped runs wait on
+        self.adopted: list[str] = []  # batches of an earlier process found by their intent
+        self._adoption_done = False
+        self._adoption_error: ProviderError | None = None
+        self._adoption_lock = asyncio.Lock()
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
@@ -331,6 +429,7 @@ class BatchRound:
 
     async def request(self, body: dict[str, Any]) -> dict[str, Any]:
         """The reply body to one request: from the store, from an open batch, or from a new round."""
+        await self.adopt()
         cid = custom_id(self.client.endpoint, body)
         while True:
             answer = self.store.answers.get(cid)
@@ -367,6 +466,77 @@ class BatchRound:
                 if not self._runs_waiting[run]:
                     del self._runs_waiting[run]
 
+    async def adopt(self) -> None:
+        """Once per process, before a request is answered or submitted: look up the batch of every
+        intent that has no batch record (its process stopped between the provider accepting the batch
+        and the record), and record the one found, so its requests wait on it instead of being paid
+        for again. No intent pending: no call to the provider. The listing failing fails every request
+        of this process (the next one looks again): submitting blind could pay twice."""
+        if self._adoption_done:
+            return
+        async with self._adoption_lock:
+            if self._adoption_done:
+                return
+            if self._adoption_error is not None:
+                raise self._adoption_error
+            pending = self.store.unresolved_intents()
+            if pending:
+                try:
+                    listed = await self.client.listed(pending[0]["at"] - CLOCK_SLACK_S)
+                except Exception as exc:
+                    self._adoption_error = ProviderError(
+                        f"looking up {len(pending)} batch(es) submitted before a restart failed: "
+                        f"{type(exc).__name__}: {exc}"[:500]
+                    )
+                    raise self._adoption_error from exc
+                self._adopt(pending, listed)
+            self._adoption_done = True
+
+    def _adopt(self, pending: list[dict[str, Any]], listed: list[ListedBatch]) -> None:
+        named = set(self.store.batches)
+        times = sorted(
+            [i["at"] for i in self.store.intents.values() if "at" in i]
+            + [b.get("submitted_at") or 0.0 for b in self.store.batches.values()]
+        )
+        for intent in pending:
+            tag, cids = intent["round_tag"], intent["custom_ids"]
+            until = next((t for t in times if t > intent["at"]), time.time())
+            found = intent_candidates(intent, listed, named, until, self.client.tagged)
+            if len(found) == 1 or (found and self.client.tagged):
+                batch = found[0]  # tagged: several only if a create was repeated; the first is adopted
+                self.store.record_batch(
+                    {
+                        "batch_id": batch.id,
+                        "custom_ids": cids,
+                        "status": "submitted",
+                        "submitted_at": intent["at"],
+                        "round_tag": tag,
+                        "requests": len(cids),
+                        "adopted": time.time(),
+                    }
+                )
+                named.add(batch.id)
+                self.adopted.append(batch.id)
+                others = (
+                    f" (also tagged {', '.join(b.id for b in found[1:])}: not adopted)" if found[1:] else ""
+                )
+                self.log(f"adopted batch {batch.id} of round {tag} submitted before a restart{others}")
+            elif not found:
+                self.store.resolve_intent(tag, "not_found")
+                self.log(
+                    f"round {tag}: the provider has no batch of it (the process stopped before one was "
+                    f"accepted): its {len(cids)} request(s) go into a new round"
+                )
+            else:
+                ids = [b.id for b in found]
+                self.store.resolve_intent(tag, "ambiguous", candidates=ids)
+                self.log(
+                    f"round {tag}: {len(ids)} batches of {len(cids)} request(s) created since it was "
+                    f"submitted before a restart ({', '.join(ids)}) could be it: none adopted, its "
+                    "requests go into a new round, and whichever of them was this round's is paid "
+                    "for twice"
+                )
+
     async def _wait(self, batch_id: str) -> None:
         """Until the batch ends and its answers are stored; detach: one look, and stop if still running."""
         task = self._watchers.get(batch_id)
@@ -383,6 +553,10 @@ class BatchRound:
             if status.ended:
                 results = await self.client.results(batch_id)
                 seen = {r["custom_id"] for r in results}
+                # a request of the record with no result line (expired, or not in the batch: an adopted
+                # Anthropic batch that was another's) counts as expired: it goes into the next round,
+                # at the cost of one of its max_line_attempts. Result lines of requests not in the record
+                # are stored too: a custom_id is the digest of its request, so they answer that request.
                 lost = [cid for cid in self.store.batches[batch_id].get("custom_ids", []) if cid not in seen]
                 results += [{"custom_id": cid, "kind": "expired", "error": "no result line"} for cid in lost]
                 for row in results:
@@ -428,6 +602,9 @@ class BatchRound:
         try:
             ids = []
             for n, chunk in enumerate(chunks):
+                # durable before the provider sees the batch: a process killed before the record of
+                # its id leaves this, and the next process adopts the batch instead of paying again
+                self.store.record_intent(f"{tag}-{n}", [cid for cid, _ in chunk])
                 batch_id = await self.client.submit(chunk, f"{tag}-{n}")
                 self.store.record_batch(
                     {
@@ -445,6 +622,8 @@ class BatchRound:
                 f"round {self.rounds}: {len(requests)} request(s) in {len(ids)} batch(es) {', '.join(ids)}"
             )
         except Exception as exc:  # the runs fail with the reason; nothing is half-recorded
+            # the failed chunk's intent stays open: a create whose reply timed out may have been
+            # accepted, and the next process looks for it
             error = ProviderError(f"batch submission failed: {type(exc).__name__}: {exc}"[:500])
             for future in futures:
                 if not future.done():
@@ -467,7 +646,9 @@ class BatchRound:
         return chunks
 
     async def cancel_open(self) -> list[str]:
-        """Cancel every batch of this store that has not ended (an experiment's run was cancelled)."""
+        """Cancel every batch of this store that has not ended (an experiment's run was cancelled),
+        adopted ones included."""
+        await self.adopt()
         ids = [b["batch_id"] for b in self.store.open_batches()]
         for batch_id in ids:
             await self.client.cancel(batch_id)
