@@ -53,6 +53,10 @@ def lock_path(journal_path: Path) -> Path:
     return journal_path.with_name(journal_path.name + ".lock")
 
 
+UNLABELLED = "a process that has not labelled the lock yet"
+LABEL_GRACE_S = 1.0  # a holder writes its label just after taking the lock: wait this long to name it
+
+
 def describe_holder(path: Path) -> str:
     """``pid 123 on host h since 2026-...`` from a lock file's label (or why it is unknown)."""
     try:
@@ -60,7 +64,7 @@ def describe_holder(path: Path) -> str:
     except (OSError, ValueError):
         holder = {}
     if not isinstance(holder, dict) or "pid" not in holder:
-        return "a process that has not labelled the lock yet"
+        return UNLABELLED
     return f"pid {holder['pid']} on host {holder.get('host', '?')} since {holder.get('since', '?')}"
 
 
@@ -74,8 +78,9 @@ async def journal_lock(
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        deadline = time.monotonic() + wait
-        next_report = time.monotonic()
+        started = time.monotonic()
+        deadline = started + wait
+        next_report = started
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -87,9 +92,11 @@ async def journal_lock(
                         f"journal {journal_path} is being written by {describe_holder(path)} "
                         f"(lock {path}); waited {wait:.0f}s. Let that run finish or stop it, then run again"
                     ) from None
-                if now >= next_report:
+                holder = describe_holder(path) if now >= next_report else ""
+                # the holder labels the lock just after taking it: name it once it has, or after the grace
+                if holder and (holder != UNLABELLED or now - started >= LABEL_GRACE_S):
                     log(
-                        f"journal {journal_path} is being written by {describe_holder(path)}; "
+                        f"journal {journal_path} is being written by {holder}; "
                         f"waiting up to {deadline - now:.0f}s more"
                     )
                     next_report = now + LOCK_REPORT_EVERY_S

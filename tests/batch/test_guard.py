@@ -63,6 +63,19 @@ async def main():
 asyncio.run(main())
 """
 
+# Takes a journal's lock the raw way, labels it only after argv[2] seconds, holds it until stdin closes.
+SLOW_LABELLER = r"""
+import fcntl, json, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o666)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+delay = float(sys.argv[2])
+if delay >= 0:
+    time.sleep(delay)
+    os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": "h", "since": "then"}).encode(), 0)
+sys.stdin.read()
+"""
+
 # A parent that starts a batch child, prints the child's pid, then waits to be killed.
 PARENT = r"""
 import subprocess, sys, time
@@ -116,6 +129,30 @@ def test_a_second_writer_waits_logging_the_holder_then_proceeds(tmp_path):
         assert len(messages) == 1 and f"being written by pid {holder.pid} on host" in messages[0]
     finally:
         holder.wait(10)
+
+
+@pytest.mark.parametrize("label_after_s", [0.4, -1.0])
+def test_a_holder_is_named_once_it_labels_the_lock(tmp_path, label_after_s):
+    """Between taking the lock and writing its label a holder is unnamed: a waiter names it once it has
+    labelled (within LABEL_GRACE_S), and says it is unlabelled only when it never does."""
+    journal = tmp_path / "tcga.jsonl"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", SLOW_LABELLER, str(lock_path(journal)), str(label_after_s)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout.readline() == "locked\n"
+    messages: list[str] = []
+    try:
+        with pytest.raises(JournalBusy):
+            asyncio.run(_hold(journal, wait_s=1.5, log=messages.append))
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+    assert len(messages) == 1
+    if label_after_s >= 0:
+        assert f"being written by pid {holder.pid} on host h since then" in messages[0]
+    else:
+        assert "being written by a process that has not labelled the lock yet" in messages[0]
 
 
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
