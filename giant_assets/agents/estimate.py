@@ -101,6 +101,7 @@ class Estimate:
     priced: bool
     measured_runs: int = 0
     notes: list[str] = field(default_factory=list)
+    without_slide: int = 0  # questions of the benchmark left out: no readable slide now
 
     @property
     def runs_pending(self) -> int:
@@ -117,6 +118,7 @@ class Estimate:
             "batch_rounds": self.batch_rounds,
             "priced": self.priced,
             "measured_runs": self.measured_runs,
+            "without_slide": self.without_slide,
         }
         for name in ("calls", "input_tokens", "cached_tokens", "output_tokens", "usd", "usd_batch", "hours"):
             span: Span = getattr(self, name)
@@ -315,12 +317,15 @@ def estimate_experiment(
     journals_dir: Path,
     prices: PriceTable,
     benchmarks: Iterable[str] | None = None,
+    every_item: bool = False,
 ) -> list[Estimate]:
     """One ``Estimate`` per benchmark of ``items`` (the ``benchmark_items`` frame).
 
-    Items without a readable slide are left out (they cost nothing: no model call is made); runs the
-    experiment's journal already holds for the current items are subtracted; the journals' finished
-    runs of the same agent and model, if any, calibrate the token and time model.
+    Items without a readable slide are left out (they cost nothing: no model call is made; counted in
+    ``without_slide``) unless ``every_item`` (as if every slide were in place: the cost of the whole
+    benchmark before the slides are fetched); runs the experiment's journal already holds for the
+    current items are subtracted; the journals' finished runs of the same agent and model, if any,
+    calibrate the token and time model.
     """
     from giant_assets.batch.journal import Journal
     from giant_assets.batch.records import RETRYABLE
@@ -333,7 +338,7 @@ def estimate_experiment(
     for name, group in items.groupby("benchmark_name", sort=True):
         if wanted is not None and name not in wanted:
             continue
-        readable = group[group["wsi_status"] == "ok"] if "wsi_status" in group else group
+        readable = group[group["wsi_status"] == "ok"] if "wsi_status" in group and not every_item else group
         ids = readable["benchmark_id"].astype(str).tolist()
         # the item's fingerprint per id: a run journalled for another question or slide is still to do
         fps = (
@@ -353,17 +358,17 @@ def estimate_experiment(
             }
         )
         chars = float(readable["prompt"].astype(str).str.len().mean()) if len(readable) else 0.0
-        out.append(
-            estimate(
-                exp,
-                str(name),
-                items=len(readable),
-                runs_done=done,
-                mean_prompt_chars=chars,
-                prices=prices,
-                measured=measured,
-            )
+        one = estimate(
+            exp,
+            str(name),
+            items=len(readable),
+            runs_done=done,
+            mean_prompt_chars=chars,
+            prices=prices,
+            measured=measured,
         )
+        one.without_slide = len(group) - len(readable)
+        out.append(one)
     return out
 
 
@@ -399,3 +404,12 @@ def render(estimates: list[Estimate]) -> str:
         )
     notes = sorted({n for e in estimates for n in e.notes})
     return "\n".join(lines + [f"note: {n}" for n in notes])
+
+
+def total_line(estimates: list[Estimate]) -> str:
+    """USD (synchronous and batch) and hours of ``estimates`` together, as one phrase."""
+    usd = sum((e.usd for e in estimates), Span(0.0, 0.0))
+    usd_batch = sum((e.usd_batch for e in estimates), Span(0.0, 0.0))
+    hours = sum((e.hours for e in estimates), Span(0.0, 0.0))
+    items = sum(e.items for e in estimates)
+    return f"{items} items, {usd.fmt(2, '$')} ({usd_batch.fmt(2, '$')} in batch mode), {hours.fmt(1)} hours"

@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None) -> int:
-    from giant_assets.agents.estimate import estimate_experiment, render
+    from giant_assets.agents.estimate import estimate_experiment, render, total_line
     from giant_assets.agents.pricing import load_price_table
     from giant_assets.core.settings import PRICES_ENV, data_dir, env
     from giant_assets.core.storage import ParquetStore
@@ -133,6 +133,21 @@ def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None) ->
     )
     print(f"{name}: {declared[name].agent} / {declared[name].model or '-'}, ranges low-high")
     print(render(estimates))
+    missing = sum(e.without_slide for e in estimates)
+    if missing:  # e.g. estimated before the slides are fetched: say what the whole benchmark costs
+        every = estimate_experiment(
+            declared[name],
+            items,
+            journals_dir=store.root / "journals",
+            prices=load_price_table(env(PRICES_ENV) or None),
+            benchmarks=benchmarks,
+            every_item=True,
+        )
+        print(
+            f"note: {missing} question(s) have no readable slide now and are left out above (no model "
+            f"call is made for them; `giant-check-data` lists them); with every slide in place: "
+            f"{total_line(every)}"
+        )
     return 0
 
 

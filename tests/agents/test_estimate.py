@@ -174,6 +174,17 @@ def test_cli_estimates_from_materialized_items(data_dir: Path, sample_wsi_root: 
     )
     readable = items.fetchone()[0]
     assert tcga.split()[1] == str(readable) and "$" in tcga
+    # the sample's tcga questions without a readable slide are left out, and what they would cost is said
+    every = duckdb.connect(str(data_dir / "giant.duckdb"), read_only=True).sql(
+        "select count(*) from benchmark_items where benchmark_name = 'tcga'"
+    )
+    (n_all,) = every.fetchone()
+    assert n_all > readable
+    note = next(line for line in out if line.startswith("note: "))
+    assert note.startswith(f"note: {n_all - readable} question(s) have no readable slide now")
+    low_now = float(tcga.split("$")[1].split("-")[0])
+    low_all = float(note.split("with every slide in place: ")[1].split("$")[1].split("-")[0])
+    assert f"in place: {n_all} items, $" in note and low_all > low_now  # more questions cost more
     assert experiments_cli.main(["estimate", "nope"]) == 2
 
 
