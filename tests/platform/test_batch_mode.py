@@ -265,3 +265,47 @@ def test_a_killed_process_loses_nothing_and_pays_nothing_twice(tmp_path: Path, s
         assert again.success and again.asset_materializations_for_node("predictions")
         assert set(api.answered.values()) == {1}, "a request was paid for twice"
         assert len(api.batches) == 2  # the killed run's round was adopted, not sent again
+
+
+def test_a_cell_whose_estimate_is_above_the_budget_is_refused_before_anything_is_submitted(
+    tmp_path: Path, sample_wsi_root: Path
+) -> None:
+    data, declared = tmp_path / "data", tmp_path / "experiments.yaml"
+    instance = DagsterInstance.ephemeral()
+    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+    key = result_key("batched", "gtex")
+    with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model) as api:
+        write_experiments(declared, {"batched": _settings(api, budget_usd=0.0001)})
+        add_experiments(instance, "batched")
+        assert materialize(
+            ALL_ASSETS, selection=AssetSelection.assets("multipathqa_csv", "benchmark_items"),
+            resources=resources, instance=instance,
+        ).success  # fmt: skip
+        result = materialize(ALL_ASSETS, selection=CELL, partition_key=str(key), resources=resources,
+                             instance=instance, raise_on_error=False)  # fmt: skip
+        assert not result.success
+        failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+        message = failure.event_specific_data.error.message
+        assert "nothing submitted" in message and "above budget_usd $0.00 even at its low end" in message
+        assert not api.batches and not model.requests  # nothing sent, nothing paid
+    assert not any(f.read_text().strip() for f in data.glob("journals/*/gtex.jsonl"))  # no run journalled
+
+
+def test_the_budget_check_of_batch_mode(tmp_path: Path) -> None:
+    from giant_assets.agents.providers.batching import BatchStore
+    from giant_assets.experiments.spec import Experiment
+    from giant_assets.platform.assets.predictions import batch_budget_check
+
+    exp = Experiment(name="b", agent="giant", model="gpt-5", batch=True, budget_usd=10.0)
+    fresh = BatchStore(tmp_path / "fresh")
+    estimate = {"estimate_usd_low": 4.0, "estimate_usd_high": 30.0}
+    assert batch_budget_check(exp, fresh, estimate)[0] is None
+    assert "may exceed budget_usd $10.00" in batch_budget_check(exp, fresh, estimate)[1]
+    assert batch_budget_check(exp, fresh, {"estimate_usd_low": 4.0, "estimate_usd_high": 9.0}) == (None, None)
+    low_above = {"estimate_usd_low": 12.0, "estimate_usd_high": 30.0}
+    assert "nothing submitted" in batch_budget_check(exp, fresh, low_above)[0]
+    # a cell already under way goes on (refusing would leave paid rounds unused); no budget: no check
+    started = BatchStore(tmp_path / "started")
+    started.record_intent("round-0", ["g1"])
+    assert batch_budget_check(exp, BatchStore(tmp_path / "started"), low_above) == (None, None)
+    assert batch_budget_check(exp.model_copy(update={"budget_usd": 0.0}), fresh, low_above) == (None, None)

@@ -107,6 +107,12 @@ def predictions(
     spend_estimate = _estimate_before_spending(experiment, benchmark_items, benchmark, journal)
     if spend_estimate:
         context.log.info(spend_estimate["line"])
+    if rounds is not None and spend_estimate:
+        problem, caution = batch_budget_check(experiment, rounds.store, spend_estimate)
+        if problem:
+            raise Failure(description=problem)
+        if caution:
+            context.log.warning(caution)
 
     async def go():
         try:
@@ -235,6 +241,37 @@ def _estimate_before_spending(
         + (f" ({'; '.join(est.notes)})" if est.notes else "")
     )
     return {"line": line, "estimate_usd_low": round(usd.low, 4), "estimate_usd_high": round(usd.high, 4)}
+
+
+def batch_budget_check(
+    experiment: Experiment, store: Any, spend_estimate: dict[str, Any]
+) -> tuple[str | None, str | None]:
+    """(refusal, caution) for a cell about to start in batch mode with a budget.
+
+    Rounds once submitted are paid whatever ``budget_usd`` says (all of a cell's runs start together and
+    a round's cost is known only when it ends), so a fresh cell (nothing submitted yet) whose estimate at
+    batch prices is above the budget even at its low end is refused before anything is sent; one that
+    may exceed it (the high end above) goes on with a warning. A cell with batches already submitted
+    (or an intent to submit: a batch a killed process may have sent) goes on: refusing then would leave
+    paid rounds unused.
+    """
+    budget = experiment.budget_usd or 0.0
+    if budget <= 0 or store.batches or store.answers or store.intents:
+        return None, None
+    low, high = spend_estimate["estimate_usd_low"], spend_estimate["estimate_usd_high"]
+    if low > budget:
+        return (
+            f"{experiment.name}: nothing submitted. Batch mode cannot stop rounds once they are submitted, "
+            f"and this cell's estimate at batch prices is ${low:.2f}-${high:.2f}, above budget_usd "
+            f"${budget:.2f} even at its low end. Raise budget_usd, or run the cell without batch: true "
+            "(there the budget stops new runs as it is reached)."
+        ), None
+    if high > budget:
+        return None, (
+            f"{experiment.name}: the estimate at batch prices (${low:.2f}-${high:.2f}) may exceed budget_usd "
+            f"${budget:.2f}, and batch mode cannot stop rounds once submitted"
+        )
+    return None, None
 
 
 def _batch_metadata(rounds: Any, cost_now: float) -> dict[str, Any]:
