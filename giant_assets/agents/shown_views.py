@@ -8,20 +8,22 @@ cell's batch folder, named by everything that decides its bytes, so a replay rea
 of decoding, resampling and encoding the slide again. The bytes are the ones already sent, so the replayed
 requests keep their names in the batch store.
 
-The folder holds the live runs' crops (about 100-250 KB each) and is deleted once no run of the cell
-waits on a batch. A failed write (a full disk) turns the store off with one warning: replays then read
-the slide, as without it; a file that cannot be read back is made again.
+The folder holds the live runs' crops (the JPEG as sent, typically 100-200 KB) and is deleted once no
+run of the cell waits on a batch. A failed write (a full disk) turns the store off with one warning:
+replays then read the slide, as without it; a file that cannot be read back is made again.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from giant_assets.agents.providers import ImagePart
@@ -42,11 +44,13 @@ class ShownView:
 
 
 class ShownViews:
-    """Crops of one cell's runs on disk, one JSON file each; see the module docstring."""
+    """Crops of one cell's runs on disk, one file each (a JSON line, then the image); see the module
+    docstring."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
         self.enabled = True
+        self._lock = threading.Lock()
         self.hits = 0  # crops read back (for tests and benchmarks)
         self.writes = 0
 
@@ -61,43 +65,57 @@ class ShownViews:
         identity = [str(path), st.st_size, st.st_mtime_ns, list(box), sorted(settings.items())]
         return hashlib.sha256(json.dumps(identity, default=str).encode()).hexdigest()
 
+    def _path(self, key: str) -> Path:
+        return self.folder / f"{key}.view"
+
     def get(self, key: str) -> ShownView | None:
         """The kept crop, or None (not kept, or unreadable: it is made again)."""
         if not self.enabled:
             return None
         try:
-            row = json.loads((self.folder / f"{key}.json").read_text(encoding="utf-8"))
-            view = ShownView(
-                tuple(row["box"]), row["level"], tuple(row["size"]), row["clipped"], ImagePart(**row["part"])
+            head, _, data = self._path(key).read_bytes().partition(b"\n")
+            row = json.loads(head)
+            part = ImagePart(
+                base64.b64encode(data).decode("ascii"), row["media_type"], row["label"], row["detail"]
             )
+            view = ShownView(tuple(row["box"]), row["level"], tuple(row["size"]), row["clipped"], part)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             _LOG.warning("kept crop %s unreadable (%s): made again from the slide", key[:12], exc)
             return None
-        self.hits += 1
+        with self._lock:
+            self.hits += 1
         return view
 
     def put(self, key: str, view: ShownView) -> None:
-        """Keep ``view`` (whole or not at all: a temporary file renamed into place)."""
+        """Keep ``view``: a line of JSON (where it came from, how it is sent), then the image's bytes;
+        whole or not at all (a temporary file renamed into place)."""
         if not self.enabled:
             return
+        part = view.part
+        head = {"box": view.box, "level": view.level, "size": view.size, "clipped": view.clipped}
+        head |= {"media_type": part.media_type, "label": part.label, "detail": part.detail}
         tmp: str | None = None
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(asdict(view), fh)
-            os.replace(tmp, self.folder / f"{key}.json")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(json.dumps(head).encode() + b"\n" + base64.b64decode(part.data_b64))
+            os.replace(tmp, self._path(key))
         except OSError as exc:
             if tmp is not None:
                 Path(tmp).unlink(missing_ok=True)
-            self.enabled = False
+            with self._lock:  # crops are kept from several threads: turn off (and say so) once
+                first, self.enabled = self.enabled, False
+            if not first:
+                return
             _LOG.warning(
                 "cannot keep crops for replays in %s (%s): replays read the slide again", self.folder, exc
             )
             return
-        self.writes += 1
+        with self._lock:
+            self.writes += 1
 
     def clear(self) -> None:
         """Delete the folder (no run of the cell waits any more)."""

@@ -87,7 +87,7 @@ def test_replays_read_each_crop_back_instead_of_the_slide(slide, tmp_path) -> No
     crops = STEPS - 1
     assert sum(v.writes for v in kept) == ITEMS * crops
     assert sum(v.hits for v in kept) == ITEMS * sum(range(crops + 1))
-    assert len(list((tmp_path / "views").glob("*.json"))) == ITEMS * crops
+    assert len(list((tmp_path / "views").glob("*.view"))) == ITEMS * crops
 
 
 def test_an_unreadable_kept_crop_is_made_again_from_the_slide(slide, tmp_path, caplog) -> None:
@@ -102,7 +102,7 @@ def test_an_unreadable_kept_crop_is_made_again_from_the_slide(slide, tmp_path, c
             return (await agent._show(s, [100, 100, 800, 600], "region", str(slide), "exact")).part.sha256
 
     first = asyncio.run(show())
-    (kept,) = (tmp_path / "views").glob("*.json")
+    (kept,) = (tmp_path / "views").glob("*.view")
     kept.write_text('{"box": [1, 2')  # torn or damaged
     with caplog.at_level(logging.WARNING):
         assert asyncio.run(show()) == first and views.writes == 2 and views.hits == 0

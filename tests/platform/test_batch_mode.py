@@ -69,7 +69,7 @@ def test_a_cell_waits_on_its_batches_then_completes_at_half_price(
             # waiting: no materialization of predictions or anything downstream, an observation instead
             assert not result.asset_materializations_for_node("benchmark_metrics")
             observations += [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"]
-            views = list(data.glob("journals/*/gtex.batches/views/*.json"))
+            views = list(data.glob("journals/*/gtex.batches/views/*.view"))
             assert len(views) == gtex_ok * (passes - 1)  # each waiting run's crops so far, kept for replays
             assert passes < 10
         meta = result.asset_materializations_for_node("predictions")[0].metadata
