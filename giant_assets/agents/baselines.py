@@ -49,8 +49,6 @@ from giant_assets.slides.views import SlideView, region, thumbnail_view
 
 PATCH_CONCURRENCY = 5  # patch calls of one item in flight at once (the shared limiter still paces them)
 
-ENCODING = Encoding()  # JPEG at Pillow's default quality, no detail field
-
 
 class _SlideBaseline:
     """What both baselines share: the model, prices, slide errors, one model call as one Step."""

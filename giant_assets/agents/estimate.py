@@ -78,7 +78,6 @@ class Measured:
     cached_per_call: float
     output_per_call: float
     latency_per_call: float
-    usd_per_run: float
 
 
 @dataclass
@@ -262,7 +261,7 @@ def estimate(
 
 def measure(rows: Iterable[Mapping[str, Any]], *, agent: str, model: str) -> Measured | None:
     """Means over journal rows of finished, answered runs of ``agent`` and ``model``."""
-    n = calls = inp = cached = out = lat = usd = 0.0
+    n = calls = inp = cached = out = lat = 0.0
     for row in rows:
         if row.get("agent") != agent or row.get("model") != model or row.get("error_kind"):
             continue
@@ -275,10 +274,9 @@ def measure(rows: Iterable[Mapping[str, Any]], *, agent: str, model: str) -> Mea
         cached += _number(row.get("cached_input_tokens"))
         out += _number(row.get("output_tokens"))
         lat += _number(row.get("latency_s"))
-        usd += _number(row.get("cost_usd"))
     if not n:
         return None
-    return Measured(int(n), calls / n, inp / calls, cached / calls, out / calls, lat / calls, usd / n)
+    return Measured(int(n), calls / n, inp / calls, cached / calls, out / calls, lat / calls)
 
 
 def _number(value: Any) -> float:

@@ -21,7 +21,6 @@ from typing import Any
 
 RUN_FIELDS = ("config_hash", "benchmark_name", "benchmark_id", "run_index")
 FINGERPRINT_FIELD = "item_fingerprint"
-KEY_FIELDS = (*RUN_FIELDS, FINGERPRINT_FIELD)
 
 
 def row_key(row: dict[str, Any]) -> tuple:

@@ -26,8 +26,6 @@ NO_ANSWER = "no_answer"
 MAX_RETRIES_EXCEEDED = "max_retries_exceeded"
 # runs whose last attempt failed for a reason worth re-running (retry_failed)
 RETRYABLE = frozenset({AGENT_ERROR, TIMEOUT})
-# runs that produced an answer text (labels are re-extracted from it when scoring)
-ANSWERED = frozenset({None, NO_ANSWER})
 
 
 class RunWaiting(BaseException):  # noqa: N818 - not an error: the run is waiting, as a cancellation is

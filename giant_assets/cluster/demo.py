@@ -24,7 +24,7 @@ from giant_assets.cluster.instance import Cluster
 from giant_assets.cluster.processes import Processes, backfill_command, daemon_command, worker_command
 from giant_assets.cluster.report import peak_in_window, step_workers, wait_for_runs
 from giant_assets.cluster.servers import start_postgres, start_redis
-from giant_assets.core.settings import EXPERIMENTS_ENV, PRICES_ENV
+from giant_assets.core.settings import CLUSTER_DIR_ENV, EXPERIMENTS_ENV, PRICES_ENV
 from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted import serve_demo_model
 from giant_assets.eval.leaderboard import leaderboard_markdown
@@ -52,7 +52,7 @@ def experiments_yaml(base_url: str) -> str:
 
 def main() -> None:
     repo = Path(__file__).resolve().parents[2]
-    root = Path(os.environ.get("GIANT_CLUSTER_DIR", repo / "data" / "cluster")).resolve()
+    root = Path(os.environ.get(CLUSTER_DIR_ENV, repo / "data" / "cluster")).resolve()
     if root.exists():
         shutil.rmtree(root)  # a fresh cluster each time: new database, new data, new journals
     root.mkdir(parents=True)

@@ -11,11 +11,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from giant_assets.core.settings import CELERY_BACKEND_ENV as BACKEND_ENV
+from giant_assets.core.settings import CELERY_BROKER_ENV as BROKER_ENV
 from giant_assets.core.settings import RATE_LIMIT_REDIS_URL_ENV as REDIS_URL_ENV
 
 POSTGRES_URL_ENV = "GIANT_DAGSTER_POSTGRES_URL"
-BROKER_ENV = "GIANT_CELERY_BROKER_URL"
-BACKEND_ENV = "GIANT_CELERY_BACKEND_URL"
 INSTANCE_YAML = Path(__file__).resolve().parents[2] / "dagster_home" / "postgres" / "dagster.yaml"
 
 
@@ -47,9 +47,3 @@ class Cluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(INSTANCE_YAML, self.dagster_home / "dagster.yaml")
         return self
-
-
-def redis_base(url: str) -> str:
-    """``redis://host:port`` of a Redis URL that may name a database."""
-    scheme, rest = url.split("://", 1)
-    return f"{scheme}://{rest.split('/', 1)[0]}"
