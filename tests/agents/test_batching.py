@@ -166,16 +166,6 @@ def test_requests_split_at_the_provider_limit(slide, tmp_path) -> None:
         assert max(len(b.lines) for b in api.batches.values()) == 2
 
 
-def test_cancel_open_batches(slide, tmp_path) -> None:
-    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=50) as api:
-        agent, batch = _batched("anthropic", api, tmp_path / "s", mode="detach")
-        results = asyncio.run(_run_all(agent, _items(slide, 2), batch))
-        assert all(isinstance(r, BatchPending) for r in results)
-        agent, batch = _batched("anthropic", api, tmp_path / "s", mode="detach")
-        cancelled = asyncio.run(batch.cancel_open())
-        assert cancelled == list(api.batches) and all(b.cancelled for b in api.batches.values())
-
-
 def test_store_refuses_nothing_silently(tmp_path) -> None:
     store = BatchStore(tmp_path)
     store.record_batch({"batch_id": "b1", "custom_ids": ["x"], "status": "submitted"})

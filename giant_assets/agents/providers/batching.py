@@ -645,15 +645,6 @@ class BatchRound:
             size += n
         return chunks
 
-    async def cancel_open(self) -> list[str]:
-        """Cancel every batch of this store that has not ended (an experiment's run was cancelled),
-        adopted ones included."""
-        await self.adopt()
-        ids = [b["batch_id"] for b in self.store.open_batches()]
-        for batch_id in ids:
-            await self.client.cancel(batch_id)
-        return ids
-
 
 def attach(agent: Any, folder: Path, experiment: Any, log: Callable[[str], None]) -> BatchRound:
     """Switch ``agent``'s model calls to batches stored under ``folder`` and its prices to batch prices."""
