@@ -24,11 +24,28 @@ def new_experiments(instance: DagsterInstance, experiments: ExperimentsResource)
     return sorted(set(declared) - set(instance.get_dynamic_partitions(EXPERIMENT)))
 
 
+SYNC_ATTEMPTS = 5
+
+
 def sync_experiments(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
-    """Add every declared experiment as a partition; returns the names added. Never removes one."""
+    """Add every declared experiment as a partition; returns the names that were missing. Never removes
+    one. Safe beside another sync (a second shell, the daemon's sensor): Dagster inserts the keys it did
+    not find a moment before, so a key another process inserted meanwhile fails the insert; the keys
+    still missing are then added again."""
+    from sqlalchemy.exc import IntegrityError
+
     added = new_experiments(instance, experiments)
-    if added:
-        instance.add_dynamic_partitions(EXPERIMENT, added)
+    for _ in range(SYNC_ATTEMPTS):
+        missing = sorted(set(added) - set(instance.get_dynamic_partitions(EXPERIMENT)))
+        if not missing:
+            break
+        try:
+            instance.add_dynamic_partitions(EXPERIMENT, missing)
+            break
+        except IntegrityError:  # another process added some of them between Dagster's check and insert
+            continue
+    else:
+        raise RuntimeError(f"could not add experiment partitions {missing} in {SYNC_ATTEMPTS} attempts")
     return added
 
 

@@ -40,3 +40,35 @@ def test_file_before_or_after_the_command(order: str, tmp_path: Path, capsys) ->
         ["a", "random"],
         ["b", "majority"],
     ]
+
+
+def test_syncs_at_the_same_moment_all_succeed(tmp_path: Path) -> None:
+    """`giant-experiments sync` beside another sync (a second shell, the daemon's sensor) on an existing
+    instance: Dagster inserts the keys it did not find a moment before, so one process's insert used
+    to fail on a key another had just added (UNIQUE constraint); each now adds what is still missing."""
+    import os
+    import subprocess
+    import sys
+
+    from dagster import DagsterInstance
+    from dagster._core.instance.ref import InstanceRef
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(tmp_path / "data")}
+    cli = [str(Path(sys.executable).with_name("giant-experiments")), "sync", "--file"]
+    first = write_experiments(tmp_path / "one.yaml", {"seed": {"agent": "random"}})
+    subprocess.run([*cli, str(first)], env=env, check=True, capture_output=True)  # the instance exists
+    for round_ in range(3):
+        declared = write_experiments(
+            tmp_path / f"e{round_}.yaml", {f"r{round_}-e{i}": {"agent": "random"} for i in range(40)}
+        )
+        procs = [
+            subprocess.Popen([*cli, str(declared)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            for _ in range(4)
+        ]
+        outputs = [p.communicate(timeout=120)[0].decode()[-2000:] for p in procs]
+        assert [p.returncode for p in procs] == [0] * 4, outputs
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        assert len(instance.get_dynamic_partitions("experiment")) == 1 + 3 * 40
