@@ -124,25 +124,24 @@ def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None) ->
         )
         return 1
     items = store.read("benchmark_items")
-    estimates = estimate_experiment(
-        declared[name],
-        items,
-        journals_dir=store.root / "journals",
-        prices=load_price_table(env(PRICES_ENV) or None),
-        benchmarks=benchmarks,
-    )
+    prices = load_price_table(env(PRICES_ENV) or None)
+
+    def estimates_of(every_item: bool) -> list:
+        return estimate_experiment(
+            declared[name],
+            items,
+            journals_dir=store.root / "journals",
+            prices=prices,
+            benchmarks=benchmarks,
+            every_item=every_item,
+        )
+
+    estimates = estimates_of(every_item=False)
     print(f"{name}: {declared[name].agent} / {declared[name].model or '-'}, ranges low-high")
     print(render(estimates))
     missing = sum(e.without_slide for e in estimates)
     if missing:  # e.g. estimated before the slides are fetched: say what the whole benchmark costs
-        every = estimate_experiment(
-            declared[name],
-            items,
-            journals_dir=store.root / "journals",
-            prices=load_price_table(env(PRICES_ENV) or None),
-            benchmarks=benchmarks,
-            every_item=True,
-        )
+        every = estimates_of(every_item=True)
         print(
             f"note: {missing} question(s) have no readable slide now and are left out above (no model "
             f"call is made for them; `giant-check-data` lists them); with every slide in place: "

@@ -29,6 +29,7 @@ from giant_assets.demo.scripted import (
     crop_reply,
 )
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from tests.support.batching import answer_all
 
 STEPS = 3  # two crops, then the answer
 PROMPT = "Which organ?\n1. Lung\n2. Liver\n3. Skin"
@@ -60,22 +61,6 @@ def _items(slide: Path, n: int) -> list[AgentItem]:
     return [AgentItem("gtex", str(i), f"{PROMPT}\n(item {i})", None, str(slide)) for i in range(n)]
 
 
-async def _run_all(agent: GiantAgent, items: list[AgentItem], batch: BatchRound | None) -> list:
-    async def one(item: AgentItem):
-        if batch is None:
-            return await agent.answer(item, 0)
-        async with batch.run():
-            try:
-                return await agent.answer(item, 0)
-            except BatchPending as pending:
-                return pending
-
-    try:
-        return await asyncio.gather(*(one(item) for item in items))
-    finally:
-        await agent.aclose()
-
-
 def _batched(provider: str, api: BatchAPIServer, store: Path, mode: str = "hold", **kw) -> tuple:
     chat = _model(provider, api)
     kw.setdefault("log", lambda _: None)
@@ -88,11 +73,11 @@ def test_hold_mode_one_round_per_step_same_answers_as_direct_calls(slide, tmp_pa
     items = _items(slide, 4)
     with ScriptedModelServer(rule=navigate) as direct:
         sync = asyncio.run(
-            _run_all(GiantAgent(_model(provider, direct), max_steps=STEPS, image_size=500), items, None)
+            answer_all(GiantAgent(_model(provider, direct), max_steps=STEPS, image_size=500), items, None)
         )
     with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=3) as api:
         agent, batch = _batched(provider, api, tmp_path / "store")
-        answers = asyncio.run(_run_all(agent, items, batch))
+        answers = asyncio.run(answer_all(agent, items, batch))
         # every run waiting for the model is in the same round: 3 rounds of 4 requests, each answered once
         assert batch.rounds == STEPS and batch.submitted_requests == 4 * STEPS
         assert len(api.batches) == STEPS and all(len(b.lines) == 4 for b in api.batches.values())
@@ -117,7 +102,7 @@ def test_detach_stops_each_round_and_a_new_process_resumes_without_paying_twice(
         results, rounds = [], 0
         for _ in range(10):  # each pass is a new materialization: a new store object read from disk
             agent, batch = _batched("openai", api, store, mode="detach")
-            results = asyncio.run(_run_all(agent, items, batch))
+            results = asyncio.run(answer_all(agent, items, batch))
             rounds += 1
             if not any(isinstance(r, BatchPending) for r in results):
                 break
@@ -134,14 +119,14 @@ def test_expired_lines_are_resent_next_round_then_fail_their_run(slide, tmp_path
     with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
         api.next_outcomes = ["expire_half"]  # the first batch: half its lines expire
         agent, batch = _batched("openai", api, tmp_path / "a")
-        answers = asyncio.run(_run_all(agent, items, batch))
+        answers = asyncio.run(answer_all(agent, items, batch))
         assert all(a.error is None for a in answers)
         assert batch.rounds == STEPS + 1  # the expired half went into an extra round
         assert set(api.answered.values()) == {1}
     with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
         api.next_outcomes = ["expired"] * 5
         agent, batch = _batched("anthropic", api, tmp_path / "b", max_line_attempts=2)
-        answers = asyncio.run(_run_all(agent, items[:2], batch))
+        answers = asyncio.run(answer_all(agent, items[:2], batch))
         assert all(a.error and "expired in each of 2 batches" in a.error for a in answers)
         assert len(api.batches) == 2 and not api.answered
 
@@ -152,7 +137,7 @@ def test_a_refused_line_fails_its_run_only(slide, tmp_path) -> None:
 
     with ScriptedModelServer(rule=rule) as model, BatchAPIServer(model, polls_to_finish=1) as api:
         agent, batch = _batched("openai", api, tmp_path / "s")
-        answers = asyncio.run(_run_all(agent, _items(slide, 3), batch))
+        answers = asyncio.run(answer_all(agent, _items(slide, 3), batch))
     assert answers[1].error and "refused" in answers[1].error and "image too large" in answers[1].error
     assert answers[0].error is None and answers[2].error is None
 
@@ -160,7 +145,7 @@ def test_a_refused_line_fails_its_run_only(slide, tmp_path) -> None:
 def test_requests_split_at_the_provider_limit(slide, tmp_path) -> None:
     with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
         agent, batch = _batched("openai", api, tmp_path / "s", max_requests=2)
-        answers = asyncio.run(_run_all(agent, _items(slide, 5), batch))
+        answers = asyncio.run(answer_all(agent, _items(slide, 5), batch))
         assert all(a.error is None for a in answers)
         assert batch.rounds == STEPS and len(api.batches) == 3 * STEPS  # 5 requests per round: 2 + 2 + 1
         assert max(len(b.lines) for b in api.batches.values()) == 2
@@ -193,7 +178,7 @@ def test_the_patch_baselines_concurrent_calls_go_into_one_round(slide, tmp_path)
             batch_client(agent.chat), BatchStore(tmp_path), poll_s=0.01, settle_s=1.0, log=lambda _: None
         )
         items = [replace(i, options=["Lung", "Liver", "Skin"]) for i in _items(slide, 3)]
-        answers = asyncio.run(_run_all(agent, items, agent.chat.batch))
+        answers = asyncio.run(answer_all(agent, items, agent.chat.batch))
         assert all(a.error is None for a in answers), [a.error for a in answers]
         assert agent.chat.batch.rounds == 1 and len(api.batches) == 1
         assert len(next(iter(api.batches.values())).lines) == 3 * 6
@@ -208,7 +193,7 @@ def test_a_refused_reasoning_summary_is_dropped_in_batch_mode_too(slide, tmp_pat
 
     with ScriptedModelServer(rule=rule) as model, BatchAPIServer(model, polls_to_finish=1) as api:
         agent, batch = _batched("openai", api, tmp_path / "s")
-        (answer,) = asyncio.run(_run_all(agent, _items(slide, 1), batch))
+        (answer,) = asyncio.run(answer_all(agent, _items(slide, 1), batch))
     assert answer.error is None and answer.text
     calls = [s for s in answer.steps if s.action != "thumbnail"]
     assert len(calls) == STEPS
@@ -228,7 +213,7 @@ def client_process(provider: str, base_url: str, store: str, slide: str, n: str)
     """A client in its own process: ``n`` GIANT runs in hold mode on ``store`` (the test kills it)."""
     api = SimpleNamespace(base_url=base_url, openai_base_url=base_url + "/v1")
     agent, batch = _batched(provider, api, Path(store))
-    asyncio.run(_run_all(agent, _items(Path(slide), int(n)), batch))
+    asyncio.run(answer_all(agent, _items(Path(slide), int(n)), batch))
 
 
 def _kill_client_when(provider: str, api: BatchAPIServer, store: Path, slide: Path, ready) -> None:
@@ -253,7 +238,7 @@ def _kill_client_when(provider: str, api: BatchAPIServer, store: Path, slide: Pa
 def _direct_answers(provider: str, items: list[AgentItem]) -> list[str]:
     with ScriptedModelServer(rule=navigate) as direct:
         agent = GiantAgent(_model(provider, direct), max_steps=STEPS, image_size=500)
-        return [a.text for a in asyncio.run(_run_all(agent, items, None))]
+        return [a.text for a in asyncio.run(answer_all(agent, items, None))]
 
 
 def _another_cells_batch(provider: str, api: BatchAPIServer, n: int) -> str:
@@ -288,7 +273,7 @@ def test_a_batch_accepted_before_a_kill_is_adopted_not_paid_twice(slide, tmp_pat
         other = _another_cells_batch(provider, api, 2)
         logs: list[str] = []
         agent, batch = _batched(provider, api, store, log=logs.append)
-        answers = asyncio.run(_run_all(agent, items, batch))
+        answers = asyncio.run(answer_all(agent, items, batch))
         submitted = _submissions(api, but=(other,))
         # no request went into two batches: round 2 was waited on, not submitted again; each paid once
         assert set(submitted.values()) == {1} and len(submitted) == 3 * STEPS, submitted
@@ -314,14 +299,14 @@ def test_a_kill_before_the_provider_accepted_submits_normally(slide, tmp_path, p
         assert not api.batches and not BatchStore(store).batches
         logs: list[str] = []
         agent, batch = _batched(provider, api, store, log=logs.append)
-        answers = asyncio.run(_run_all(agent, items, batch))
+        answers = asyncio.run(answer_all(agent, items, batch))
         submitted = _submissions(api)
         assert set(submitted.values()) == {1} and len(submitted) == 3 * STEPS
         assert set(api.answered.values()) == {1} and batch.rounds == STEPS  # nothing lost, none adopted
         assert api.calls.count(LIST[provider]) == 1  # looked once
         # the search is resolved: a later process on the store asks the provider nothing about it
         agent, again = _batched(provider, api, store)
-        assert [a.text for a in asyncio.run(_run_all(agent, items, again))] == sync
+        assert [a.text for a in asyncio.run(answer_all(agent, items, again))] == sync
         assert api.calls.count(LIST[provider]) == 1 and again.rounds == 0
     assert [a.text for a in answers] == sync and all(a.error is None for a in answers)
     assert batch.adopted == [] and sum("the provider has no batch of it" in line for line in logs) == 1
@@ -342,14 +327,14 @@ def test_two_anthropic_batches_that_fit_are_not_adopted(slide, tmp_path) -> None
         other = _another_cells_batch("anthropic", api, 3)
         logs: list[str] = []
         agent, batch = _batched("anthropic", api, store, log=logs.append)
-        answers = asyncio.run(_run_all(agent, items, batch))
+        answers = asyncio.run(answer_all(agent, items, batch))
         orphan_cids = {cid for cid, _ in api.batches[orphan].lines}
         submitted = _submissions(api, but=(other,))
         # round 2 was submitted again: the orphan's requests are in two batches (the residual risk)
         assert {cid for cid, n in submitted.items() if n == 2} == orphan_cids
         assert len(submitted) == 3 * STEPS and batch.rounds == 2
         agent, again = _batched("anthropic", api, store)
-        asyncio.run(_run_all(agent, items, again))
+        asyncio.run(answer_all(agent, items, again))
         assert api.calls.count(LIST["anthropic"]) == 1  # resolved: not searched again
     assert [a.text for a in answers] == sync and all(a.error is None for a in answers)
     assert batch.adopted == []
@@ -370,7 +355,7 @@ def test_a_wrongly_adopted_anthropic_batch_costs_one_line_attempt(slide, tmp_pat
         _kill_client_when("anthropic", api, store, slide, lambda: ("POST", CREATE["anthropic"]) in api.calls)
         other = _another_cells_batch("anthropic", api, 3)
         agent, batch = _batched("anthropic", api, store)
-        answers = asyncio.run(_run_all(agent, items, batch))
+        answers = asyncio.run(answer_all(agent, items, batch))
         assert batch.adopted == [other] and batch.rounds == STEPS  # the lost round, sent again, and 2 more
         assert set(_submissions(api, but=(other,)).values()) == {1}
     assert [a.text for a in answers] == sync and all(a.error is None for a in answers)

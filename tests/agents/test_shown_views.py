@@ -18,6 +18,7 @@ from giant_assets.batch.agent_api import AgentItem
 from giant_assets.demo.batch_api import BatchAPIServer
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from tests.support.batching import answer_all
 
 STEPS = 4  # three crops, then the answer
 ITEMS = 3
@@ -54,24 +55,10 @@ def _passes(slide: Path, store: Path, views: Path | None) -> tuple[list, list[Sh
             if views is not None:
                 agent.shown_views = ShownViews(views)
                 kept.append(agent.shown_views)
-            answers = asyncio.run(_run(agent, batch, items))
+            answers = asyncio.run(answer_all(agent, items, batch))
             if not any(isinstance(a, BatchPending) for a in answers):
                 return answers, kept, dict(api.answered), [r.body for r in model.requests]
     raise AssertionError("the runs did not finish")
-
-
-async def _run(agent: GiantAgent, batch: BatchRound, items: list[AgentItem]) -> list:
-    async def one(item: AgentItem):
-        async with batch.run():
-            try:
-                return await agent.answer(item, 0)
-            except BatchPending as pending:
-                return pending
-
-    try:
-        return await asyncio.gather(*(one(i) for i in items))
-    finally:
-        await agent.aclose()
 
 
 def test_replays_read_each_crop_back_instead_of_the_slide(slide, tmp_path) -> None:
