@@ -40,6 +40,25 @@ def open_batches(root: Path) -> list[dict[str, Any]]:
     return out
 
 
+ORPHAN_AFTER_S = 600.0  # a round's create takes seconds: an intent this old without a batch lost its process
+
+
+def orphaned_rounds(root: Path, now: float | None = None) -> list[dict[str, Any]]:
+    """Rounds under ``root``'s journals whose process stopped between announcing the round and recording
+    its batch (an intent without a batch record, older than ``ORPHAN_AFTER_S``): the sensor cannot tell
+    whether that run is still going, so it names them and the user materializes the cell again, which
+    adopts the batch (or submits the round) before anything else."""
+    from giant_assets.agents.providers.batching import BatchStore
+
+    now = time.time() if now is None else now
+    out = []
+    for folder in sorted(root.glob("journals/*/*.batches")):
+        for intent in BatchStore(folder).unresolved_intents():
+            if now - intent["at"] >= ORPHAN_AFTER_S:
+                out.append(intent | {"folder": str(folder)})
+    return out
+
+
 async def _ended(batches: list[dict[str, Any]], experiments: ExperimentsResource) -> dict[str, str]:
     """batch id -> the provider's status, for the batches that have ended; errors as 'error: ...'."""
     from giant_assets.agents.providers import make_chat_model
@@ -88,8 +107,17 @@ def make_batch_rounds_sensor(job: JobDefinition):
     ):
         """Launches a cell of the results grid when a provider batch it waits on has ended."""
         batches = open_batches(storage.root)
+        orphans = [
+            f"{o.get('partition') or o['folder']}: round {o['round_tag']} of "
+            f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(o['at']))} UTC has no recorded batch (its process "
+            "stopped while submitting): materialize the cell again to adopt it"
+            for o in orphaned_rounds(storage.root)
+        ]
+        for line in orphans:
+            context.log.warning(line)
         if not batches:
-            return SensorResult(skip_reason="no provider batch is open", cursor="{}")
+            reason = "no provider batch is open" + ("; " + "; ".join(orphans) if orphans else "")
+            return SensorResult(skip_reason=reason, cursor="{}")
         looked = json.loads(context.cursor or "{}")
         now = time.time()
         due = [
@@ -119,7 +147,7 @@ def make_batch_rounds_sensor(job: JobDefinition):
         cursor = json.dumps(looked)
         if requests:
             return SensorResult(run_requests=requests, cursor=cursor)
-        reason = (summary or "no batch ended") + ("; " + "; ".join(errors) if errors else "")
+        reason = (summary or "no batch ended") + "".join(f"; {line}" for line in errors + orphans)
         return SensorResult(skip_reason=reason, cursor=cursor)
 
     return batch_rounds_sensor

@@ -309,3 +309,42 @@ def test_the_budget_check_of_batch_mode(tmp_path: Path) -> None:
     started.record_intent("round-0", ["g1"])
     assert batch_budget_check(exp, BatchStore(tmp_path / "started"), low_above) == (None, None)
     assert batch_budget_check(exp.model_copy(update={"budget_usd": 0.0}), fresh, low_above) == (None, None)
+
+
+def test_a_round_whose_process_stopped_while_submitting_is_named_by_the_sensor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dagster import build_sensor_context
+
+    from giant_assets.agents.providers.batching import BatchStore
+    from giant_assets.platform import batch_sensor
+    from giant_assets.platform.definitions import ALL_SENSORS
+    from giant_assets.platform.resources import ExperimentsResource, StorageResource
+
+    data = tmp_path / "data"
+    folder = data / "journals" / "h" / "gtex.batches"
+    # what a process writes just before a batch create, and then nothing: it was killed in the window
+    BatchStore(folder, {"experiment": "batched", "partition": "gtex|batched"}).record_intent("t-0", ["g1"])
+    now = time.time()
+    assert batch_sensor.orphaned_rounds(data, now=now) == []  # a create takes seconds: not yet
+    (orphan,) = batch_sensor.orphaned_rounds(data, now=now + batch_sensor.ORPHAN_AFTER_S + 1)
+    assert (orphan["partition"], orphan["round_tag"], orphan["custom_ids"]) == ("gtex|batched", "t-0", ["g1"])
+
+    monkeypatch.setattr(batch_sensor, "ORPHAN_AFTER_S", 0.0)
+    sensor = next(s for s in ALL_SENSORS if s.name == "batch_rounds_sensor")
+    declared = write_experiments(tmp_path / "e.yaml", {"batched": {"agent": "random"}})
+    resources = {
+        "storage": StorageResource(data_dir=str(data)),
+        "experiments": ExperimentsResource(path=str(declared)),
+    }
+    with DagsterInstance.ephemeral() as instance:
+        result = sensor(build_sensor_context(instance=instance, resources=resources))
+    reason = result.skip_reason.skip_message
+    assert "gtex|batched: round t-0 of " in reason
+    assert (
+        "has no recorded batch (its process stopped while submitting): materialize the cell again" in reason
+    )
+    # the next run of the cell adopts the batch (its record names the round): nothing is named any more
+    BatchStore(folder).record_batch({"batch_id": "b1", "custom_ids": ["g1"], "status": "submitted",
+                                     "round_tag": "t-0"})  # fmt: skip
+    assert batch_sensor.orphaned_rounds(data, now=now + 10**6) == []

@@ -146,7 +146,7 @@ class BatchStore:
 
     def record_intent(self, tag: str, custom_ids: list[str]) -> None:
         """Before a batch is submitted: what it holds, so a batch whose id is lost can be found."""
-        self._append_intent({"round_tag": tag, "custom_ids": custom_ids, "at": time.time()})
+        self._append_intent(self.partition | {"round_tag": tag, "custom_ids": custom_ids, "at": time.time()})
 
     def resolve_intent(self, tag: str, how: str, **details: Any) -> None:
         """The search for an intent's batch is over with none adopted (``not_found``, ``ambiguous``);
