@@ -155,7 +155,7 @@ def _batches(resource: ExperimentsResource, name: str | None, cancel: bool) -> i
     import time
 
     from giant_assets.core.settings import data_dir
-    from giant_assets.platform.batch_sensor import review_open
+    from giant_assets.platform.batch_sensor import orphaned_rounds, review_open
 
     if cancel and not name:
         print("error: --cancel needs the experiment NAME whose batches to cancel", file=sys.stderr)
@@ -167,6 +167,13 @@ def _batches(resource: ExperimentsResource, name: str | None, cancel: bool) -> i
               f"since {since} UTC\t{b['provider_status']}\t{b['counts']}")  # fmt: skip
     verb = "cancelled" if cancel else "open"
     print(f"{len(rows)} batch(es) {verb}" + (f" for {name}" if name else ""))
+    for o in orphaned_rounds(data_dir()):
+        if name and o.get("experiment") != name:
+            continue
+        at = time.strftime("%Y-%m-%d %H:%M", time.gmtime(o["at"]))
+        print(f"{o.get('partition', o['folder'])}: round {o['round_tag']} of {at} UTC has no recorded batch "
+              "(its process stopped while submitting): materialize the cell again to adopt it"
+              + (" (not cancelled: its batch id is not known yet)" if cancel else ""))  # fmt: skip
     return 0
 
 

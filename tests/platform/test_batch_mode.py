@@ -312,7 +312,7 @@ def test_the_budget_check_of_batch_mode(tmp_path: Path) -> None:
 
 
 def test_a_round_whose_process_stopped_while_submitting_is_named_by_the_sensor(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     from dagster import build_sensor_context
 
@@ -344,6 +344,14 @@ def test_a_round_whose_process_stopped_while_submitting_is_named_by_the_sensor(
     assert (
         "has no recorded batch (its process stopped while submitting): materialize the cell again" in reason
     )
+    # and `giant-experiments batches` lists it beside the open batches
+    from giant_assets.platform import experiments_cli
+
+    monkeypatch.setenv("GIANT_DATA_DIR", str(data))
+    monkeypatch.setenv("GIANT_EXPERIMENTS", str(declared))
+    assert experiments_cli.main(["batches"]) == 0
+    listed = capsys.readouterr().out
+    assert "0 batch(es) open" in listed and "gtex|batched: round t-0 of " in listed
     # the next run of the cell adopts the batch (its record names the round): nothing is named any more
     BatchStore(folder).record_batch({"batch_id": "b1", "custom_ids": ["g1"], "status": "submitted",
                                      "round_tag": "t-0"})  # fmt: skip
