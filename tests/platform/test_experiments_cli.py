@@ -42,13 +42,47 @@ def test_file_before_or_after_the_command(order: str, tmp_path: Path, capsys) ->
     ]
 
 
-def test_syncs_at_the_same_moment_all_succeed(tmp_path: Path) -> None:
-    """`giant-experiments sync` beside another sync (a second shell, the daemon's sensor) on an existing
-    instance: Dagster inserts the keys it did not find a moment before, so one process's insert used
-    to fail on a key another had just added (UNIQUE constraint); each now adds what is still missing."""
+# Holds the write lock of the instance's event-log index (where Dagster keeps dynamic partitions) until
+# a line comes on stdin, then inserts the partitions named in argv[2:] itself and commits: every sync that
+# read the table meanwhile now inserts keys that exist, as when another process wins the race.
+WINNER = r"""
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], timeout=30, isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.readline()
+db.executemany(
+    "INSERT INTO dynamic_partitions (partitions_def_name, partition, create_timestamp) VALUES (?, ?, ?)",
+    [("experiment", key, time.time()) for key in sys.argv[2:]],
+)
+db.execute("COMMIT")
+"""
+
+
+def _index_db_open(pid: int, index: Path) -> bool:
+    """True once process ``pid`` has the event-log index open (its sync reached the storage)."""
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    return any(_target(fd) == str(index) for fd in fds)
+
+
+def _target(fd: Path) -> str:
+    try:
+        return str(fd.readlink())
+    except OSError:
+        return ""
+
+
+def test_a_sync_that_loses_the_race_to_another_adds_what_is_still_missing(tmp_path: Path) -> None:
+    """`giant-experiments sync` beside another writer of the same partitions (a second shell, the
+    daemon's sensor): Dagster inserts the keys it did not find a moment before, so the loser's insert
+    used to fail on a UNIQUE constraint; it now reads again and adds only what is still missing."""
     import os
     import subprocess
     import sys
+    import time
 
     from dagster import DagsterInstance
     from dagster._core.instance.ref import InstanceRef
@@ -56,19 +90,31 @@ def test_syncs_at_the_same_moment_all_succeed(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    env = {**os.environ, "DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(tmp_path / "data")}
-    cli = [str(Path(sys.executable).with_name("giant-experiments")), "sync", "--file"]
-    first = write_experiments(tmp_path / "one.yaml", {"seed": {"agent": "random"}})
-    subprocess.run([*cli, str(first)], env=env, check=True, capture_output=True)  # the instance exists
-    for round_ in range(3):
-        declared = write_experiments(
-            tmp_path / f"e{round_}.yaml", {f"r{round_}-e{i}": {"agent": "random"} for i in range(40)}
-        )
-        procs = [
-            subprocess.Popen([*cli, str(declared)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            for _ in range(4)
-        ]
-        outputs = [p.communicate(timeout=120)[0].decode()[-2000:] for p in procs]
-        assert [p.returncode for p in procs] == [0] * 4, outputs
     with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
-        assert len(instance.get_dynamic_partitions("experiment")) == 1 + 3 * 40
+        instance.add_dynamic_partitions("experiment", ["seed"])  # the instance and its tables exist
+    index = home / "history" / "runs" / "index.db"
+    names = [f"e{i}" for i in range(10)]
+    declared = write_experiments(tmp_path / "e.yaml", {n: {"agent": "random"} for n in ["seed", *names]})
+    winner = subprocess.Popen(
+        [sys.executable, "-c", WINNER, str(index), *names[:6]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert winner.stdout.readline() == "locked\n"
+    env = {**os.environ, "DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(tmp_path / "data")}
+    cli = [str(Path(sys.executable).with_name("giant-experiments")), "sync", "--file", str(declared)]
+    syncs = [
+        subprocess.Popen(cli, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for _ in range(2)
+    ]
+    deadline = time.monotonic() + 60
+    while not all(_index_db_open(p.pid, index) for p in syncs):  # both have read the table by now
+        assert time.monotonic() < deadline and all(p.poll() is None for p in syncs)
+        time.sleep(0.05)
+    time.sleep(1.0)  # ... and wait on the write lock with their insert
+    winner.stdin.write("go\n")
+    winner.stdin.close()
+    assert winner.wait(30) == 0
+    outputs = [p.communicate(timeout=60)[0][-2000:] for p in syncs]
+    assert [p.returncode for p in syncs] == [0, 0], outputs
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        assert sorted(instance.get_dynamic_partitions("experiment")) == sorted(["seed", *names])
