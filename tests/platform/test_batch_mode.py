@@ -42,6 +42,16 @@ def _settings(api: BatchAPIServer, **kw) -> dict:
     } | kw
 
 
+def _declare_and_ingest(instance: DagsterInstance, declared: Path, resources: dict, settings: dict) -> None:
+    """Declare the experiment ``batched`` with ``settings``, add its partition, ingest the sample."""
+    write_experiments(declared, {"batched": settings})
+    add_experiments(instance, "batched")
+    assert materialize(
+        ALL_ASSETS, selection=AssetSelection.assets("multipathqa_csv", "benchmark_items"),
+        resources=resources, instance=instance,
+    ).success  # fmt: skip
+
+
 def test_a_cell_waits_on_its_batches_then_completes_at_half_price(
     tmp_path: Path, sample_wsi_root: Path
 ) -> None:
@@ -51,12 +61,7 @@ def test_a_cell_waits_on_its_batches_then_completes_at_half_price(
     key = result_key("batched", "gtex")
     # each batch ends on its second look: a pass submits a round, looks once and stops
     with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=2) as api:
-        write_experiments(declared, {"batched": _settings(api)})
-        add_experiments(instance, "batched")
-        assert materialize(
-            ALL_ASSETS, selection=AssetSelection.assets("multipathqa_csv", "benchmark_items"),
-            resources=resources, instance=instance,
-        ).success  # fmt: skip
+        _declare_and_ingest(instance, declared, resources, _settings(api))
         passes, observations = 0, []
         gtex_ok = 2  # the sample's gtex items with a readable slide
         while True:
@@ -275,12 +280,7 @@ def test_a_cell_whose_estimate_is_above_the_budget_is_refused_before_anything_is
     resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
     key = result_key("batched", "gtex")
     with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model) as api:
-        write_experiments(declared, {"batched": _settings(api, budget_usd=0.0001)})
-        add_experiments(instance, "batched")
-        assert materialize(
-            ALL_ASSETS, selection=AssetSelection.assets("multipathqa_csv", "benchmark_items"),
-            resources=resources, instance=instance,
-        ).success  # fmt: skip
+        _declare_and_ingest(instance, declared, resources, _settings(api, budget_usd=0.0001))
         result = materialize(ALL_ASSETS, selection=CELL, partition_key=str(key), resources=resources,
                              instance=instance, raise_on_error=False)  # fmt: skip
         assert not result.success
