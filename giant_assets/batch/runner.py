@@ -32,6 +32,7 @@ from giant_assets.batch.records import (
     RunRecord,
     RunWaiting,
 )
+from giant_assets.batch.run_identity import RunIdentity, running
 from giant_assets.core.secrets import redact_secrets
 
 _LOG = logging.getLogger(__name__)
@@ -103,6 +104,16 @@ def _duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def _identity(base: dict[str, Any]) -> RunIdentity:
+    return RunIdentity(
+        config_hash=str(base["config_hash"]),
+        benchmark_name=str(base["benchmark_name"]),
+        benchmark_id=str(base["benchmark_id"]),
+        run_index=int(base["run_index"]),
+        item_fingerprint=base.get("item_fingerprint") or None,
+    )
 
 
 def _now() -> str:
@@ -313,8 +324,9 @@ async def execute(
             try:
                 # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation (Ctrl-C)
                 # that lands as the answer completes, and the batch would then run on to the end
-                async with asyncio.timeout(settings.item_timeout_s), _scope(settings):
-                    answer = await agent.answer(agent_item(item), base["run_index"])
+                with running(_identity(base)):
+                    async with asyncio.timeout(settings.item_timeout_s), _scope(settings):
+                        answer = await agent.answer(agent_item(item), base["run_index"])
                 kind = (answer.error_kind or AGENT_ERROR) if answer.error else None
                 row = result_row(row_base, item, answer, kind, answer.error)
             except TimeoutError:
