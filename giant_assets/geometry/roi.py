@@ -23,6 +23,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from giant_assets.geometry.boxes import as_boxes
+from giant_assets.geometry.numbers import numeric_array
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 if TYPE_CHECKING:
@@ -31,13 +32,15 @@ if TYPE_CHECKING:
 # shapely (and geometry.polygons, built on it) is imported inside the functions that draw geometries:
 # loading the Dagster definitions imports this module, and most processes never score a region.
 
-REGION_KINDS = ("box", "polygon")
+REGION_KINDS = ("box", "polygon", "multipolygon")
 REFERENCE_COLUMNS = ("benchmark_name", "benchmark_id", "region_id", "kind", "coords", "label")
 
 
 @dataclass(frozen=True)
 class Region:
-    """A reference region in level-0 pixels: a box [x, y, w, h] or a polygon [[x, y], ...]."""
+    """A reference region in level-0 pixels: a box [x, y, w, h], a polygon [[x, y], ...], or a
+    multipolygon in GeoJSON's ``MultiPolygon`` coordinates [[[[x, y], ...] exterior, hole, ...], ...]
+    (holes, several parts: what a pathologist's QuPath annotation can be)."""
 
     kind: str
     coords: Sequence[Any]
@@ -62,11 +65,46 @@ class Region:
             geom = shapely.box(x, y, x + w, y + h) if w > 0 and h > 0 else shapely.Polygon()
         elif self.kind == "polygon":
             geom, _ = to_polygon(self.coords, f"{name} polygon")
+        elif self.kind == "multipolygon":
+            geom = multipolygon(self.coords, f"{name} multipolygon")
         else:
             raise ValueError(f"{name}: kind must be one of {REGION_KINDS}, got {self.kind!r}")
         if geom.area <= 0:
             raise ValueError(f"{name}: {self.kind} has zero area: {list(self.coords)}")
         return geom
+
+
+def multipolygon(coords: Any, name: str = "multipolygon") -> BaseGeometry:
+    """A polygonal geometry from GeoJSON ``MultiPolygon`` coordinates; an invalid one (a self-touching
+    ring, overlapping parts) is repaired with ``make_valid``, keeping its polygonal parts."""
+    import shapely
+
+    from giant_assets.geometry.polygons import polygonal_part
+
+    if not isinstance(coords, list | tuple) or not coords:
+        raise ValueError(f"{name}: expected a list of polygons, each a list of rings")
+    polygons = []
+    for i, rings in enumerate(coords):
+        if not isinstance(rings, list | tuple) or not rings:
+            raise ValueError(f"{name}: polygon {i}: expected a list of rings (exterior, then holes)")
+        parsed = []
+        for j, ring in enumerate(rings):
+            pts = numeric_array(ring, f"{name}: polygon {i} ring {j}", max_depth=2)
+            if pts.ndim != 2 or pts.shape[1] != 2 or len(np.unique(pts, axis=0)) < 3:
+                raise ValueError(
+                    f"{name}: polygon {i} ring {j}: a ring needs at least 3 distinct [x, y] points"
+                )
+            parsed.append(pts)
+        polygons.append(shapely.Polygon(parsed[0], parsed[1:]))
+    geom = shapely.MultiPolygon(polygons)
+    return geom if geom.is_valid else polygonal_part(shapely.make_valid(geom))
+
+
+def _plain_coords(kind: str, coords: Any) -> list:
+    """Coordinates as plain nested lists of floats (rings of a multipolygon may differ in length)."""
+    if kind != "multipolygon":
+        return np.asarray(coords, dtype=np.float64).tolist()
+    return [[np.asarray(ring, dtype=np.float64).tolist() for ring in rings] for rings in coords]
 
 
 @dataclass(frozen=True)
@@ -190,7 +228,7 @@ def _parse_row(row: dict[str, Any], where: str) -> dict[str, Any]:
         "benchmark_id": str(row["benchmark_id"]),
         "region_id": region.region_id,
         "kind": kind,
-        "coords": np.asarray(coords, dtype=np.float64).tolist(),
+        "coords": _plain_coords(kind, coords),
         "label": region.label,
     }
 
@@ -198,10 +236,10 @@ def _parse_row(row: dict[str, Any], where: str) -> dict[str, Any]:
 def load_reference_regions(path: str | Path) -> pd.DataFrame:
     """Read reference regions from CSV (coords as a JSON string) or JSON (a list of objects).
 
-    Columns: benchmark_name, benchmark_id, region_id, kind ("box" | "polygon"), coords (box [x, y, w, h]
-    XYWH or polygon [[x, y], ...], level-0 pixels), label (optional; missing -> NA). Raises ValueError
-    naming the file, row and field of the first bad row; region_id must be unique per
-    (benchmark_name, benchmark_id).
+    Columns: benchmark_name, benchmark_id, region_id, kind ("box" | "polygon" | "multipolygon"), coords
+    (box [x, y, w, h] XYWH, polygon [[x, y], ...] or GeoJSON MultiPolygon coordinates, level-0 pixels),
+    label (optional; missing -> NA). Raises ValueError naming the file, row and field of the first bad
+    row; region_id must be unique per (benchmark_name, benchmark_id).
     """
     path = Path(path)
     rows = _read_rows(path)

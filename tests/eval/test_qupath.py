@@ -1,0 +1,253 @@
+"""The QuPath round trip on hand-written files in QuPath's export layouts (0.4+ FeatureCollection with
+UUID ids and ``classification.color``; 0.2/0.3 bare arrays with ``"id": "PathAnnotationObject"`` and
+``colorRGB``; a single Feature), shapely's reading of the same JSON as the oracle."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import shapely
+import shapely.geometry
+
+from giant_assets.eval.qupath import (
+    CROP_CLASS,
+    REPORTED_CLASS,
+    export_qupath,
+    import_qupath,
+    match_slide,
+    write_reference_regions,
+)
+from giant_assets.geometry.qupath import QuPathFileError, read_qupath_objects
+from giant_assets.geometry.roi import Region, load_reference_regions, regions_from_frame
+
+EXPORTS = Path(__file__).with_name("qupath_exports")
+A3HT, A0BZ = "TCGA-EA-A3HT-01Z-00-DX1.svs", "TCGA-BH-A0BZ-01Z-00-DX1.svs"
+MAIN = EXPORTS / f"{A3HT}.geojson"
+LEGACY = EXPORTS / "TCGA-EA-A3HT-01Z-00-DX1 - stroma.json"
+SINGLE = EXPORTS / f"{A0BZ}.geojson"
+
+
+def items() -> pd.DataFrame:
+    """Items as benchmark_items has them: A3HT carries three questions in two benchmarks."""
+    rows = [
+        ("tcga_slidebench", "0", f"tcga/{A3HT}"),
+        ("tcga_slidebench", "1", A0BZ),
+        ("tcga_slidebench", "2", f"tcga/{A3HT}"),
+        ("tcga_expert_vqa", "0", A3HT),
+        ("tcga_expert_vqa", "1", "TCGA-D8-A1XK-01Z-00-DX1.svs"),
+    ]
+    frame = pd.DataFrame(rows, columns=["benchmark_name", "benchmark_id", "image_path"])
+    return frame.assign(width=4096, height=3072)
+
+
+def oracle(path: Path) -> list[tuple[str | None, shapely.Geometry, str]]:
+    """(classification, geometry, geojson type) of each annotation feature, read by shapely alone."""
+    data = json.loads(path.read_text())
+    features = data["features"] if isinstance(data, dict) and "features" in data else data
+    features = [features] if isinstance(features, dict) else features
+    out = []
+    for f in features:
+        props = f["properties"]
+        if props.get("objectType", "annotation") != "annotation":
+            continue
+        cls = (props.get("classification") or {}).get("name") or props.get("name")
+        out.append((cls, shapely.geometry.shape(f["geometry"]), f["geometry"]["type"]))
+    return out
+
+
+def test_reads_the_three_export_layouts() -> None:
+    main = read_qupath_objects(MAIN)
+    assert [o.object_type for o in main] == ["annotation"] * 4 + ["detection"]
+    assert [o.classification for o in main] == ["Tumor", "Necrosis", "Tumor", "Mitosis", "Tumor"]
+    assert main[1].geometry.area == 600 * 600 - 200 * 200  # the hole is kept
+    assert main[2].geometry.geom_type == "MultiPolygon" and main[3].is_points
+    (legacy,) = read_qupath_objects(LEGACY)
+    assert (legacy.object_type, legacy.feature_id, legacy.classification) == ("annotation", "", "Stroma")
+    (single,) = read_qupath_objects(SINGLE)
+    assert (single.classification, single.name) == (None, "lesion")
+
+
+def test_import_gives_every_item_of_the_slide_the_annotations_as_drawn() -> None:
+    frame, summary = import_qupath([MAIN, LEGACY, SINGLE], items())
+    assert summary.skipped == {"detection": 1} and summary.regions == 4 + 1 + 1
+    a3ht = [("tcga_slidebench", "0"), ("tcga_slidebench", "2"), ("tcga_expert_vqa", "0")]
+    by_item = {k: g for k, g in frame.groupby(["benchmark_name", "benchmark_id"])}
+    assert set(by_item) == {*a3ht, ("tcga_slidebench", "1")}
+    expected = oracle(MAIN) + oracle(LEGACY)
+    for key in a3ht:
+        regions = regions_from_frame(by_item[key])
+        areas = [r for r in regions if r.kind != "box"]
+        assert len(areas) == len(expected) - 1  # the points annotation becomes boxes
+        for region, (cls, geom, _) in zip(areas, [e for e in expected if e[2] != "MultiPoint"], strict=True):
+            assert region.label == cls and region.geometry().equals(geom), region.region_id
+        kinds = [r.kind for r in regions]
+        assert kinds == ["polygon", "multipolygon", "multipolygon", "box", "box", "polygon"]
+        points = [r for r in regions if r.kind == "box"]
+        assert [list(p.coords) for p in points] == [[1672.5, 1272.25, 256, 256], [0, 0, 178, 188]]
+        assert {p.label for p in points} == {"Mitosis"}
+    (lesion,) = regions_from_frame(by_item[("tcga_slidebench", "1")])
+    assert lesion.label == "lesion" and lesion.geometry().equals(shapely.box(2900, 1800, 3100, 2000))
+
+
+def test_written_regions_load_back_identically(tmp_path: Path) -> None:
+    frame, _ = import_qupath([MAIN, LEGACY, SINGLE], items(), point_size=100, classes=["Tumor", "Mitosis"])
+    assert set(frame["label"]) == {"Tumor", "Mitosis"}
+    path = tmp_path / "regions.json"
+    write_reference_regions(frame, path)
+    loaded = regions_from_frame(load_reference_regions(path))
+    original = regions_from_frame(frame)
+    assert len(loaded) == len(original) == 3 * 4
+    for a, b in zip(original, loaded, strict=True):
+        assert (a.region_id, a.kind, a.label) == (b.region_id, b.kind, b.label)
+        assert a.geometry().equals(b.geometry())
+
+
+def test_files_match_slides_by_name_or_folder(tmp_path: Path) -> None:
+    slides = ["X-1.svs", "X-10.svs", "Y.tiff"]
+    assert match_slide(Path("X-10.svs.geojson"), slides) == "X-10.svs"
+    assert match_slide(Path("X-1 - tumour.geojson"), slides) == "X-1.svs"
+    assert match_slide(Path("X-10_reader2.json"), slides) == "X-10.svs"
+    assert match_slide(Path("Y/annotations.geojson"), slides) == "Y.tiff"
+    with pytest.raises(QuPathFileError, match="X-100.geojson: no slide"):
+        match_slide(Path("X-100.geojson"), slides)
+
+
+def _bad(tmp_path: Path, change, name: str = f"{A3HT}.geojson") -> Path:
+    data = json.loads(MAIN.read_text())
+    change(data["features"])
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+BAD = {
+    "outside": (
+        lambda fs: fs[2]["geometry"]["coordinates"][1][0].__setitem__(1, [4100, 2000]),
+        r"feature 2 \(id '2b3c4d5e-6f70-4a8b-9cad-becf0a1b2c3d', name 'satellite nodules'\): lies outside "
+        r"slide 'TCGA-EA-A3HT-01Z-00-DX1.svs' \(4096 x 3072 level-0 pixels\): bounds x 2500..4100",
+    ),
+    "negative point": (
+        lambda fs: fs[3]["geometry"]["coordinates"].append([-1, 5]),
+        r"feature 3 \(id '7e8f9a0b-1c2d-4e3f-a4b5-c6d7e8f9a0b1'\): lies outside",
+    ),
+    "text coordinate": (
+        lambda fs: fs[0]["geometry"]["coordinates"][0][1].__setitem__(0, "2050"),
+        r"feature 0 \(id '5a1f0c2e-3b7d-4c19-9e0a-7d1b2c3e4f50', name 'lesion \(rectangle\)'\): "
+        r"geometry ring 0.*'2050'",
+    ),
+    "line": (
+        lambda fs: fs[1].__setitem__("geometry", {"type": "LineString", "coordinates": [[0, 0], [5, 5]]}),
+        r"feature 1 .*a LineString \(a QuPath line\) has no area",
+    ),
+    "no geometry": (lambda fs: fs[1].pop("geometry"), r"feature 1 .*geometry: missing"),
+    "flat": (
+        lambda fs: fs[0]["geometry"].__setitem__("coordinates", [[[0, 0], [10, 0], [20, 0], [0, 0]]]),
+        r"feature 0 .*zero area",
+    ),
+    "duplicate id": (
+        lambda fs: fs[1].__setitem__("id", fs[0]["id"]),
+        r"feature 1 .*a second feature with this id",
+    ),
+    "classification": (
+        lambda fs: fs[0]["properties"].__setitem__("classification", 7),
+        r"feature 0 .*'classification' must be an object",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_a_bad_feature_is_named_with_its_file(tmp_path: Path, case: str) -> None:
+    change, message = BAD[case]
+    path = _bad(tmp_path, change)
+    with pytest.raises(QuPathFileError, match=f"^{path}: {message}"):
+        import_qupath([path], items())
+
+
+def test_a_bad_file_is_named(tmp_path: Path) -> None:
+    broken = tmp_path / f"{A3HT}.geojson"
+    broken.write_text('{"type": "FeatureCollection", "features": [')
+    with pytest.raises(QuPathFileError, match=f"^{broken}: invalid JSON"):
+        import_qupath([broken], items())
+    broken.write_text('{"type": "Polygon", "coordinates": []}')
+    with pytest.raises(QuPathFileError, match=f"^{broken}: not a QuPath GeoJSON export"):
+        import_qupath([broken], items())
+    unknown = tmp_path / "TCGA-XX-0000.svs.geojson"
+    shutil.copy(MAIN, unknown)
+    with pytest.raises(QuPathFileError, match=f"^{unknown}: no slide of the items"):
+        import_qupath([unknown], items())
+    sizeless = items().assign(width=float("nan"), height=float("nan"))
+    with pytest.raises(QuPathFileError, match="has no known size"):
+        import_qupath([MAIN], sizeless)
+
+
+def _run(item: str, run: int, boxes: list[list[int]]) -> dict:
+    steps = [{"index": 0, "action": "thumbnail", "box": [0, 0, 4096, 3072], "text": "overview"}]
+    steps += [
+        {"index": i, "action": "crop", "box": b, "level": 1, "text": f"look <b>{item}</b> {run}.{i}"}
+        for i, b in enumerate(boxes, start=1)
+    ]
+    steps.append({"index": len(steps), "action": "answer", "text": "2"})
+    return {"benchmark_id": item, "run_index": run, "trajectory_json": json.dumps(steps)}
+
+
+def test_export_then_import_gives_the_viewed_boxes_back(tmp_path: Path) -> None:
+    runs = [
+        _run("0", 0, [[1700, 1300, 350, 280], [10, 20, 300, 301]]),
+        _run("0", 1, [[0, 0, 4096, 3072]]),
+        _run("1", 0, [[2900, 1800, 200, 200]]),
+        _run("2", 0, []),
+    ]
+    bench = items()[items()["benchmark_name"] == "tcga_slidebench"]
+    reported = [{"benchmark_id": "2", "run_index": 0, "box": [3000, 2000, 100, 90], "finding": "necrosis"}]
+    written = export_qupath(pd.DataFrame(runs), bench, tmp_path / "out", reported=reported)
+    assert [p.name for p in written] == [f"{A0BZ}.geojson", f"{A3HT}.geojson"]
+    doc = json.loads(written[1].read_text())
+    assert doc["type"] == "FeatureCollection" and len(doc["features"]) == 4
+    first = doc["features"][0]
+    assert first["geometry"]["type"] == "Polygon" and len(first["id"]) == 36
+    props = first["properties"]
+    assert props["objectType"] == "annotation" and props["classification"] == {
+        "name": CROP_CLASS,
+        "color": [255, 140, 0],
+    }
+    assert (props["name"], props["run"], props["step"], props["reason"]) == (
+        "0 run 0 step 1",
+        0,
+        1,
+        "look <b>0</b> 0.1",
+    )
+    assert doc["features"][-1]["properties"]["finding"] == "necrosis"
+    assert doc["features"][-1]["properties"]["classification"]["name"] == REPORTED_CLASS
+    # the same export writes the same bytes (ids derive from content)
+    again = export_qupath(pd.DataFrame(runs), bench, tmp_path / "again", reported=reported)
+    assert again[1].read_bytes() == written[1].read_bytes()
+
+    frame, summary = import_qupath(written, bench)
+    assert summary.regions == 5 and summary.skipped == {}
+
+    def boxes(*items: str) -> list[list[int]]:
+        """The crops of these items' runs and their reported regions: what their slide's file holds."""
+        steps = [s for r in runs if r["benchmark_id"] in items for s in json.loads(r["trajectory_json"])]
+        crops = [s["box"] for s in steps if s["action"] == "crop"]
+        return crops + [r["box"] for r in reported if r["benchmark_id"] in items]
+
+    slide_boxes = {"0": boxes("0", "2"), "2": boxes("0", "2"), "1": boxes("1")}
+    for item, expected in slide_boxes.items():
+        got = sorted(
+            r.geometry().normalize().wkt for r in regions_from_frame(frame[frame.benchmark_id == item])
+        )
+        want = sorted(shapely.box(x, y, x + w, y + h).normalize().wkt for x, y, w, h in expected)
+        assert got == want, item
+
+
+def test_multipolygon_regions_score_as_one_region() -> None:
+    region = Region(
+        "multipolygon", [[[[0, 0], [10, 0], [10, 10], [0, 10]], [[4, 4], [6, 4], [6, 6], [4, 6]]]]
+    )
+    assert region.geometry().area == 96
+    with pytest.raises(ValueError, match="polygon 0 ring 1: a ring needs at least 3 distinct"):
+        Region("multipolygon", [[[[0, 0], [10, 0], [10, 10]], [[4, 4], [4, 4]]]])
