@@ -180,3 +180,95 @@ def test_sample_regions_agree_with_the_painted_slides() -> None:
         assert tissue.contains(shapely.box(x, y, x + w, y + h)), row
         if row["label"] == "lesion":
             assert [x, y, w, h] in [b.box_xywh for b in design.lesions], row
+
+
+QUPATH_EXPORTS = Path(__file__).parents[1] / "eval" / "qupath_exports"  # a pathologist's, hand-written
+
+
+def qupath_references(path: Path, size=(4096, 3072), point_size=256) -> list[shapely.Geometry]:
+    """The annotations of a QuPath export as shapely reads them (points: the import's boxes, clipped)."""
+    data = json.loads(path.read_text())
+    features = data["features"] if isinstance(data, dict) and "features" in data else data
+    refs = []
+    for f in [features] if isinstance(features, dict) else features:
+        if f["properties"].get("objectType", "annotation") != "annotation":
+            continue
+        geom = shapely.geometry.shape(f["geometry"])
+        if geom.geom_type == "MultiPoint":
+            slide = shapely.box(0, 0, *size)
+            half = point_size / 2
+            refs += [shapely.box(p.x - half, p.y - half, p.x + half, p.y + half) & slide for p in geom.geoms]
+        else:
+            refs.append(geom)
+    return refs
+
+
+def test_qupath_export_then_a_pathologist_import_scored_by_roi_evaluation(
+    scored, tmp_path: Path, sample_wsi_root: Path
+) -> None:
+    """giant-qupath export writes every crop per slide; a pathologist's QuPath files imported with
+    giant-qupath import become the regions a new roi_evaluation materialization scores."""
+    from giant_assets.eval.qupath_cli import main as qupath
+
+    data, _, runs, _ = scored
+    args = ["--data-dir", str(data)]
+    assert qupath([*args, "export", "--experiment", EXPERIMENT, "--benchmark", PARTITION]) == 0
+    exported = {p.name: p for p in (data / "qupath" / EXPERIMENT / PARTITION).iterdir()}
+    slides = {
+        "0": "TCGA-EA-A3HT-01Z-00-DX1.svs",
+        "1": "TCGA-BH-A0BZ-01Z-00-DX1.svs",
+        "2": "TCGA-EA-A3HT-01Z-00-DX1.svs",
+    }
+    assert set(exported) == {f"{s}.geojson" for s in slides.values()}
+    for name, path in exported.items():
+        crops = [
+            shapely.box(x, y, x + w, y + h).normalize().wkt
+            for run in runs.itertuples()
+            if f"{slides[run.benchmark_id]}.geojson" == name
+            for x, y, w, h in [s["box"] for s in json.loads(run.trajectory_json) if s["action"] == "crop"]
+        ]
+        features = json.loads(path.read_text())["features"]
+        assert sorted(shapely.geometry.shape(f["geometry"]).normalize().wkt for f in features) == sorted(
+            crops
+        )
+        assert all(
+            f["properties"]["reason"] in ("Start at the corner.", "Now the dark area.") for f in features
+        )
+
+    regions = tmp_path / "pathologist.json"
+    assert (
+        qupath([*args, "import", str(QUPATH_EXPORTS), "--benchmark", PARTITION, "--out", str(regions)]) == 0
+    )
+    instance = DagsterInstance.ephemeral()
+    add_experiments(instance, EXPERIMENT)
+    resources = resources_for(
+        data,
+        experiments_file=data.parent / "experiments.yaml",
+        wsi_root=str(sample_wsi_root),
+        regions_path=str(regions),
+    )
+    result = materialize(
+        [multipathqa_csv, benchmark_items, predictions, trajectory_steps, roi_evaluation],
+        selection=[roi_evaluation],
+        partition_key=result_key(EXPERIMENT, PARTITION),
+        resources=resources,
+        instance=instance,
+    )
+    assert result.success
+    roi = ParquetStore(data).read("roi_evaluation", [CELL])
+    a3ht = [p for p in QUPATH_EXPORTS.iterdir() if p.name.startswith("TCGA-EA-A3HT")]
+    refs = {
+        "0": [g for p in a3ht for g in qupath_references(p)],
+        "2": [g for p in a3ht for g in qupath_references(p)],
+        "1": qupath_references(QUPATH_EXPORTS / "TCGA-BH-A0BZ-01Z-00-DX1.svs.geojson"),
+    }
+    assert len(roi) == len(runs) == 6
+    for run in runs.itertuples():
+        views = [shapely.box(x, y, x + w, y + h) for x, y, w, h in
+                 [s["box"] for s in json.loads(run.trajectory_json) if s["action"] == "crop"]]  # fmt: skip
+        best, hit, first = expected_score(views, refs[run.benchmark_id])
+        row = roi[(roi.benchmark_id == run.benchmark_id) & (roi.run_index == run.run_index)].iloc[0]
+        assert row.n_references == len(refs[run.benchmark_id])
+        assert row.best_iou == pytest.approx(best, abs=1e-12) and bool(row.hit) == hit
+        assert (None if pd.isna(row.first_hit_step) else int(row.first_hit_step)) == first
+    assert roi["hit"].any() and roi["best_iou"].gt(0).all()
