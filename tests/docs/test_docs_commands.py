@@ -242,6 +242,12 @@ NOT_RUN: tuple[NotRun, ...] = (
     ),
     NotRun(r"^ssh -L ", "a tunnel to a remote host"),
     NotRun(
+        r"^\.venv/bin/giant-qupath (export|import) ",
+        "needs GIANT trajectories and a pathologist's QuPath files; the same commands run on a real GIANT "
+        "materialization and hand-written QuPath exports",
+        "tests/platform/test_roi_asset.py::test_qupath_export_then_a_pathologist_import_scored_by_roi_evaluation",
+    ),
+    NotRun(
         r"^git clone https://github\.com/KianWeihrauch/GIANT",
         "network; the import after it runs on a fixture clone",
         "tests/agents/test_prompts.py::test_import_reads_the_fixture_clone_without_running_it",
