@@ -1,0 +1,298 @@
+"""A blinded pathologist review, stored durably: reviewers and their tokens, the queue of runs to review,
+and every submitted review (plain files under ``<data>/reviews/``, no Dagster).
+
+- ``reviewers.json``: each reviewer's name and the SHA-256 of their token (the token is shown once).
+- ``secret``: random bytes keying the opaque unit ids and each reviewer's order (so neither reveals the
+  experiment nor can be recomputed from its name).
+- ``queue.json``: the units, one per (experiment, benchmark, item, run): what the reviewer sees (question,
+  answer, viewed regions with the model's reasons) and, apart from it, what they must not see (truth,
+  experiment, model).
+- ``submitted/<reviewer>.jsonl``: append-only, one JSON line per submission, written in one ``write``
+  under an exclusive lock and fsynced before the server answers; a revision is a new line (the latest
+  counts, the history stays). A line cut by a crash has no newline: the reader skips it, and the next
+  append starts a new line first, so a crash loses at most the submission being written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+import random
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from giant_assets.batch.records import parse_trajectory
+from giant_assets.core.files import atomic_write_bytes
+from giant_assets.core.paths import confined_path
+
+REGION_RATINGS = ("relevant", "partly", "not relevant")
+ANSWER_RATINGS = ("correct", "partly", "wrong")
+SUPPORT_RATINGS = ("yes", "partly", "no")
+MAX_COMMENT = 4000
+MAX_DRAWN = 20
+BLINDED_OUT = ("experiment", "config_hash", "model", "agent", "truth_label", "correct")  # never served
+
+
+class ReviewError(ValueError):
+    """A submission or setup that cannot be accepted; the message says which field and why."""
+
+
+@dataclass(frozen=True)
+class ReviewFiles:
+    root: Path  # <data>/reviews
+
+    @property
+    def reviewers(self) -> Path:
+        return self.root / "reviewers.json"
+
+    @property
+    def queue(self) -> Path:
+        return self.root / "queue.json"
+
+    @property
+    def secret_file(self) -> Path:
+        return self.root / "secret"
+
+    def submitted(self, reviewer: str) -> Path:
+        return confined_path(self.root / "submitted", f"{reviewer}.jsonl")
+
+    def secret(self) -> bytes:
+        """The review's secret, created (0600) on first use."""
+        if not self.secret_file.exists():
+            self.root.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                fd = os.open(self.secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(secrets.token_bytes(32))
+                    fh.flush()
+                    os.fsync(fh.fileno())
+        return self.secret_file.read_bytes()
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def add_reviewer(files: ReviewFiles, name: str) -> str:
+    """Register ``name`` and return their new token (a second call gives them a new one)."""
+    if not name or not name.replace("-", "").replace("_", "").isalnum() or len(name) > 64:
+        raise ReviewError(f"reviewer name {name!r}: use letters, digits, '-' and '_' (at most 64)")
+    reviewers = load_reviewers(files)
+    token = secrets.token_urlsafe(24)
+    reviewers[name] = _token_hash(token)
+    atomic_write_bytes(files.reviewers, json.dumps({"reviewers": reviewers}, indent=1).encode())
+    return token
+
+
+def load_reviewers(files: ReviewFiles) -> dict[str, str]:
+    if not files.reviewers.exists():
+        return {}
+    return dict(json.loads(files.reviewers.read_text())["reviewers"])
+
+
+def reviewer_for(files: ReviewFiles, token: str | None) -> str | None:
+    """The reviewer whose token this is (compared in constant time), else None."""
+    if not token:
+        return None
+    digest = _token_hash(token)
+    found = None
+    for name, stored in load_reviewers(files).items():
+        if hmac.compare_digest(stored, digest):
+            found = name
+    return found
+
+
+# --- the queue -------------------------------------------------------------------------------------
+
+
+def unit_id(secret: bytes, experiment: str, config_hash: str, benchmark: str, item: str, run: int) -> str:
+    key = "\x1f".join([experiment, config_hash, benchmark, item, str(run)]).encode()
+    return hmac.new(secret, key, hashlib.sha256).hexdigest()[:20]
+
+
+def build_units(
+    secret: bytes, experiment: str, predictions: pd.DataFrame, items: pd.DataFrame
+) -> list[dict[str, Any]]:
+    """One unit per run of ``predictions`` (one experiment and benchmark): the blinded view under
+    ``shown``, and the experiment, model and truth kept beside it for the metrics."""
+    by_item = {(r.benchmark_name, str(r.benchmark_id)): r for r in items.itertuples(index=False)}
+    units = []
+    for run in predictions.itertuples(index=False):
+        item = by_item.get((run.benchmark_name, str(run.benchmark_id)))
+        if item is None:
+            raise ReviewError(f"{experiment}: item {run.benchmark_name}/{run.benchmark_id} not in the items")
+        steps = parse_trajectory(run.trajectory_json)
+        regions = [
+            {"box": [int(v) for v in s["box"]], "step": int(s["index"]), "reason": str(s.get("text") or "")}
+            for s in steps
+            if s.get("action") == "crop" and s.get("box")
+        ]
+        units.append(
+            {
+                "unit": unit_id(
+                    secret,
+                    experiment,
+                    run.config_hash,
+                    run.benchmark_name,
+                    str(run.benchmark_id),
+                    run.run_index,
+                ),
+                "experiment": experiment,
+                "config_hash": run.config_hash,
+                "model": getattr(run, "model", ""),
+                "agent": getattr(run, "agent", ""),
+                "benchmark_name": run.benchmark_name,
+                "benchmark_id": str(run.benchmark_id),
+                "run_index": int(run.run_index),
+                "truth_label": int(run.truth_label),
+                "correct": bool(run.correct),
+                "wsi_path": str(item.wsi_path or ""),
+                "shown": {
+                    "question": str(item.prompt),
+                    "answer": str(run.answer_text),
+                    "regions": regions,
+                    "slide_size": [int(item.width), int(item.height)] if pd.notna(item.width) else None,
+                },
+            }
+        )
+    return units
+
+
+def write_queue(files: ReviewFiles, units: Iterable[Mapping[str, Any]]) -> int:
+    """Add ``units`` to the queue (a unit already there is replaced); returns the queue's length."""
+    queue = {u["unit"]: u for u in load_queue(files)}
+    queue |= {u["unit"]: dict(u) for u in units}
+    atomic_write_bytes(files.queue, json.dumps({"units": list(queue.values())}, indent=1).encode("utf-8"))
+    return len(queue)
+
+
+def load_queue(files: ReviewFiles) -> list[dict[str, Any]]:
+    if not files.queue.exists():
+        return []
+    return list(json.loads(files.queue.read_text(encoding="utf-8"))["units"])
+
+
+def order_for(files: ReviewFiles, reviewer: str, units: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The reviewer's own random order of the units (fixed per reviewer, different between them)."""
+    seed = hmac.new(files.secret(), reviewer.encode(), hashlib.sha256).digest()
+    ordered = sorted(units, key=lambda u: u["unit"])
+    random.Random(seed).shuffle(ordered)
+    return ordered
+
+
+def blinded(unit: Mapping[str, Any]) -> dict[str, Any]:
+    """What a reviewer sees of a unit: its opaque id and ``shown``; nothing that names its source."""
+    return {"unit": unit["unit"], **unit["shown"]}
+
+
+# --- submissions -----------------------------------------------------------------------------------
+
+
+def validate_review(unit: Mapping[str, Any], body: Any) -> dict[str, Any]:
+    """The submission as stored, or ReviewError naming the field."""
+    if not isinstance(body, dict):
+        raise ReviewError("the review must be a JSON object")
+    n_regions = len(unit["shown"]["regions"])
+    regions = body.get("regions", [])
+    if not isinstance(regions, list) or len(regions) != n_regions:
+        raise ReviewError(f"field 'regions': one rating per region ({n_regions}), in order")
+    for i, rating in enumerate(regions):
+        if rating not in (*REGION_RATINGS, None):
+            raise ReviewError(
+                f"field 'regions[{i}]': expected one of {REGION_RATINGS} or null, got {rating!r}"
+            )
+    answer, supports = body.get("answer"), body.get("supports")
+    if answer not in (*ANSWER_RATINGS, None):
+        raise ReviewError(f"field 'answer': expected one of {ANSWER_RATINGS} or null, got {answer!r}")
+    if supports not in (*SUPPORT_RATINGS, None):
+        raise ReviewError(f"field 'supports': expected one of {SUPPORT_RATINGS} or null, got {supports!r}")
+    drawn = body.get("drawn", [])
+    size = unit["shown"].get("slide_size") or [float("inf"), float("inf")]
+    if not isinstance(drawn, list) or len(drawn) > MAX_DRAWN:
+        raise ReviewError(f"field 'drawn': a list of at most {MAX_DRAWN} boxes [x, y, w, h]")
+    for i, box in enumerate(drawn):
+        ok = (
+            isinstance(box, list)
+            and len(box) == 4
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in box)
+        )
+        if not ok or box[2] <= 0 or box[3] <= 0 or box[0] < 0 or box[1] < 0:
+            raise ReviewError(f"field 'drawn[{i}]': a level-0 box [x, y, w, h] with w, h > 0")
+        if box[0] + box[2] > size[0] or box[1] + box[3] > size[1]:
+            raise ReviewError(f"field 'drawn[{i}]': reaches outside the slide ({size[0]} x {size[1]})")
+    comment = body.get("comment", "")
+    if not isinstance(comment, str) or len(comment) > MAX_COMMENT:
+        raise ReviewError(f"field 'comment': text of at most {MAX_COMMENT} characters")
+    return {
+        "regions": regions,
+        "answer": answer,
+        "supports": supports,
+        "drawn": [[float(v) for v in b] for b in drawn],
+        "comment": comment,
+    }
+
+
+def append_review(files: ReviewFiles, reviewer: str, unit: str, review: Mapping[str, Any]) -> dict:
+    """Store one submission durably (see the module docstring); returns the stored record."""
+    record = {
+        "reviewer": reviewer,
+        "unit": unit,
+        "submitted_at": datetime.now(UTC).isoformat(timespec="microseconds"),
+        **review,
+    }
+    line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    path = files.submitted(reviewer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line  # a line cut by a crash stays on its own line, skipped by the reader
+        view = memoryview(line)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    return record
+
+
+def read_reviews(files: ReviewFiles) -> tuple[list[dict[str, Any]], int]:
+    """Every stored submission of every reviewer in file order, and how many cut lines were skipped."""
+    records, skipped = [], 0
+    folder = files.root / "submitted"
+    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+        for raw in path.read_bytes().split(b"\n"):
+            if not raw.strip():
+                continue
+            try:
+                records.append(json.loads(raw))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                skipped += 1
+    return records, skipped
+
+
+def latest_reviews(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(reviewer, unit) -> the last submission: a revision replaces what counts, the history stays."""
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    for record in records:
+        latest[(record["reviewer"], record["unit"])] = record
+    return latest

@@ -1,0 +1,161 @@
+"""The review store: tokens, blinded units, validation, and durable append-only submissions (revisions
+keep history, a cut line loses nothing else, two writers at once lose nothing)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from giant_assets.eval.reviews import (
+    ReviewError,
+    ReviewFiles,
+    add_reviewer,
+    append_review,
+    blinded,
+    build_units,
+    latest_reviews,
+    load_queue,
+    order_for,
+    read_reviews,
+    reviewer_for,
+    validate_review,
+    write_queue,
+)
+
+REVIEW = {
+    "regions": ["relevant", "not relevant"],
+    "answer": "correct",
+    "supports": "yes",
+    "drawn": [],
+    "comment": "",
+}
+
+
+def _units(files: ReviewFiles, experiment: str = "exp-a", n: int = 3) -> list[dict]:
+    steps = [
+        {"index": 0, "action": "thumbnail", "box": [0, 0, 100, 80]},
+        {"index": 1, "action": "crop", "box": [1, 2, 30, 40], "text": "<script>alert(1)</script> why"},
+        {"index": 2, "action": "crop", "box": [50, 20, 10, 10], "text": "second"},
+        {"index": 3, "action": "answer", "text": "2"},
+    ]
+    runs = pd.DataFrame(
+        {
+            "config_hash": "abc123",
+            "model": "secret-model",
+            "agent": "giant",
+            "benchmark_name": "tcga",
+            "benchmark_id": [str(i) for i in range(n)],
+            "run_index": 0,
+            "truth_label": 2,
+            "correct": True,
+            "answer_text": "The answer is 2",
+            "trajectory_json": json.dumps(steps),
+        }
+    )
+    items = pd.DataFrame(
+        {
+            "benchmark_name": "tcga",
+            "benchmark_id": [str(i) for i in range(n)],
+            "prompt": "What is it?",
+            "wsi_path": "/x.svs",
+            "width": 100,
+            "height": 80,
+        }  # fmt: skip
+    )
+    return build_units(files.secret(), experiment, runs, items)
+
+
+def test_units_are_blinded_and_ids_do_not_reveal_the_experiment(tmp_path: Path) -> None:
+    files = ReviewFiles(tmp_path)
+    a, b = _units(files, "exp-a"), _units(files, "exp-b")
+    assert {u["unit"] for u in a}.isdisjoint(u["unit"] for u in b)  # the same item under two experiments
+    shown = json.dumps([blinded(u) for u in a])
+    for hidden in ("exp-a", "abc123", "secret-model", "truth", "correct"):
+        assert hidden not in shown
+    assert blinded(a[0])["regions"][0] == {
+        "box": [1, 2, 30, 40],
+        "step": 1,
+        "reason": "<script>alert(1)</script> why",
+    }
+    assert write_queue(files, a) == 3 and write_queue(files, a + b) == 6 and len(load_queue(files)) == 6
+
+
+def test_each_reviewer_has_an_own_stable_order(tmp_path: Path) -> None:
+    files = ReviewFiles(tmp_path)
+    units = _units(files, n=12)
+    one, two = order_for(files, "ana", units), order_for(files, "ben", units)
+    assert [u["unit"] for u in one] == [u["unit"] for u in order_for(files, "ana", list(reversed(units)))]
+    assert [u["unit"] for u in one] != [u["unit"] for u in two]
+    assert sorted(u["unit"] for u in one) == sorted(u["unit"] for u in units)
+
+
+def test_tokens(tmp_path: Path) -> None:
+    files = ReviewFiles(tmp_path)
+    ana, ben = add_reviewer(files, "ana"), add_reviewer(files, "ben")
+    assert reviewer_for(files, ana) == "ana" and reviewer_for(files, ben) == "ben"
+    assert reviewer_for(files, ana + "x") is None and reviewer_for(files, "") is None
+    assert ana not in files.reviewers.read_text()  # only its hash is stored
+    with pytest.raises(ReviewError, match="reviewer name"):
+        add_reviewer(files, "../evil")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"regions": ["relevant"]}, r"'regions': one rating per region \(2\)"),
+        ({"regions": ["relevant", "maybe"]}, r"'regions\[1\]'.*'maybe'"),
+        ({"answer": "right"}, r"'answer'"),
+        ({"supports": True}, r"'supports'"),
+        ({"drawn": [[0, 0, 0, 5]]}, r"'drawn\[0\]': a level-0 box"),
+        ({"drawn": [[90, 0, 20, 5]]}, r"'drawn\[0\]': reaches outside the slide \(100 x 80\)"),
+        ({"comment": "x" * 5000}, r"'comment'"),
+    ],
+)
+def test_a_bad_submission_names_its_field(tmp_path: Path, change: dict, message: str) -> None:
+    unit = _units(ReviewFiles(tmp_path))[0]
+    with pytest.raises(ReviewError, match=message):
+        validate_review(unit, REVIEW | change)
+
+
+def test_revisions_keep_history_and_the_latest_counts(tmp_path: Path) -> None:
+    files = ReviewFiles(tmp_path)
+    append_review(files, "ana", "u1", REVIEW)
+    append_review(files, "ana", "u1", REVIEW | {"answer": "wrong"})
+    append_review(files, "ben", "u1", REVIEW)
+    records, skipped = read_reviews(files)
+    assert skipped == 0 and len(records) == 3
+    latest = latest_reviews(records)
+    assert latest[("ana", "u1")]["answer"] == "wrong" and latest[("ben", "u1")]["answer"] == "correct"
+
+
+def test_a_line_cut_by_a_crash_loses_only_itself(tmp_path: Path) -> None:
+    files = ReviewFiles(tmp_path)
+    append_review(files, "ana", "u1", REVIEW)
+    with open(files.submitted("ana"), "ab") as fh:
+        fh.write(b'{"reviewer": "ana", "unit": "u2", "answ')  # the process died mid-write
+    append_review(files, "ana", "u3", REVIEW)
+    records, skipped = read_reviews(files)
+    assert [r["unit"] for r in records] == ["u1", "u3"] and skipped == 1
+
+
+def _writer(root: str, name: str, n: int) -> None:
+    files = ReviewFiles(Path(root))
+    for i in range(n):
+        append_review(files, name, f"u{i}", REVIEW | {"comment": f"{name} {i} " + "x" * 3000})
+
+
+def test_two_processes_appending_at_once_lose_nothing(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), "ana", 60)) for _ in range(2)]
+    procs.append(ctx.Process(target=_writer, args=(str(tmp_path), "ben", 60)))
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    records, skipped = read_reviews(ReviewFiles(tmp_path))
+    assert skipped == 0 and len(records) == 180
+    assert sum(r["reviewer"] == "ana" for r in records) == 120
