@@ -1,0 +1,78 @@
+"""``giant-review``: a blinded pathologist review of agent runs, in the browser.
+
+giant-review add-reviewer ana                  # prints ana's token and link (shown once)
+giant-review prepare --experiment demo-giant --benchmark tcga   # add these runs to the queue
+giant-review serve                             # http://127.0.0.1:8766/ (Ctrl-C stops it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+from giant_assets.core.settings import data_dir
+from giant_assets.core.storage import ParquetStore
+from giant_assets.eval.reviews import ReviewError, ReviewFiles, add_reviewer, build_units, write_queue
+from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
+from giant_assets.report.review.serve import DEFAULT_PORT, ReviewServer
+
+
+def prepare(root: Path, files: ReviewFiles, experiments: list[str], benchmark: str) -> str:
+    store = ParquetStore(root)
+    if not store.partitions("benchmark_items"):
+        raise ReviewError(f"no benchmark_items under {root}: materialize it first")
+    items = store.read("benchmark_items")
+    units = []
+    for experiment in experiments:
+        cell = f"{experiment}/{benchmark}"
+        if cell not in store.partitions("predictions"):
+            raise ReviewError(f"no predictions for {cell} under {root}: materialize that cell first")
+        units += build_units(files.secret(), experiment, store.read("predictions", [cell]), items)
+    total = write_queue(files, units)
+    return f"added {len(units)} run(s) of {', '.join(experiments)} on {benchmark}; the queue holds {total}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="giant-review", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, help="the data folder (default $GIANT_DATA_DIR or ./data)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add = sub.add_parser("add-reviewer", help="register a reviewer (again: a new token)")
+    add.add_argument("name")
+    prep = sub.add_parser("prepare", help="add an experiment's runs on a benchmark to the queue")
+    prep.add_argument("--experiment", action="append", required=True, help="repeat to mix experiments")
+    prep.add_argument("--benchmark", required=True, choices=BENCHMARK_NAMES)
+    serve = sub.add_parser("serve", help="serve the review pages")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT)
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="default loopback; another address serves the network"
+    )
+    args = parser.parse_args(argv)
+    root = args.data_dir.expanduser().resolve() if args.data_dir else data_dir()
+    files = ReviewFiles(root / "reviews")
+    try:
+        if args.command == "add-reviewer":
+            token = add_reviewer(files, args.name)
+            print(f"{args.name}: token {token}\nlink: http://127.0.0.1:{DEFAULT_PORT}/?token={token}")
+        elif args.command == "prepare":
+            print(prepare(root, files, args.experiment, args.benchmark))
+        else:
+            server = ReviewServer(files, args.host, args.port)
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+            host, port = server.server_address[:2]
+            print(f"review: http://{host}:{port}/ (reviewers open their link once)", flush=True)
+            try:
+                server.serve_forever()
+            except KeyboardInterrupt:
+                pass
+            finally:
+                server.server_close()
+    except (ReviewError, OSError) as exc:
+        print(f"giant-review: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+// The review page: every text goes in as text (textContent), never as HTML.
+"use strict";
+const REGION = ["relevant", "partly", "not relevant"];
+const ANSWER = ["correct", "partly", "wrong"];
+const SUPPORTS = ["yes", "partly", "no"];
+const SVG = "http://www.w3.org/2000/svg";
+let queue = [], position = 0, unit = null, drawn = [];
+
+function el(tag, attrs = {}, text = null) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text !== null) node.textContent = text;
+  return node;
+}
+
+function status(text) { document.getElementById("status").textContent = text; }
+
+async function api(path, options = {}) {
+  const response = await fetch(path, { credentials: "same-origin", ...options });
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  return body;
+}
+
+function radios(container, name, choices, chosen) {
+  for (const choice of choices) {
+    const label = el("label");
+    const input = el("input", { type: "radio", name, value: choice });
+    input.checked = choice === chosen;
+    label.append(input, document.createTextNode(" " + choice + " "));
+    container.append(label);
+  }
+}
+
+function chosen(name) {
+  const input = document.querySelector(`input[name="${name}"]:checked`);
+  return input ? input.value : null;
+}
+
+function drawOverlay() {
+  const svg = document.getElementById("overlay");
+  svg.replaceChildren();
+  const [w, h] = unit.slide_size || [1, 1];
+  svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  const box = (b, cls) => {
+    const r = document.createElementNS(SVG, "rect");
+    r.setAttribute("class", cls);
+    r.setAttribute("x", b[0]); r.setAttribute("y", b[1]);
+    r.setAttribute("width", b[2]); r.setAttribute("height", b[3]);
+    r.setAttribute("vector-effect", "non-scaling-stroke");
+    svg.append(r);
+  };
+  unit.regions.forEach((region, i) => {
+    box(region.box, "viewed");
+    const t = document.createElementNS(SVG, "text");
+    t.setAttribute("x", region.box[0]); t.setAttribute("y", region.box[1]);
+    t.setAttribute("font-size", Math.max(w, h) / 40);
+    t.textContent = String(i + 1);
+    svg.append(t);
+  });
+  drawn.forEach((b) => box(b, "drawn"));
+}
+
+function enableDrawing() {
+  const svg = document.getElementById("overlay");
+  let start = null;
+  const toSlide = (event) => {
+    const rect = svg.getBoundingClientRect();
+    const [w, h] = unit.slide_size || [1, 1];
+    const x = Math.min(Math.max(event.clientX - rect.left, 0), rect.width) / rect.width * w;
+    const y = Math.min(Math.max(event.clientY - rect.top, 0), rect.height) / rect.height * h;
+    return [x, y];
+  };
+  svg.addEventListener("mousedown", (event) => { start = toSlide(event); event.preventDefault(); });
+  svg.addEventListener("mouseup", (event) => {
+    if (!start) return;
+    const end = toSlide(event);
+    const b = [Math.min(start[0], end[0]), Math.min(start[1], end[1]),
+      Math.abs(end[0] - start[0]), Math.abs(end[1] - start[1])].map(Math.round);
+    start = null;
+    if (b[2] > 0 && b[3] > 0) { drawn.push(b); drawOverlay(); }
+  });
+}
+
+async function show(index) {
+  position = index;
+  const entry = queue[index];
+  unit = await api(`/api/unit/${entry.unit}`);
+  const review = unit.review || {};
+  drawn = (review.drawn || []).map((b) => b.map(Math.round));
+  document.getElementById("progress").textContent =
+    `${index + 1} of ${queue.length} (${queue.filter((u) => u.reviewed).length} reviewed)`;
+  document.getElementById("question").textContent = unit.question;
+  document.getElementById("answer").textContent = unit.answer;
+  document.getElementById("comment").value = review.comment || "";
+  const answer = document.getElementById("answer-rating");
+  const supports = document.getElementById("supports-rating");
+  answer.replaceChildren(el("legend", {}, "The answer is"));
+  supports.replaceChildren(el("legend", {}, "The findings support the answer"));
+  radios(answer, "answer", ANSWER, review.answer);
+  radios(supports, "supports", SUPPORTS, review.supports);
+  const regions = document.getElementById("regions");
+  regions.replaceChildren(el("h2", {}, "Regions viewed"));
+  unit.regions.forEach((region, i) => {
+    const div = el("div", { class: "region", "data-region": String(i) });
+    div.append(el("h3", {}, `Region ${i + 1} (step ${region.step})`));
+    div.append(el("img", { src: `/api/unit/${unit.unit}/region/${i}.jpg`, alt: `region ${i + 1}` }));
+    div.append(el("p", { class: "reason" }, region.reason));
+    const field = el("fieldset");
+    field.append(el("legend", {}, "This region is"));
+    radios(field, `region-${i}`, REGION, (review.regions || [])[i]);
+    div.append(field);
+    regions.append(div);
+  });
+  document.getElementById("overview").src = `/api/unit/${unit.unit}/overview.png`;
+  drawOverlay();
+  document.getElementById("unit").hidden = false;
+  status(unit.review ? `saved ${unit.review.submitted_at}` : "not reviewed yet");
+}
+
+async function save() {
+  const body = {
+    regions: unit.regions.map((_, i) => chosen(`region-${i}`)),
+    answer: chosen("answer"),
+    supports: chosen("supports"),
+    drawn,
+    comment: document.getElementById("comment").value,
+  };
+  const saved = await api(`/api/review/${unit.unit}`, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+  });
+  queue[position].reviewed = true;
+  status(`saved ${saved.submitted_at}`);
+  return saved;
+}
+
+async function start() {
+  try {
+    const listing = await api("/api/queue");
+    queue = listing.units;
+    if (!queue.length) { document.getElementById("empty").hidden = false; return; }
+    const first = queue.findIndex((u) => !u.reviewed);
+    enableDrawing();
+    document.getElementById("submit").addEventListener("click", () => save().catch((e) => status(e.message)));
+    document.getElementById("next").addEventListener("click", () =>
+      save().then(() => show((position + 1) % queue.length)).catch((e) => status(e.message)));
+    document.getElementById("clear-drawn").addEventListener("click", () => { drawn = []; drawOverlay(); });
+    await show(first < 0 ? 0 : first);
+  } catch (error) {
+    status(error.message);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", start);
