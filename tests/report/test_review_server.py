@@ -187,3 +187,117 @@ def test_two_reviewers_at_once_lose_nothing(review) -> None:
         t.join()
     records, skipped = read_reviews(files)
     assert not failures and skipped == 0 and len(records) == 2 * 3 * len(units)
+
+
+# --- in Chromium -----------------------------------------------------------------------------------
+
+from tests.report.browser import Browser, chromium_path  # noqa: E402
+
+VIEWPORT = {"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": False}
+READY = (
+    "new Promise((done) => { let n = 0; const tick = () => {"
+    " const img = document.getElementById('overview');"
+    " const ready = !document.getElementById('unit').hidden && img.complete && img.naturalWidth > 0"
+    "   && document.querySelectorAll('#regions .region').length > 0;"
+    " if (ready || ++n > 400) done(ready); else setTimeout(tick, 25); }; tick(); })"
+)
+SAVED = (
+    "new Promise((done) => { let n = 0; const tick = () => {"
+    " const s = document.getElementById('status').textContent;"
+    " if (s.startsWith('saved') || ++n > 400) done(s); else setTimeout(tick, 25); }; tick(); })"
+)
+
+
+def _open(b: Browser, url: str) -> None:
+    b.open(url)
+    assert b.eval(READY) is True, b.problems()
+
+
+def _drag(b: Browser, start: tuple[float, float], end: tuple[float, float]) -> None:
+    """A real mouse drag over the overview, in fractions of its shown size."""
+    rect = b.eval("(() => { const r = document.getElementById('overlay').getBoundingClientRect();"
+                  " return [r.left, r.top, r.width, r.height]; })()")  # fmt: skip
+    left, top, width, height = rect
+    x0, y0 = left + start[0] * width, top + start[1] * height
+    x1, y1 = left + end[0] * width, top + end[1] * height
+    press = {"button": "left", "clickCount": 1}
+    for event in (
+        {"type": "mouseMoved", "x": x0, "y": y0},
+        {"type": "mousePressed", "x": x0, "y": y0, **press},
+        {"type": "mouseMoved", "x": x1, "y": y1, "buttons": 1},
+        {"type": "mouseReleased", "x": x1, "y": y1, **press},
+    ):
+        b.send("Input.dispatchMouseEvent", event)
+
+
+def _reload(b: Browser) -> None:
+    since = len(b.events)
+    b.send("Page.reload")
+    b.wait_for("Page.loadEventFired", since)
+    assert b.eval(READY) is True, b.problems()
+
+
+def _rate(b: Browser, region0: str, answer: str) -> None:
+    b.eval(
+        f'document.querySelector(\'input[name="region-0"][value="{region0}"]\').click();'
+        'document.querySelector(\'input[name="region-1"][value="not relevant"]\').click();'
+        f'document.querySelector(\'input[name="answer"][value="{answer}"]\').click();'
+        'document.querySelector(\'input[name="supports"][value="partly"]\').click();'
+        "document.getElementById('comment').value = '<b>not bold</b>'; true"
+    )
+
+
+def test_in_chromium_two_reviewers_rate_draw_reload_and_html_stays_inert(review) -> None:
+    files, port, tokens = review
+    base = f"http://127.0.0.1:{port}/"
+    exe = chromium_path()
+    with Browser(exe) as ana, Browser(exe) as ben:
+        for b, name in ((ana, "ana"), (ben, "ben")):
+            b.send("Emulation.setDeviceMetricsOverride", VIEWPORT)
+            _open(b, f"{base}?token={tokens[name]}")
+            assert b.eval("location.search") == ""  # the token left the address for a cookie
+        # the model's text and the answer are shown as text: no element made from them, no script run
+        assert ana.eval("window.pwned === undefined && document.querySelectorAll('#regions img').length") == 2
+        assert (
+            ana.eval("document.querySelector('.reason').textContent")
+            == '<img src=x onerror="window.pwned=1">'
+        )
+        assert ana.eval("document.getElementById('answer').textContent").startswith("<script>")
+        assert ana.eval("document.getElementById('question').textContent") == "Which <i>site</i>?"
+        first = {n: b.eval("queue[position].unit") for n, b in (("ana", ana), ("ben", ben))}
+        _rate(ana, "relevant", "correct")
+        _rate(ben, "partly", "wrong")
+        _drag(ana, (0.25, 0.25), (0.5, 0.75))
+        assert ana.eval("document.querySelectorAll('#overlay rect.drawn').length") == 1
+        ana.eval("document.getElementById('submit').click(); true")
+        ben.eval("document.getElementById('submit').click(); true")
+        assert ana.eval(SAVED).startswith("saved") and ben.eval(SAVED).startswith("saved")
+
+        _reload(ana)  # the same unit, its review kept
+        assert ana.eval("queue[position].unit") == first["ana"]
+        checked = "[...document.querySelectorAll('input:checked')].map(i => i.name + '=' + i.value)"
+        assert sorted(ana.eval(checked)) == sorted(
+            ["region-0=relevant", "region-1=not relevant", "answer=correct", "supports=partly"]
+        )
+        assert ana.eval("document.querySelectorAll('#overlay rect.drawn').length") == 1
+        assert ana.eval("document.getElementById('comment').value") == "<b>not bold</b>"
+        assert ana.problems() == [] and ben.problems() == []
+
+    records, _ = read_reviews(files)
+    by_reviewer = {r["reviewer"]: r for r in records}
+    assert set(by_reviewer) == {"ana", "ben"} and len(records) == 2
+    assert (by_reviewer["ana"]["unit"], by_reviewer["ben"]["unit"]) == (first["ana"], first["ben"])
+    assert by_reviewer["ben"]["answer"] == "wrong" and by_reviewer["ben"]["drawn"] == []
+    (x, y, w, h) = by_reviewer["ana"]["drawn"][0]
+    assert (x, y, w, h) == pytest.approx(
+        (1024, 768, 1024, 1536), abs=12
+    )  # a quarter to a half of 4096 x 3072
+
+
+def test_in_chromium_without_a_valid_token_nothing_is_shown(review) -> None:
+    _, port, _ = review
+    with Browser(chromium_path()) as b:
+        b.open(f"http://127.0.0.1:{port}/")
+        status = "new Promise((d) => setTimeout(() => d(document.getElementById('status').textContent), 300))"
+        assert "no token" in b.eval(status)
+        assert b.eval("document.getElementById('unit').hidden") is True

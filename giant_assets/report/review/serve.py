@@ -117,6 +117,9 @@ class ReviewHandler(BaseHTTPRequestHandler):
                 return
             self._send(HTTPStatus.OK, _static("review.html"), "text/html; charset=utf-8")
             return
+        if url.path == "/favicon.ico":
+            self._send(HTTPStatus.NO_CONTENT, b"", "image/x-icon")
+            return
         if url.path.startswith("/static/") and url.path[8:] in STATIC:
             name = url.path[8:]
             ctype = {"js": "text/javascript", "css": "text/css", "html": "text/html"}[name.rsplit(".", 1)[1]]

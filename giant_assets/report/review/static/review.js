@@ -87,6 +87,7 @@ async function show(index) {
   position = index;
   const entry = queue[index];
   unit = await api(`/api/unit/${entry.unit}`);
+  history.replaceState(null, "", `#${entry.unit}`);  // a reload comes back to this unit
   const review = unit.review || {};
   drawn = (review.drawn || []).map((b) => b.map(Math.round));
   document.getElementById("progress").textContent =
@@ -140,7 +141,8 @@ async function start() {
     const listing = await api("/api/queue");
     queue = listing.units;
     if (!queue.length) { document.getElementById("empty").hidden = false; return; }
-    const first = queue.findIndex((u) => !u.reviewed);
+    const asked = queue.findIndex((u) => `#${u.unit}` === location.hash);
+    const first = asked >= 0 ? asked : queue.findIndex((u) => !u.reviewed);
     enableDrawing();
     document.getElementById("submit").addEventListener("click", () => save().catch((e) => status(e.message)));
     document.getElementById("next").addEventListener("click", () =>
