@@ -14,6 +14,7 @@ from giant_assets.platform.assets.inventory import slide_inventory
 from giant_assets.platform.assets.leaderboard import experiment_comparisons, leaderboard
 from giant_assets.platform.assets.predictions import predictions, trajectory_steps
 from giant_assets.platform.assets.report import trajectory_pictures, trajectory_viewer
+from giant_assets.platform.assets.reviews import pathologist_reviews, review_metrics
 from giant_assets.platform.assets.roi import roi_evaluation
 from giant_assets.platform.assets.scores import benchmark_metrics, item_predictions
 from giant_assets.platform.automation import automation_sensor
@@ -45,6 +46,8 @@ ALL_ASSETS = [
     leaderboard,
     experiment_comparisons,
     *GRADING_ASSETS,
+    pathologist_reviews,
+    review_metrics,
 ]
 ALL_CHECKS = [*ITEM_CHECKS, *RESULT_CHECKS]
 PROVIDER_TAG = "giant/provider"  # the run queue bounds the runs at once per value (dagster_home/postgres)

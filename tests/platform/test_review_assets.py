@@ -1,0 +1,176 @@
+"""pathologist_reviews and review_metrics materialized from a stored review, every number checked
+against an independent computation: scikit-learn's cohen_kappa_score, the krippendorff package, a
+bootstrap loop, shapely for the drawn regions."""
+
+from __future__ import annotations
+
+import json
+
+import krippendorff
+import numpy as np
+import pandas as pd
+import pytest
+import shapely
+from dagster import materialize
+from sklearn.metrics import cohen_kappa_score
+
+from giant_assets.core.storage import ParquetStore
+from giant_assets.eval.reviews import ReviewFiles, append_review, build_units, write_queue
+from giant_assets.platform.assets.reviews import pathologist_reviews, review_metrics
+from tests.support.dagster_env import resources_for
+
+ANSWERS = ["wrong", "partly", "correct"]  # ordinal, lowest first
+REGIONS = ["not relevant", "partly", "relevant"]
+N_ITEMS = 12
+AGENT_BOXES = [[100, 100, 200, 200], [1000, 1000, 300, 300]]
+
+
+def _units(files: ReviewFiles, experiment: str) -> list[dict]:
+    steps = [{"index": i + 1, "action": "crop", "box": b, "text": "why"} for i, b in enumerate(AGENT_BOXES)]
+    runs = pd.DataFrame(
+        {
+            "config_hash": f"h-{experiment}",
+            "benchmark_name": "tcga",
+            "benchmark_id": [str(i) for i in range(N_ITEMS)],
+            "run_index": 0,
+            "truth_label": 1,
+            "correct": [i % 2 == 0 for i in range(N_ITEMS)],
+            "answer_text": "1",
+            "trajectory_json": json.dumps(steps),
+        }
+    )
+    items = pd.DataFrame(
+        {
+            "benchmark_name": "tcga",
+            "benchmark_id": [str(i) for i in range(N_ITEMS)],
+            "prompt": "q",
+            "wsi_path": "",
+            "width": 4096,
+            "height": 3072,
+        }  # fmt: skip
+    )
+    return build_units(files.secret(), experiment, runs, items)
+
+
+@pytest.fixture(scope="module")
+def reviewed(tmp_path_factory: pytest.TempPathFactory):
+    data = tmp_path_factory.mktemp("review") / "data"
+    files = ReviewFiles(data / "reviews")
+    rng = np.random.default_rng(7)
+    plan = {"exp-a": ["ana", "ben"], "exp-b": ["ana", "ben", "cy"]}
+    ratings: dict[tuple[str, str, str], dict] = {}  # (experiment, reviewer, unit) -> latest review
+    for experiment, reviewers in plan.items():
+        units = _units(files, experiment)
+        write_queue(files, units)
+        truth = rng.integers(0, 3, size=(len(units), 3))
+        for reviewer in reviewers:
+            for u, unit in enumerate(units):
+                if reviewer == "cy" and u % 4 == 0:
+                    continue  # cy skipped some runs: missing ratings
+                agree = rng.random(3) < 0.7
+                codes = np.where(agree, truth[u], rng.integers(0, 3, size=3))
+                review = {
+                    "regions": [REGIONS[codes[0]], REGIONS[codes[1]]],
+                    "answer": ANSWERS[codes[2]],
+                    "supports": "yes" if codes[2] == 2 else "no",
+                    "drawn": [[150.0, 150.0, 200.0, 100.0]] if u % 3 == 0 else [],
+                    "comment": "",
+                }
+                if reviewer == "ben" and u == 0:  # a first opinion, revised below
+                    append_review(files, reviewer, unit["unit"], review | {"answer": "correct"})
+                append_review(files, reviewer, unit["unit"], review)
+                ratings[(experiment, reviewer, unit["unit"])] = review
+    result = materialize([pathologist_reviews, review_metrics], resources=resources_for(data))
+    assert result.success
+    store = ParquetStore(data)
+    return (
+        ratings,
+        store.read("pathologist_reviews"),
+        store.read("review_metrics").set_index("experiment"),
+        result,
+    )
+
+
+def test_the_reviews_table_holds_the_latest_submission_unblinded(reviewed) -> None:
+    ratings, reviews, _, result = reviewed
+    assert len(reviews) == len(ratings) == 12 * 2 + 12 * 2 + 9
+    for row in reviews.itertuples():
+        expected = ratings[(row.experiment, row.reviewer, row.unit)]
+        assert row.answer == expected["answer"] and json.loads(row.region_ratings) == expected["regions"]
+        assert row.n_submissions == (2 if row.reviewer == "ben" and row.benchmark_id == "0" else 1)
+        assert row.agent_correct == (int(row.benchmark_id) % 2 == 0)
+    meta = result.asset_materializations_for_node("pathologist_reviews")[0].metadata
+    assert meta["revisions_kept"].value == 2 and meta["reviewers"].value == 3
+
+
+def _bootstrap_std(hits: np.ndarray, totals: np.ndarray) -> float:
+    """The bootstrap written as a loop: 1000 replicates of the runs, seed 42, std with ddof=1."""
+    rng = np.random.default_rng(42)
+    values = []
+    for _ in range(1000):
+        idx = rng.choice(len(hits), size=len(hits), replace=True)
+        values.append(hits[idx].sum() / totals[idx].sum())
+    return float(np.std(values, ddof=1))
+
+
+def test_shares_and_their_bootstrap_std(reviewed) -> None:
+    ratings, reviews, metrics, _ = reviewed
+    for experiment in ("exp-a", "exp-b"):
+        mine = {k: v for k, v in ratings.items() if k[0] == experiment}
+        units = sorted({u for _, _, u in mine})
+        correct = np.array(
+            [sum(v["answer"] == "correct" for k, v in mine.items() if k[2] == u) for u in units]
+        )
+        rated = np.array([sum(1 for k in mine if k[2] == u) for u in units])
+        relevant = np.array(
+            [sum(v["regions"].count("relevant") for k, v in mine.items() if k[2] == u) for u in units]
+        )
+        row = metrics.loc[experiment]
+        assert row.share_answers_correct == pytest.approx(correct.sum() / rated.sum(), abs=1e-12)
+        assert row.share_answers_correct_std == pytest.approx(_bootstrap_std(correct, rated), abs=1e-12)
+        assert row.share_regions_relevant == pytest.approx(relevant.sum() / (2 * rated.sum()), abs=1e-12)
+        assert row.share_regions_relevant_std == pytest.approx(_bootstrap_std(relevant, 2 * rated), abs=1e-12)
+        assert row.runs_reviewed == N_ITEMS and row.reviews == len(mine)
+
+
+def test_agreement_matches_scikit_learn_and_krippendorff(reviewed) -> None:
+    ratings, _, metrics, _ = reviewed
+    units = sorted({u for e, _, u in ratings if e == "exp-a"})
+    a = [ratings[("exp-a", "ana", u)]["answer"] for u in units]
+    b = [ratings[("exp-a", "ben", u)]["answer"] for u in units]
+    assert metrics.loc["exp-a"].cohen_kappa_answer == pytest.approx(cohen_kappa_score(a, b), abs=1e-12)
+    assert np.isnan(metrics.loc["exp-b"].cohen_kappa_answer)  # three reviewers: alpha
+    for experiment, reviewers in (("exp-a", ["ana", "ben"]), ("exp-b", ["ana", "ben", "cy"])):
+        units = sorted({u for e, _, u in ratings if e == experiment})
+
+        def code(reviewer: str, unit: str, field: str, k: int | None = None, exp: str = experiment) -> float:
+            review = ratings.get((exp, reviewer, unit))
+            if review is None:
+                return np.nan
+            return float(
+                (REGIONS if k is not None else ANSWERS).index(
+                    review[field][k] if k is not None else review[field]
+                )
+            )
+
+        answers = [[code(r, u, "answer") for u in units] for r in reviewers]
+        regions = [[code(r, u, "regions", k) for u in units for k in (0, 1)] for r in reviewers]
+        row = metrics.loc[experiment]
+        assert row.alpha_answer == pytest.approx(
+            krippendorff.alpha(reliability_data=answers, level_of_measurement="ordinal"), abs=1e-12
+        )
+        assert row.alpha_regions == pytest.approx(
+            krippendorff.alpha(reliability_data=regions, level_of_measurement="ordinal"), abs=1e-12
+        )
+
+
+def test_drawn_regions_are_matched_against_the_agent_regions(reviewed) -> None:
+    ratings, _, metrics, _ = reviewed
+    drawn = shapely.box(150, 150, 350, 250)
+    agent = [shapely.box(x, y, x + w, y + h) for x, y, w, h in AGENT_BOXES]
+    best = max(a.intersection(drawn).area / a.union(drawn).area for a in agent)
+    for experiment in ("exp-a", "exp-b"):
+        with_drawn = [v for k, v in ratings.items() if k[0] == experiment and v["drawn"]]
+        row = metrics.loc[experiment]
+        assert row.reviews_with_drawn == len(with_drawn) > 0
+        assert row.mean_best_iou_drawn == pytest.approx(best, abs=1e-12) and row.share_drawn_hit == 1.0
