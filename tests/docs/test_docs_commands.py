@@ -248,6 +248,16 @@ NOT_RUN: tuple[NotRun, ...] = (
         "tests/platform/test_roi_asset.py::test_qupath_export_then_a_pathologist_import_scored_by_roi_evaluation",
     ),
     NotRun(
+        r"^\.venv/bin/giant-review (add-reviewer|prepare|serve)",
+        "a review needs GIANT runs and a long-running server; the same steps run over HTTP and in Chromium",
+        "tests/report/test_review_server.py::test_in_chromium_two_reviewers_rate_draw_reload_and_html_stays_inert",
+    ),
+    NotRun(
+        r"--select pathologist_reviews,review_metrics$",
+        "needs stored reviews; a real materialization of both runs over a stored review",
+        "tests/platform/test_review_assets.py::test_agreement_matches_scikit_learn_and_krippendorff",
+    ),
+    NotRun(
         r"^git clone https://github\.com/KianWeihrauch/GIANT",
         "network; the import after it runs on a fixture clone",
         "tests/agents/test_prompts.py::test_import_reads_the_fixture_clone_without_running_it",
