@@ -8,6 +8,7 @@ GIANT_REGIONS_PATH=data/qupath/reference_regions.json  # then roi_evaluation sco
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -53,13 +54,29 @@ def _files(paths: list[Path]) -> list[Path]:
     return files
 
 
+def _reported(path: Path, benchmark: str) -> list[dict]:
+    """Reported regions from a JSON list of objects (benchmark_id, run_index, box, properties...)."""
+    try:
+        regions = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: invalid JSON: {exc}") from exc
+    if not isinstance(regions, list) or not all(isinstance(r, dict) for r in regions):
+        raise ValueError(f"{path}: expected a JSON list of region objects")
+    for i, region in enumerate(regions):
+        missing = [k for k in ("benchmark_id", "run_index") if k not in region]
+        if missing:
+            raise ValueError(f"{path}: region {i}: missing field(s) {missing}")
+    return [r for r in regions if r.get("benchmark_name", benchmark) == benchmark]
+
+
 def run_export(args: argparse.Namespace, root: Path) -> str:
     store = ParquetStore(root)
     predictions = _table(store, "predictions", [f"{args.experiment}/{args.benchmark}"])
     items = _table(store, ITEMS_TABLE)
     items = items[items["benchmark_name"] == args.benchmark]
     out = args.out or root / "qupath" / args.experiment / args.benchmark
-    written = export_qupath(predictions, items, out)
+    reported = _reported(args.reported, args.benchmark) if args.reported else []
+    written = export_qupath(predictions, items, out, reported=reported)
     return f"wrote {len(written)} QuPath GeoJSON file(s), one per slide, to {out}"
 
 
@@ -90,6 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     exp.add_argument("--experiment", required=True)
     exp.add_argument("--benchmark", required=True, choices=BENCHMARK_NAMES)
     exp.add_argument("--out", type=Path, help="folder (default <data>/qupath/<experiment>/<benchmark>)")
+    exp.add_argument(
+        "--reported",
+        type=Path,
+        help="regions a path-review run reported: a JSON list of {benchmark_id, run_index, box, ...}",
+    )
     imp = sub.add_parser("import", help="QuPath GeoJSON exports -> a reference regions file")
     imp.add_argument("paths", nargs="+", type=Path, help="GeoJSON files or folders of them")
     imp.add_argument("--out", type=Path, help="regions file (default <data>/qupath/reference_regions.json)")

@@ -251,3 +251,70 @@ def test_multipolygon_regions_score_as_one_region() -> None:
     assert region.geometry().area == 96
     with pytest.raises(ValueError, match="polygon 0 ring 1: a ring needs at least 3 distinct"):
         Region("multipolygon", [[[[0, 0], [10, 0], [10, 10]], [[4, 4], [4, 4]]]])
+
+
+def test_the_cli_exports_from_the_store_and_imports_back(tmp_path: Path, capsys) -> None:
+    from giant_assets.core.storage import ParquetStore
+    from giant_assets.eval.qupath_cli import main
+
+    data = tmp_path / "data"
+    store = ParquetStore(data)
+    store.write("benchmark_items", items())
+    runs = pd.DataFrame([_run("0", 0, [[1700, 1300, 350, 280]]), _run("1", 0, [[2900, 1800, 200, 200]])])
+    store.write("predictions", runs.assign(benchmark_name="tcga_slidebench"), "review-exp/tcga_slidebench")
+    reported = tmp_path / "reported.json"
+    reported.write_text(
+        json.dumps([{"benchmark_id": "1", "run_index": 0, "box": [3000, 2000, 50, 60], "finding": "x"}])
+    )
+    args = ["--data-dir", str(data)]
+    assert (
+        main(
+            [
+                *args,
+                "export",
+                "--experiment",
+                "review-exp",
+                "--benchmark",
+                "tcga_slidebench",
+                "--reported",
+                str(reported),
+            ]
+        )
+        == 0
+    )
+    out = data / "qupath" / "review-exp" / "tcga_slidebench"
+    assert sorted(p.name for p in out.iterdir()) == [f"{A0BZ}.geojson", f"{A3HT}.geojson"]
+    regions = tmp_path / "regions.json"
+    assert main([*args, "import", str(out), "--class", REPORTED_CLASS, "--out", str(regions)]) == 0
+    (region,) = regions_from_frame(load_reference_regions(regions))
+    assert region.geometry().equals(shapely.box(3000, 2000, 3050, 2060)) and region.label == REPORTED_CLASS
+    capsys.readouterr()
+
+    reported.write_text(json.dumps([{"run_index": 0, "box": [0, 0, 1, 1]}]))
+    assert (
+        main(
+            [
+                *args,
+                "export",
+                "--experiment",
+                "review-exp",
+                "--benchmark",
+                "tcga_slidebench",
+                "--reported",
+                str(reported),
+            ]
+        )
+        == 2
+    )
+    assert (
+        capsys.readouterr().err
+        == f"giant-qupath: error: {reported}: region 0: missing field(s) ['benchmark_id']\n"
+    )
+    bad = _bad(tmp_path, lambda fs: fs[0]["geometry"].__setitem__("type", "Circle"))
+    assert main([*args, "import", str(bad)]) == 2
+    assert capsys.readouterr().err == (
+        f"giant-qupath: error: {bad}: feature 0 (id '5a1f0c2e-3b7d-4c19-9e0a-7d1b2c3e4f50', "
+        "name 'lesion (rectangle)'): geometry: unsupported geometry type 'Circle'\n"
+    )
+    assert main([*args, "export", "--experiment", "nope", "--benchmark", "tcga_slidebench"]) == 2
+    assert "no 'predictions' table (nope/tcga_slidebench)" in capsys.readouterr().err
