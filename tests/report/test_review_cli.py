@@ -1,0 +1,92 @@
+"""``giant-review`` as a user runs it over a real Parquet store: add a reviewer, prepare a queue mixing
+two experiments, serve it on loopback (stops on SIGTERM); a missing cell is one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+
+from giant_assets.core.storage import ParquetStore
+from giant_assets.eval.reviews import ReviewFiles, load_queue
+from giant_assets.report.review.cli import main
+
+COMMAND = [sys.executable, "-m", "giant_assets.report.review.cli"]
+
+
+def _store(data: Path) -> None:
+    store = ParquetStore(data)
+    items = pd.DataFrame(
+        {
+            "benchmark_name": "tcga",
+            "benchmark_id": ["0", "1"],
+            "prompt": "q?",
+            "wsi_path": "/none.svs",
+            "width": 4096,
+            "height": 3072,
+        }  # fmt: skip
+    )
+    store.write("benchmark_items", items)
+    steps = json.dumps([{"index": 1, "action": "crop", "box": [1, 2, 3, 4], "text": "why"}])
+    for experiment in ("exp-a", "exp-b"):
+        runs = pd.DataFrame(
+            {
+                "config_hash": f"h-{experiment}",
+                "model": "m",
+                "agent": "giant",
+                "benchmark_name": "tcga",
+                "benchmark_id": ["0", "1"],
+                "run_index": 0,
+                "truth_label": 1,
+                "correct": True,
+                "answer_text": "1",
+                "trajectory_json": steps,
+            }  # fmt: skip
+        )
+        store.write("predictions", runs, f"{experiment}/tcga")
+
+
+def test_add_prepare_and_serve(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "data"
+    _store(data)
+    args = ["--data-dir", str(data)]
+    assert main([*args, "add-reviewer", "ana"]) == 0
+    token = capsys.readouterr().out.split()[2]
+    assert (
+        main([*args, "prepare", "--experiment", "exp-a", "--experiment", "exp-b", "--benchmark", "tcga"]) == 0
+    )
+    assert capsys.readouterr().out == "added 4 run(s) of exp-a, exp-b on tcga; the queue holds 4\n"
+    assert {u["experiment"] for u in load_queue(ReviewFiles(data / "reviews"))} == {"exp-a", "exp-b"}
+    proc = subprocess.Popen(
+        [*COMMAND, *args, "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ | {"PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("review: http://127.0.0.1:"), line
+        request = urllib.request.Request(
+            line.split()[1] + "api/queue", headers={"Authorization": f"Bearer {token}"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (loopback)
+            listing = json.loads(response.read())
+        assert listing["reviewer"] == "ana" and len(listing["units"]) == 4
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+
+
+def test_a_missing_cell_is_one_line(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "data"
+    _store(data)
+    assert main(["--data-dir", str(data), "prepare", "--experiment", "nope", "--benchmark", "tcga"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no predictions for nope/tcga" in err
