@@ -51,7 +51,8 @@ def _files(paths: list[Path]) -> list[Path]:
             raise ValueError(f"{path}: no such file or folder")
     if not files:
         raise ValueError(f"no .geojson or .json file in {', '.join(map(str, paths))}")
-    return files
+    unique = {path.resolve(): path for path in files}  # a file named twice (itself, and its folder) once
+    return list(unique.values())
 
 
 def _reported(path: Path, benchmark: str) -> list[dict]:

@@ -285,7 +285,8 @@ def test_the_cli_exports_from_the_store_and_imports_back(tmp_path: Path, capsys)
     out = data / "qupath" / "review-exp" / "tcga_slidebench"
     assert sorted(p.name for p in out.iterdir()) == [f"{A0BZ}.geojson", f"{A3HT}.geojson"]
     regions = tmp_path / "regions.json"
-    assert main([*args, "import", str(out), "--class", REPORTED_CLASS, "--out", str(regions)]) == 0
+    again = str(out / f"{A0BZ}.geojson")  # named twice: read once
+    assert main([*args, "import", str(out), again, "--class", REPORTED_CLASS, "--out", str(regions)]) == 0
     (region,) = regions_from_frame(load_reference_regions(regions))
     assert region.geometry().equals(shapely.box(3000, 2000, 3050, 2060)) and region.label == REPORTED_CLASS
     capsys.readouterr()

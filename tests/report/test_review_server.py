@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import io
 import json
+import logging
 import threading
 from pathlib import Path
 
@@ -92,8 +93,9 @@ def request(port: int, method: str, path: str, token: str | None = None, body=No
     return response.status, dict(response.getheaders()), payload
 
 
-def test_no_token_or_a_forged_one_is_refused(review) -> None:
+def test_no_token_or_a_forged_one_is_refused(review, caplog) -> None:
     _, port, tokens = review
+    caplog.set_level(logging.DEBUG, logger="giant.review")
     assert request(port, "GET", "/api/queue")[0] == 401
     assert request(port, "GET", "/api/queue", token=tokens["ana"] + "x")[0] == 403
     assert request(port, "POST", "/api/review/0000", token="forged", body=RATED)[0] == 403
@@ -104,6 +106,14 @@ def test_no_token_or_a_forged_one_is_refused(review) -> None:
     cookie = headers["Set-Cookie"].split(";")[0]
     status, _, body = request(port, "GET", "/api/queue", cookie=cookie)
     assert status == 200 and json.loads(body)["reviewer"] == "ana"
+    assert "GET /api/queue" in caplog.text and tokens["ana"] not in caplog.text  # logged without the query
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.putrequest("POST", f"/api/review/{json.loads(body)['units'][0]['unit']}")
+    conn.putheader("Authorization", f"Bearer {tokens['ana']}")
+    conn.putheader("Content-Length", "nonsense")
+    conn.endheaders()
+    assert conn.getresponse().status == 400  # not a traceback
+    conn.close()
 
 
 def test_the_queue_is_blinded_and_ordered_per_reviewer(review) -> None:

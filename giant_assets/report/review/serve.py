@@ -100,7 +100,8 @@ class ReviewHandler(BaseHTTPRequestHandler):
         return next((u for u in load_queue(self.server.files) if u["unit"] == unit_id), None)
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 (http.server's name)
-        log.debug(format, *args)
+        """Log without the query string: the first visit's address carries the reviewer's token."""
+        log.debug("%s %s", self.command, urlsplit(self.path).path)
 
     # --- routes ---
 
@@ -158,7 +159,8 @@ class ReviewHandler(BaseHTTPRequestHandler):
         if unit is None:
             self._json(HTTPStatus.NOT_FOUND, {"error": "no such unit"})
             return
-        length = int(self.headers.get("Content-Length") or 0)
+        length = self.headers.get("Content-Length", "")
+        length = int(length) if length.isdigit() else 0
         if length <= 0 or length > MAX_BODY:
             self._json(HTTPStatus.BAD_REQUEST, {"error": f"a JSON body of 1..{MAX_BODY} bytes is needed"})
             return
