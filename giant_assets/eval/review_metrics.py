@@ -155,6 +155,23 @@ def _group_metrics(group: pd.DataFrame) -> dict[str, Any]:
 
 
 METRIC_KEYS = ["experiment", "benchmark_name"]
+METRIC_COLUMNS = [
+    *METRIC_KEYS,
+    "runs_reviewed",
+    "reviews",
+    "reviewers",
+    *(
+        f"share_{name}{std}"
+        for name in ("regions_relevant", "answers_correct", "findings_support")
+        for std in ("", "_std")
+    ),
+    "cohen_kappa_answer",
+    "alpha_answer",
+    "alpha_regions",
+    "reviews_with_drawn",
+    "mean_best_iou_drawn",
+    "share_drawn_hit",
+]
 
 
 def review_metrics_table(reviews: pd.DataFrame) -> pd.DataFrame:
@@ -163,4 +180,4 @@ def review_metrics_table(reviews: pd.DataFrame) -> pd.DataFrame:
         {"experiment": experiment, "benchmark_name": benchmark, **_group_metrics(group)}
         for (experiment, benchmark), group in reviews.groupby(METRIC_KEYS, sort=True)
     ]
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=METRIC_COLUMNS)

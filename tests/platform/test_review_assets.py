@@ -5,6 +5,7 @@ bootstrap loop, shapely for the drawn regions."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import krippendorff
 import numpy as np
@@ -15,6 +16,7 @@ from dagster import materialize
 from sklearn.metrics import cohen_kappa_score
 
 from giant_assets.core.storage import ParquetStore
+from giant_assets.eval.review_metrics import METRIC_COLUMNS, REVIEW_COLUMNS
 from giant_assets.eval.reviews import ReviewFiles, append_review, build_units, write_queue
 from giant_assets.platform.assets.reviews import pathologist_reviews, review_metrics
 from tests.support.dagster_env import resources_for
@@ -174,3 +176,15 @@ def test_drawn_regions_are_matched_against_the_agent_regions(reviewed) -> None:
         row = metrics.loc[experiment]
         assert row.reviews_with_drawn == len(with_drawn) > 0
         assert row.mean_best_iou_drawn == pytest.approx(best, abs=1e-12) and row.share_drawn_hit == 1.0
+
+
+def test_every_metric_is_a_column_and_no_review_gives_empty_tables(reviewed, tmp_path: Path) -> None:
+    _, _, metrics, _ = reviewed
+    assert list(metrics.reset_index().columns) == METRIC_COLUMNS
+    assert metrics.drop(columns=["cohen_kappa_answer"]).notna().all().all()
+    assert materialize(
+        [pathologist_reviews, review_metrics], resources=resources_for(tmp_path / "data")
+    ).success
+    store = ParquetStore(tmp_path / "data")
+    assert list(store.read("review_metrics").columns) == METRIC_COLUMNS and store.read("review_metrics").empty
+    assert list(store.read("pathologist_reviews").columns) == REVIEW_COLUMNS
