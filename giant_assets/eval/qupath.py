@@ -111,6 +111,23 @@ def reported_features(regions: Iterable[Mapping[str, Any]]) -> dict[str, list[di
     return out
 
 
+def read_reported_regions(path: Path, benchmark: str) -> list[dict[str, Any]]:
+    """A benchmark's reported regions from a JSON list of objects (benchmark_id, run_index, a level-0
+    box, properties...; benchmark_name when the list spans benchmarks), as ``export_qupath`` and the
+    review's queue take them."""
+    try:
+        regions = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: invalid JSON: {exc}") from exc
+    if not isinstance(regions, list) or not all(isinstance(r, dict) for r in regions):
+        raise ValueError(f"{path}: expected a JSON list of region objects")
+    for i, region in enumerate(regions):
+        missing = [k for k in ("benchmark_id", "run_index") if k not in region]
+        if missing:
+            raise ValueError(f"{path}: region {i}: missing field(s) {missing}")
+    return [r for r in regions if r.get("benchmark_name", benchmark) == benchmark]
+
+
 def export_qupath(
     predictions: pd.DataFrame,
     items: pd.DataFrame,

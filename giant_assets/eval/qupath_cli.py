@@ -8,7 +8,6 @@ GIANT_REGIONS_PATH=data/qupath/reference_regions.json  # then roi_evaluation sco
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from giant_assets.eval.qupath import (
     GEOJSON_SUFFIXES,
     export_qupath,
     import_qupath,
+    read_reported_regions,
     write_reference_regions,
 )
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
@@ -55,28 +55,13 @@ def _files(paths: list[Path]) -> list[Path]:
     return list(unique.values())
 
 
-def _reported(path: Path, benchmark: str) -> list[dict]:
-    """Reported regions from a JSON list of objects (benchmark_id, run_index, box, properties...)."""
-    try:
-        regions = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: invalid JSON: {exc}") from exc
-    if not isinstance(regions, list) or not all(isinstance(r, dict) for r in regions):
-        raise ValueError(f"{path}: expected a JSON list of region objects")
-    for i, region in enumerate(regions):
-        missing = [k for k in ("benchmark_id", "run_index") if k not in region]
-        if missing:
-            raise ValueError(f"{path}: region {i}: missing field(s) {missing}")
-    return [r for r in regions if r.get("benchmark_name", benchmark) == benchmark]
-
-
 def run_export(args: argparse.Namespace, root: Path) -> str:
     store = ParquetStore(root)
     predictions = _table(store, "predictions", [f"{args.experiment}/{args.benchmark}"])
     items = _table(store, ITEMS_TABLE)
     items = items[items["benchmark_name"] == args.benchmark]
     out = args.out or root / "qupath" / args.experiment / args.benchmark
-    reported = _reported(args.reported, args.benchmark) if args.reported else []
+    reported = read_reported_regions(args.reported, args.benchmark) if args.reported else []
     written = export_qupath(predictions, items, out, reported=reported)
     return f"wrote {len(written)} QuPath GeoJSON file(s), one per slide, to {out}"
 

@@ -121,11 +121,23 @@ def unit_id(secret: bytes, experiment: str, config_hash: str, benchmark: str, it
 
 
 def build_units(
-    secret: bytes, experiment: str, predictions: pd.DataFrame, items: pd.DataFrame
+    secret: bytes,
+    experiment: str,
+    predictions: pd.DataFrame,
+    items: pd.DataFrame,
+    reported: Iterable[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """One unit per run of ``predictions`` (one experiment and benchmark): the blinded view under
-    ``shown``, and the experiment, model and truth kept beside it for the metrics."""
+    ``shown``, and the experiment, model and truth kept beside it for the metrics.
+
+    The regions shown are the crops the run viewed, or, for a run with ``reported`` regions (a path-review
+    run: mappings with ``benchmark_id``, ``run_index``, a level-0 ``box`` and a ``finding``), those."""
     by_item = {(r.benchmark_name, str(r.benchmark_id)): r for r in items.itertuples(index=False)}
+    reported_by_run: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for region in reported:
+        reported_by_run.setdefault((str(region["benchmark_id"]), int(region["run_index"])), []).append(
+            {"box": [int(v) for v in region["box"]], "step": None, "reason": str(region.get("finding") or "")}
+        )
     units = []
     for run in predictions.itertuples(index=False):
         item = by_item.get((run.benchmark_name, str(run.benchmark_id)))
@@ -137,6 +149,7 @@ def build_units(
             for s in steps
             if s.get("action") == "crop" and s.get("box")
         ]
+        regions = reported_by_run.get((str(run.benchmark_id), int(run.run_index)), regions)
         units.append(
             {
                 "unit": unit_id(

@@ -159,3 +159,36 @@ def test_two_processes_appending_at_once_lose_nothing(tmp_path: Path) -> None:
     records, skipped = read_reviews(ReviewFiles(tmp_path))
     assert skipped == 0 and len(records) == 180
     assert sum(r["reviewer"] == "ana" for r in records) == 120
+
+
+def test_a_path_review_run_shows_its_reported_regions(tmp_path: Path) -> None:
+    files = ReviewFiles(tmp_path)
+    plain = _units(files, n=2)
+    reported = [{"benchmark_id": "1", "run_index": 0, "box": [5, 6, 7, 8], "finding": "mitoses"}]
+    steps = [{"index": 1, "action": "crop", "box": [1, 2, 30, 40], "text": "why"}]
+    runs = pd.DataFrame(
+        {
+            "config_hash": "abc123",
+            "benchmark_name": "tcga",
+            "benchmark_id": ["0", "1"],
+            "run_index": 0,
+            "truth_label": 2,
+            "correct": True,
+            "answer_text": "2",
+            "trajectory_json": json.dumps(steps),
+        }  # fmt: skip
+    )
+    items = pd.DataFrame(
+        {
+            "benchmark_name": "tcga",
+            "benchmark_id": ["0", "1"],
+            "prompt": "q",
+            "wsi_path": "",
+            "width": 100,
+            "height": 80,
+        }  # fmt: skip
+    )
+    units = build_units(files.secret(), "exp-a", runs, items, reported=reported)
+    assert [u["unit"] for u in units] == [u["unit"] for u in plain]  # the same runs, the same ids
+    assert units[0]["shown"]["regions"] == [{"box": [1, 2, 30, 40], "step": 1, "reason": "why"}]
+    assert units[1]["shown"]["regions"] == [{"box": [5, 6, 7, 8], "step": None, "reason": "mitoses"}]

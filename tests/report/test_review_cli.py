@@ -90,3 +90,31 @@ def test_a_missing_cell_is_one_line(tmp_path: Path, capsys) -> None:
     assert main(["--data-dir", str(data), "prepare", "--experiment", "nope", "--benchmark", "tcga"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no predictions for nope/tcga" in err
+
+
+def test_prepare_shows_a_path_review_runs_reported_regions(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "data"
+    _store(data)
+    reported = tmp_path / "reported.json"
+    region = {
+        "experiment": "exp-b",
+        "benchmark_id": "1",
+        "run_index": 0,
+        "box": [10, 20, 30, 40],
+        "finding": "f",
+    }
+    reported.write_text(json.dumps([region]))
+    args = ["--data-dir", str(data), "prepare", "--benchmark", "tcga", "--reported", str(reported)]
+    assert main([*args, "--experiment", "exp-a", "--experiment", "exp-b"]) == 0
+    shown = {
+        (u["experiment"], u["benchmark_id"]): u["shown"]["regions"]
+        for u in load_queue(ReviewFiles(data / "reviews"))
+    }
+    assert shown[("exp-b", "1")] == [{"box": [10, 20, 30, 40], "step": None, "reason": "f"}]
+    assert shown[("exp-a", "1")] == [
+        {"box": [1, 2, 3, 4], "step": 1, "reason": "why"}
+    ]  # another experiment's run
+    reported.write_text("{")
+    capsys.readouterr()
+    assert main([*args, "--experiment", "exp-a"]) == 2
+    assert capsys.readouterr().err.startswith(f"giant-review: error: {reported}: invalid JSON")

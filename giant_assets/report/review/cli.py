@@ -14,22 +14,28 @@ from pathlib import Path
 
 from giant_assets.core.settings import data_dir
 from giant_assets.core.storage import ParquetStore
+from giant_assets.eval.qupath import read_reported_regions
 from giant_assets.eval.reviews import ReviewError, ReviewFiles, add_reviewer, build_units, write_queue
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.report.review.serve import DEFAULT_PORT, ReviewServer
 
 
-def prepare(root: Path, files: ReviewFiles, experiments: list[str], benchmark: str) -> str:
+def prepare(
+    root: Path, files: ReviewFiles, experiments: list[str], benchmark: str, reported: Path | None = None
+) -> str:
     store = ParquetStore(root)
     if not store.partitions("benchmark_items"):
         raise ReviewError(f"no benchmark_items under {root}: materialize it first")
     items = store.read("benchmark_items")
+    regions = read_reported_regions(reported, benchmark) if reported else []
     units = []
     for experiment in experiments:
         cell = f"{experiment}/{benchmark}"
         if cell not in store.partitions("predictions"):
             raise ReviewError(f"no predictions for {cell} under {root}: materialize that cell first")
-        units += build_units(files.secret(), experiment, store.read("predictions", [cell]), items)
+        runs = store.read("predictions", [cell])
+        mine = [r for r in regions if r.get("experiment", experiment) == experiment]
+        units += build_units(files.secret(), experiment, runs, items, reported=mine)
     total = write_queue(files, units)
     return f"added {len(units)} run(s) of {', '.join(experiments)} on {benchmark}; the queue holds {total}"
 
@@ -43,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     prep = sub.add_parser("prepare", help="add an experiment's runs on a benchmark to the queue")
     prep.add_argument("--experiment", action="append", required=True, help="repeat to mix experiments")
     prep.add_argument("--benchmark", required=True, choices=BENCHMARK_NAMES)
+    prep.add_argument(
+        "--reported",
+        type=Path,
+        help="path-review runs' reported regions, shown instead of their crops: a JSON list of "
+        "{benchmark_id, run_index, box, finding, experiment}",
+    )
     serve = sub.add_parser("serve", help="serve the review pages")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT)
     serve.add_argument(
@@ -56,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             token = add_reviewer(files, args.name)
             print(f"{args.name}: token {token}\nlink: http://127.0.0.1:{DEFAULT_PORT}/?token={token}")
         elif args.command == "prepare":
-            print(prepare(root, files, args.experiment, args.benchmark))
+            print(prepare(root, files, args.experiment, args.benchmark, args.reported))
         else:
             server = ReviewServer(files, args.host, args.port)
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -68,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                 pass
             finally:
                 server.server_close()
-    except (ReviewError, OSError) as exc:
+    except (ValueError, OSError) as exc:
         print(f"giant-review: error: {exc}", file=sys.stderr)
         return 2
     return 0

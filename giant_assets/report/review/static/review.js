@@ -105,7 +105,8 @@ async function show(index) {
   regions.replaceChildren(el("h2", {}, "Regions viewed"));
   unit.regions.forEach((region, i) => {
     const div = el("div", { class: "region", "data-region": String(i) });
-    div.append(el("h3", {}, `Region ${i + 1} (step ${region.step})`));
+    const where = region.step === null ? "reported" : `step ${region.step}`;
+    div.append(el("h3", {}, `Region ${i + 1} (${where})`));
     div.append(el("img", { src: `/api/unit/${unit.unit}/region/${i}.jpg`, alt: `region ${i + 1}` }));
     div.append(el("p", { class: "reason" }, region.reason));
     const field = el("fieldset");
