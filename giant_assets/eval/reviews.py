@@ -40,7 +40,6 @@ ANSWER_RATINGS = ("correct", "partly", "wrong")
 SUPPORT_RATINGS = ("yes", "partly", "no")
 MAX_COMMENT = 4000
 MAX_DRAWN = 20
-BLINDED_OUT = ("experiment", "config_hash", "model", "agent", "truth_label", "correct")  # never served
 
 
 class ReviewError(ValueError):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,6 @@ from shapely.geometry.base import BaseGeometry
 
 from giant_assets.geometry.numbers import numeric_array
 
-AREA_TYPES = ("Polygon", "MultiPolygon")
-POINT_TYPES = ("Point", "MultiPoint")
 # QuPath 0.2/0.3 named the object type in the feature's id
 LEGACY_OBJECT_TYPES = {
     "PathAnnotationObject": "annotation",
@@ -52,7 +50,6 @@ class QuPathObject:
     geometry: BaseGeometry  # Polygon / MultiPolygon (areas) or MultiPoint (points)
     classification: str | None = None
     name: str | None = None
-    properties: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def is_points(self) -> bool:
@@ -185,7 +182,6 @@ def read_qupath_objects(path: str | Path) -> list[QuPathObject]:
                 geometry=geometry,
                 classification=classification,
                 name=None if name in (None, "") else str(name),
-                properties=props,
             )
         )
     return objects
