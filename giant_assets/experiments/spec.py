@@ -283,7 +283,11 @@ class Experiment(BaseModel):
                 if fields[name]:
                     fields[name] = _file_sha256(name, fields[name])
             if self.agent in NAVIGATING:  # every text the agent sends
-                fields["prompts_sha256"] = resolve_prompts(self.prompt_file, self.prompt_path).sha256()
+                prompts = resolve_prompts(self.prompt_file, self.prompt_path)
+                fields["prompts_sha256"] = prompts.sha256()
+                if self.agent == "path_review":  # its request, the built-in one included
+                    request = prompts.review_request.encode()
+                    fields["review_request_sha256"] = hashlib.sha256(request).hexdigest()
             if self.agent == "random_patch" and self.random_patch_tool == "view_random_region":
                 fields["random_region_texts_sha256"] = texts_sha256()
         return fields | {"protocol_version": PROTOCOL_VERSION}
