@@ -98,21 +98,20 @@ def parse_review(text: str) -> Review:
     elif len(regions) != EXPECTED_REGIONS:
         review.problems.append(f"regions: {EXPECTED_REGIONS} expected, got {len(regions)}")
     for i, raw in enumerate(regions):
-        region = _region(i, raw)
+        region, problems = _region(i, raw)
         review.regions.append(region)
-        if region.problem:
-            review.problems.append(region.problem)
+        review.problems += problems
     review.answer, problems = _answer(doc.get("answer"))
     review.problems += problems
     return review
 
 
-def _region(i: int, raw: Any) -> ReviewRegion:
+def _region(i: int, raw: Any) -> tuple[ReviewRegion, list[str]]:
+    """The region at position ``i`` and every problem of it (also joined in its ``problem``)."""
     where = f"regions[{i}]"
     if not isinstance(raw, dict):
-        return ReviewRegion(
-            i, None, None, dict.fromkeys(REGION_TEXTS), f"{where}: not an object ({_kind(raw)})"
-        )
+        problem = f"{where}: not an object ({_kind(raw)})"
+        return ReviewRegion(i, None, None, dict.fromkeys(REGION_TEXTS), problem), [problem]
     problems: list[str] = []
     number = raw.get("region_number")
     if not _is_int(number):
@@ -126,7 +125,7 @@ def _region(i: int, raw: Any) -> ReviewRegion:
             problems.append(f"{where}.{name}: must be non-empty text, got {_shown(value)}")
             value = value if isinstance(value, str) else None
         texts[name] = value
-    return ReviewRegion(i, number, box, texts, "; ".join(problems) or None)
+    return ReviewRegion(i, number, box, texts, "; ".join(problems) or None), problems
 
 
 def _bbox(raw: Any, where: str, problems: list[str]) -> tuple[float, float, float, float] | None:
