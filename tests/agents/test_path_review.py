@@ -185,3 +185,20 @@ def test_the_agent_sends_the_imported_request_at_the_loopback_model(tmp_path: Pa
     assert "Which subtype?" not in json.dumps(srv.requests[1].json)
     review = parse_review(ans.steps[-1].text)
     assert review.problems == [] and review.regions[0].box == (10.0, 20.0, 100.0, 50.0)
+
+
+def test_the_declared_path_reviews_are_priced_like_giant() -> None:
+    """gpt5-path-review makes GIANT's calls (the review request is about as long as a question)."""
+    from giant_assets.agents.estimate import estimate
+    from giant_assets.agents.pricing import load_price_table
+    from giant_assets.experiments.declared import load_experiments
+
+    declared = load_experiments(Path(__file__).resolve().parents[2] / "experiments.yaml")
+    prices = load_price_table()
+    review, giant = (
+        estimate(declared[n], "tcga", items=25, prices=prices) for n in ("gpt5-path-review", "gpt5-giant")
+    )
+    assert review.priced and review.usd.high > 0 and review.batch_rounds == 20
+    assert (review.calls.low, review.calls.high) == (giant.calls.low, giant.calls.high) == (250, 500)
+    assert declared["claude-path-review"].agent == declared["demo-path-review"].agent == "path_review"
+    assert all(declared[n].unbudgeted() is None for n in ("gpt5-path-review", "claude-path-review"))
