@@ -239,14 +239,17 @@ def _report(root: Path, submission: Path) -> None:
         f"paper's leaderboard; benchmark_metrics says {value:.1f} % (all items, as the export)."
     )
     review = store.query(
-        "select count(*) runs, sum(n_valid_regions) regions, sum(n_regions_viewed) viewed, "
-        "sum(n_problems) problems from path_review_answers where experiment = ?",
+        "select count(*) runs, count(*) filter (where parsed) answered, "
+        "coalesce(sum(n_valid_regions), 0)::int regions, coalesce(sum(n_regions_viewed), 0)::int viewed, "
+        "coalesce(sum(n_problems) filter (where parsed), 0)::int problems "
+        "from path_review_answers where experiment = ?",
         [REVIEW],
     ).iloc[0]
     print(
-        f"\nPath review ({REVIEW}, {' and '.join(REVIEWED)}): {review['runs']} runs reported "
-        f"{review['regions']} regions, {review['viewed']} of them where a crop was viewed (IoU >= 0.5); "
-        f"{review['problems']} reply problems (path_review_regions, path_review_answers)."
+        f"\nPath review ({REVIEW}, {' and '.join(REVIEWED)}): {review['answered']} of {review['runs']} runs "
+        f"answered (the others: no readable slide) with {review['regions']} regions, {review['viewed']} of "
+        f"them where a crop was viewed (IoU >= 0.5); {review['problems']} problems in the replies "
+        "(path_review_regions, path_review_answers)."
     )
     db = root / "giant.duckdb"
     print(f"\nDuckDB file: {db} (views over the Parquet files beside it; every experiment side by side).")

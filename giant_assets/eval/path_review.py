@@ -166,13 +166,15 @@ def _answer(raw: Any) -> tuple[dict[str, str | None], list[str]]:
 
 
 def best_overlaps(regions: np.ndarray, crops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per region (XYWH rows): its best IoU with any crop (XYWH rows) and that crop's row (-1: none)."""
+    """Per region (XYWH rows): its best IoU with any crop (XYWH rows) and that crop's row (-1: no crop
+    overlaps it)."""
     if not len(regions):
         return np.zeros(0), np.zeros(0, dtype=int)
     if not len(crops):
         return np.zeros(len(regions)), np.full(len(regions), -1)
     iou = box_iou(xywh_to_xyxy(regions, "reported regions"), xywh_to_xyxy(crops, "viewed crops"))
-    return iou.max(axis=1), iou.argmax(axis=1)
+    best = iou.max(axis=1)
+    return best, np.where(best > 0, iou.argmax(axis=1), -1)
 
 
 def review_frames(steps: pd.DataFrame, runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -246,6 +246,7 @@ def test_the_demo_path_review_reports_where_it_looked(demo: tuple[Path, str]) ->
     second = regions[regions.region_index == 1]  # the top-left quarter, shown as asked
     assert (second.best_iou == 1.0).all() and second.viewed.all()
     assert not regions[regions.region_index == 3].viewed.any()  # the bottom-right quarter
-    assert f"Path review (demo-path-review, gtex and tcga): {len(answered)} runs" in stdout
+    said = f"Path review (demo-path-review, gtex and tcga): {len(answered)} of {len(runs)} runs answered"
+    assert said in stdout and f"with {5 * len(answered)} regions" in stdout and "0 problems" in stdout
     metrics = sql(data, "select distinct experiment from benchmark_metrics")
     assert "demo-path-review" not in set(metrics.experiment)  # no leaderboard row
