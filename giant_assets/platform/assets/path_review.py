@@ -25,7 +25,7 @@ SHOWN_PROBLEMS = 30  # listed in the metadata and the log; all of them are in pa
     },
     partitions_def=results_partitions,
     group_name="evaluate",
-    compute_kind="shapely",
+    compute_kind="pandas",
 )
 def path_review(
     context: AssetExecutionContext,
