@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from giant_assets.agents.pricing import PriceTable, image_tokens
-from giant_assets.experiments.spec import MODEL_MODES, Experiment
+from giant_assets.experiments.spec import MODEL_MODES, NAVIGATING, Experiment
 
 BATCH_DISCOUNT = 0.5
 SYSTEM_PROMPT_TOKENS = 700  # the multi-step system prompt with the slide size and step budget
@@ -236,7 +236,7 @@ def estimate(
         0
         if not pending or exp.agent not in MODEL_MODES
         else int(calls_run.high)
-        if exp.agent in ("giant", "random_patch")
+        if exp.agent in NAVIGATING
         else 1
     )
     return Estimate(
@@ -287,15 +287,21 @@ def _number(value: Any) -> float:
     return number if math.isfinite(number) and number >= 0 else 0.0
 
 
-def journal_rows(journals_dir: Path, *, agent: str, model: str) -> Iterable[dict[str, Any]]:
+def journal_rows(
+    journals_dir: Path, *, agent: str, model: str, max_steps: int | None = None
+) -> Iterable[dict[str, Any]]:
     """Every parseable row of the journals of result sets of ``agent`` and ``model`` (their folder's
-    settings.json says whose they are, so other experiments' journals are not read); torn lines skipped."""
+    settings.json says whose they are, so other experiments' journals are not read); torn lines skipped.
+    ``max_steps``: only result sets with that step budget (calls per run follow it: 20-step runs do
+    not calibrate a 5-step experiment)."""
     for folder in sorted(Path(journals_dir).glob("*/")):
         try:
             settings = json.loads((folder / "settings.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             settings = {}  # a journal without settings (older): read, the rows say whose they are
         if settings and (settings.get("agent") != agent or settings.get("model", "") != model):
+            continue
+        if max_steps is not None and settings.get("max_steps", max_steps) != max_steps:
             continue
         for path in sorted(folder.glob("*.jsonl")):
             with open(path, encoding="utf-8", errors="replace") as fh:
@@ -329,9 +335,9 @@ def estimate_experiment(
     from giant_assets.batch.records import RETRYABLE
 
     wanted = set(benchmarks) if benchmarks else None
-    measured = measure(
-        journal_rows(journals_dir, agent=exp.agent, model=exp.model), agent=exp.agent, model=exp.model
-    )
+    steps = exp.max_steps if exp.agent in NAVIGATING else None
+    rows = journal_rows(journals_dir, agent=exp.agent, model=exp.model, max_steps=steps)
+    measured = measure(rows, agent=exp.agent, model=exp.model)
     out = []
     for name, group in items.groupby("benchmark_name", sort=True):
         if wanted is not None and name not in wanted:

@@ -10,7 +10,8 @@ them into a prompt file (``prompts.PromptSet`` fields as YAML) that an experimen
   (``reminder_text += ...``), the texts assigned to ``context_limitation``, ``note_tool_guidance`` and
   ``note_reminder``, the note tool's reply (``f"...{observation}"``), the error reply
   (``f"...{str(e)}"``), the Claude agent's reply to an ignored extra call, and the descriptions of the
-  ``slide_zoom`` and ``note`` tools and of their parameters (their dict literals).
+  ``slide_zoom`` and ``note`` tools and of their parameters (their dict literals);
+- the path-review script's ``REVIEW_PROMPT`` (``path_review``), sent as is (the script never formats it).
 
 The official placeholders become the platform's (``{w0}`` -> ``{width}``, ``{steps_remaining}`` ->
 ``{max_steps}``, ``args['x0']`` -> ``{x0}``, ...), so the agent fills them with the same values.
@@ -33,6 +34,7 @@ from giant_assets.experiments.prompts import PLACEHOLDERS, check_template
 
 GPT_AGENT = "pathology_agent_streaming_image_tool_manual_context.py"
 CLAUDE_AGENT = "pathology_agent_streaming_image_tool_manual_context_claude.py"
+PATH_REVIEW_SCRIPT = "scripts/run_benchmark_path_review.py"  # REVIEW_PROMPT: sent as is, never formatted
 # official ``str.format`` placeholders of the system prompts -> the platform's
 FORMAT_NAMES = {
     "w0": "width",
@@ -91,6 +93,18 @@ class Source:
             ):
                 if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
                     return _rename_format(node.value.value, f"{self.path}:{node.lineno} {name}")
+                raise ImportFailed(f"{self.path}:{node.lineno}: {name} is not a plain string constant")
+        raise ImportFailed(f"{self.path}: no module-level string constant {name}")
+
+    def verbatim(self, name: str) -> str:
+        """A module-level string constant the official code sends without formatting it: every brace
+        escaped, so the template gives back the text exactly (its ``{{`` included)."""
+        for node in self.tree.body:
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == name for t in node.targets
+            ):
+                if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                    return _escape(node.value.value)
                 raise ImportFailed(f"{self.path}:{node.lineno}: {name} is not a plain string constant")
         raise ImportFailed(f"{self.path}: no module-level string constant {name}")
 
@@ -224,6 +238,8 @@ def read_official(repo: Path) -> dict[str, str]:
         claude = Source.read(repo / CLAUDE_AGENT)
         optional["multi_step_first_call"] = claude.constant("SYSTEM_PROMPT_MULTI_STEP")
         optional["extra_call_ignored"] = claude.plain_tool_result()
+    if (repo / PATH_REVIEW_SCRIPT).exists():
+        optional["path_review"] = Source.read(repo / PATH_REVIEW_SCRIPT).verbatim("REVIEW_PROMPT")
     fields |= {k: v for k, v in optional.items() if v is not None}
     for key, value in fields.items():
         check_template(value, key, f"official prompts in {repo}")
@@ -233,7 +249,7 @@ def read_official(repo: Path) -> dict[str, str]:
 def write_prompt_file(repo: Path, out: Path) -> list[str]:
     """Write the prompt file; returns the fields not found (those keep the built-in texts)."""
     fields = read_official(repo)
-    files = [p for p in (GPT_AGENT, CLAUDE_AGENT) if (repo / p).exists()]
+    files = [p for p in (GPT_AGENT, CLAUDE_AGENT, PATH_REVIEW_SCRIPT) if (repo / p).exists()]
     source = {
         "repo": str(repo.resolve()),
         "commit": _commit(repo),

@@ -10,7 +10,7 @@ import pandas as pd
 from giant_assets.batch.agent_api import Agent
 from giant_assets.batch.ratelimit import RateLimiter
 from giant_assets.core.settings import PRICES_ENV, env
-from giant_assets.experiments.spec import Experiment
+from giant_assets.experiments.spec import NAVIGATING, Experiment
 
 
 def save_settings(experiment: Experiment, path: Path) -> None:
@@ -30,7 +30,7 @@ def make_agent(experiment: Experiment, truth: pd.DataFrame, limiter: RateLimiter
         return offline.MajorityAgent.from_truth(truth)
     if experiment.agent == "replay":
         return offline.ReplayAgent(experiment.replay_path)
-    if experiment.agent in ("giant", "random_patch"):
+    if experiment.agent in NAVIGATING:
         return make_giant_agent(experiment, limiter)
     if experiment.agent in ("thumbnail", "patch"):
         from giant_assets.agents.baselines import make_baseline_agent
@@ -41,16 +41,19 @@ def make_agent(experiment: Experiment, truth: pd.DataFrame, limiter: RateLimiter
 
 def make_giant_agent(experiment: Experiment, limiter: RateLimiter) -> Agent:
     """The GIANT navigator over the experiment's provider and wire format (``random_patch``: the same loop
-    with random tissue regions, or with ``random_patch_tool: slide_zoom`` random crop locations); prices
+    with random tissue regions, or with ``random_patch_tool: slide_zoom`` random crop locations;
+    ``path_review``: the same loop asked for the path review instead of the question); prices
     may be overridden via ``GIANT_PRICES``."""
     from giant_assets.agents.giant import GiantAgent
+    from giant_assets.agents.path_review import PathReviewAgent
     from giant_assets.agents.pricing import load_price_table
     from giant_assets.agents.providers import make_chat_model
     from giant_assets.experiments.prompts import resolve_prompts
 
     prices = load_price_table(env(PRICES_ENV) or None)
     random_patch = experiment.agent == "random_patch"
-    return GiantAgent(
+    agent = PathReviewAgent if experiment.agent == "path_review" else GiantAgent
+    return agent(
         make_chat_model(experiment, limiter),
         max_steps=experiment.max_steps,
         max_attempts=experiment.max_attempts,

@@ -10,7 +10,8 @@ writing Parquet + DuckDB under $GIANT_DATA_DIR (default ./data):
    nowhere) GIANT (`demo-giant`, tool protocol, 2 runs per item) and the thumbnail and patch baselines:
    runs, trajectory steps, votes, metrics, ROI evaluation against the sample's reference regions,
    trajectory pictures and the static trajectory viewer;
-3. the leaderboard beside the paper's rows and paired comparisons between experiments;
+3. the path review (`demo-path-review`) on gtex and tcga: reported regions set against the crops viewed;
+   the leaderboard beside the paper's rows and paired comparisons between experiments;
 4. one GIANT export graded as a submission, the same number as `benchmark_metrics`;
 5. where to look: the DuckDB file with queries for the DuckDB CLI and `giant-sql`, results JSON, chart.
 """
@@ -54,6 +55,12 @@ GRADED = ("demo-giant", "tcga")
 # reuses their journals instead of asking the model again
 EXPERIMENTS = ("random", "demo-giant", "demo-thumbnail", "demo-patch")
 PER_CELL = AssetSelection.assets(*CELL_ASSETS)
+# the path review, on gtex and tcga as the released run: its runs and review tables only (it answers no
+# benchmark question, so it has no metrics and no leaderboard row)
+REVIEW, REVIEWED = "demo-path-review", ("gtex", "tcga")
+REVIEW_CELL = AssetSelection.assets(
+    "predictions", "trajectory_steps", "path_review_regions", "path_review_answers"
+)
 ACROSS = AssetSelection.assets(
     "leaderboard", "leaderboard_long", "leaderboard_stale", "experiment_comparisons"
 )
@@ -114,7 +121,7 @@ def _rebind_after_upgrade(root: Path, experiments) -> None:
         read_binding,
     )
 
-    for name in EXPERIMENTS:
+    for name in (*EXPERIMENTS, REVIEW):
         experiment = experiments.get(name)
         try:
             bind(experiment, root)
@@ -184,6 +191,9 @@ def main() -> None:
     try:
         for name in EXPERIMENTS:
             _experiment(instance, name)
+        for benchmark in REVIEWED:
+            title = f"{REVIEW}: runs, steps, reported regions vs crops viewed for {benchmark}"
+            _run(title, REVIEW_CELL, instance, partition_key=result_key(REVIEW, benchmark))
     finally:
         if server is not None:
             server.stop()
@@ -227,6 +237,19 @@ def _report(root: Path, submission: Path) -> None:
         f"\nGraded submission {submission.name}: score {100 * graded['score']:.1f} %, "
         f"medal {graded['medal']}, rank {graded['rank']} of {graded['leaderboard_size'] + 1} on the "
         f"paper's leaderboard; benchmark_metrics says {value:.1f} % (all items, as the export)."
+    )
+    review = store.query(
+        "select count(*) runs, count(*) filter (where parsed) answered, "
+        "coalesce(sum(n_valid_regions), 0)::int regions, coalesce(sum(n_regions_viewed), 0)::int viewed, "
+        "coalesce(sum(n_problems) filter (where parsed), 0)::int problems "
+        "from path_review_answers where experiment = ?",
+        [REVIEW],
+    ).iloc[0]
+    print(
+        f"\nPath review ({REVIEW}, {' and '.join(REVIEWED)}): {review['answered']} of {review['runs']} runs "
+        f"answered (the others: no readable slide) with {review['regions']} regions, {review['viewed']} of "
+        f"them where a crop was viewed (IoU >= 0.5); {review['problems']} problems in the replies "
+        "(path_review_regions, path_review_answers)."
     )
     db = root / "giant.duckdb"
     print(f"\nDuckDB file: {db} (views over the Parquet files beside it; every experiment side by side).")

@@ -14,7 +14,9 @@ and an experiment names it in ``prompt_file``. Placeholders per field (``{{``/``
 - ``context_limitation``: ``{images_kept}`` (zoomed images kept besides the overview);
 - ``notes_header``: ``{count}``; ``note_line``: ``{index}`` ``{observation}``; ``note_recorded``:
   ``{observation}``; ``tool_error``: ``{error}``; the others none;
-- ``zoom_*`` and ``note_*``: the ``slide_zoom`` and ``note`` tools' descriptions and their parameters'.
+- ``zoom_*`` and ``note_*``: the ``slide_zoom`` and ``note`` tools' descriptions and their parameters';
+- ``path_review``: the path-review agent's first user turn (instead of the question), none; empty means
+  the built-in ``PATH_REVIEW_PROMPT`` (hashed only when set, so adding it changed no existing hash).
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {
     ),  # fmt: skip
 }
 PLACEHOLDERS["multi_step_first_call"] = PLACEHOLDERS["multi_step"]
+PLACEHOLDERS["path_review"] = frozenset()
+HASHED_WHEN_SET = ("path_review",)  # fields added later: an empty one leaves the hash as it was
 
 _ROLE = (
     "You are a pathologist who examines tissue slides with great care. Aim for the most complete "
@@ -164,11 +168,18 @@ class PromptSet:
         "suspicious or cancerous area, a location, any key observation."
     )
     note_observation: str = "the finding to keep"
+    path_review: str = ""  # the path-review agent's request; empty: PATH_REVIEW_PROMPT
 
     def sha256(self) -> str:
         """Content hash of every template (what ``config_hash`` records)."""
-        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        texts = {k: v for k, v in asdict(self).items() if v or k not in HASHED_WHEN_SET}
+        blob = json.dumps(texts, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
+
+    @property
+    def review_request(self) -> str:
+        """The path-review agent's first user turn: the prompt file's, else the built-in."""
+        return (self.path_review or PATH_REVIEW_PROMPT).format()
 
 
 BUILT_IN = PromptSet()
@@ -242,6 +253,41 @@ def resolve_prompts(prompt_file: str = "", prompt_path: str = "") -> PromptSet:
         prompts = replace(prompts, multi_step=template, multi_step_first_call=template)
     return prompts
 
+
+# ---- the path review (agents/path_review.py): the request sent instead of the question, in the
+# platform's own words; the released script's text comes only through `giant-prompts import`. The JSON
+# shape (field names) is the released one, so replies to either text parse the same (eval/path_review.py)
+PATH_REVIEW_PROMPT = """\
+Examine this whole-slide image as thoroughly as you can and decide whether the tissue is normal or \
+cancerous. While you explore, keep track of the regions that matter for that decision. In the end, name \
+the organ the tissue comes from and give your diagnosis.
+
+Your steps are limited: send the JSON below before your last step is used up, and keep that last step \
+for it. An examination that runs out of steps has no result.
+
+When you are done, describe the 5 regions you examined that mattered most for your answer, in one JSON \
+object of exactly this shape (coordinates in level-0 pixels, x and y the top-left corner):
+```json
+{{
+  "regions": [
+    {{
+      "region_number": 1,
+      "bbox": {{"x": <int>, "y": <int>, "width": <int>, "height": <int>}},
+      "why_zoomed": "<what made you look at this region>",
+      "observations": "<what you saw there>",
+      "diagnostic_relevance": "<what it means for the diagnosis>"
+    }}
+  ],
+  "answer": {{
+    "organ_type": "<the organ>",
+    "diagnosis": "<normal, or the specific cancer type>",
+    "confidence": "<high, medium or low>",
+    "key_findings": "<the main findings behind the diagnosis, in brief>"
+  }}
+}}
+```
+List all 5 regions in "regions", numbered 1 to 5. Keep count of your steps: the JSON must come before \
+they run out."""
 
 # ---- the random-region ablation (agents/random_regions.py): its texts, in the platform's own words
 RANDOM_REGION_TOOL_DESCRIPTION = (

@@ -26,8 +26,12 @@ from giant_assets.experiments import api_contracts as contracts
 from giant_assets.experiments.prompts import resolve_prompts, texts_sha256
 from giant_assets.slides.access import JPEG_QUALITY
 
-AgentMode = Literal["random", "majority", "replay", "giant", "thumbnail", "patch", "random_patch"]
-MODEL_MODES = frozenset({"giant", "thumbnail", "patch", "random_patch"})
+AgentMode = Literal[
+    "random", "majority", "replay", "giant", "thumbnail", "patch", "random_patch", "path_review"
+]
+# the agents that navigate the slide with GIANT's loop (a step budget, crops, every prompt text hashed)
+NAVIGATING = frozenset({"giant", "random_patch", "path_review"})
+MODEL_MODES = frozenset({"thumbnail", "patch"}) | NAVIGATING
 # bump when the agent-side prompting or navigation protocol changes answers for the same settings
 PROTOCOL_VERSION = "3"
 SLUG = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
@@ -278,8 +282,12 @@ class Experiment(BaseModel):
             for name in ("prompt_path", "prompt_file"):  # by content, not path
                 if fields[name]:
                     fields[name] = _file_sha256(name, fields[name])
-            if self.agent in ("giant", "random_patch"):  # every text the agent sends
-                fields["prompts_sha256"] = resolve_prompts(self.prompt_file, self.prompt_path).sha256()
+            if self.agent in NAVIGATING:  # every text the agent sends
+                prompts = resolve_prompts(self.prompt_file, self.prompt_path)
+                fields["prompts_sha256"] = prompts.sha256()
+                if self.agent == "path_review":  # its request, the built-in one included
+                    request = prompts.review_request.encode()
+                    fields["review_request_sha256"] = hashlib.sha256(request).hexdigest()
             if self.agent == "random_patch" and self.random_patch_tool == "view_random_region":
                 fields["random_region_texts_sha256"] = texts_sha256()
         return fields | {"protocol_version": PROTOCOL_VERSION}
@@ -320,7 +328,7 @@ def _anthropic_contract(exp: Experiment) -> None:
             raise ValueError(
                 f"field {name!r}: {px} px is above Anthropic's {contracts.MAX_IMAGE_PX} px per image side"
             )
-    if exp.agent not in ("giant", "random_patch"):
+    if exp.agent not in NAVIGATING:
         return  # one image per request
     per_request = min(exp.max_steps, exp.max_images_in_context or exp.max_steps)  # overview + crops
     if per_request > contracts.MAX_IMAGES:

@@ -12,6 +12,7 @@ from giant_assets.platform.assets.grading import GRADING_ASSETS, GRADING_SENSORS
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.assets.inventory import slide_inventory
 from giant_assets.platform.assets.leaderboard import experiment_comparisons, leaderboard
+from giant_assets.platform.assets.path_review import path_review
 from giant_assets.platform.assets.predictions import predictions, trajectory_steps
 from giant_assets.platform.assets.report import trajectory_pictures, trajectory_viewer
 from giant_assets.platform.assets.reviews import pathologist_reviews, review_metrics
@@ -35,6 +36,7 @@ CELL_ASSETS = [
     item_predictions,
     benchmark_metrics,
     roi_evaluation,
+    path_review,
     trajectory_pictures,
     trajectory_viewer,
 ]

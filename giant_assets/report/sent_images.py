@@ -20,7 +20,7 @@ from giant_assets.experiments.spec import Experiment
 from giant_assets.slides.access import open_slide
 
 RENDER_URL = "http://127.0.0.1:9/never-called"  # the model client is built, never used
-IMAGE_AGENTS = frozenset({"giant", "random_patch"})
+IMAGE_AGENTS = frozenset({"giant", "random_patch", "path_review"})
 EXTENSIONS = {"image/jpeg": "jpg", "image/png": "png"}
 PARALLEL = 4  # images rendered at once (OpenSlide reads, resampling and encoding release the GIL)
 

@@ -202,3 +202,33 @@ def test_runs_journalled_for_another_question_are_still_to_do(tmp_path: Path) ->
     items = _items(tcga=3).assign(item_fingerprint=["fp-0", "fp-1", "fp-2"])
     (tcga,) = estimate_experiment(GIANT, items, journals_dir=journals, prices=PRICES)
     assert tcga.runs_pending == 1
+
+
+def test_the_iteration_scaling_estimate_grows_with_the_step_budget() -> None:
+    """Calls per run are max_steps/2..max_steps, so calls and USD of the scaling experiments rise with
+    the step budget; 1 step is one call per run (the single-step prompt, no tool)."""
+    items = 10
+    by_steps = {
+        t: estimate(GIANT.model_copy(update={"max_steps": t}), "tcga", items=items, prices=PRICES)
+        for t in (1, 5, 10, 15, 20, 25)
+    }
+    for t, e in by_steps.items():
+        assert (e.calls.low, e.calls.high) == (items * max(1, -(-t // 2)), items * t)
+        assert e.batch_rounds == t
+    usd = [by_steps[t].usd for t in sorted(by_steps)]
+    assert all(a.low < b.low and a.high < b.high for a, b in zip(usd, usd[1:], strict=False))
+
+
+def test_runs_of_another_step_budget_do_not_calibrate(tmp_path: Path) -> None:
+    """A 20-step result set's runs (19 calls each) say nothing of a 5-step experiment's calls."""
+    journals = tmp_path / "journals"
+    twenty = GIANT.model_copy(update={"max_steps": 20})
+    folder = journals / twenty.config_hash()
+    Journal(folder / "tcga.jsonl").append([_row("0", 0, n_steps=19, input_tokens=9, output_tokens=9)])
+    (folder / "settings.json").write_text('{"agent": "giant", "model": "gpt-5", "max_steps": 20}')
+    five = GIANT.model_copy(update={"max_steps": 5})
+    [e5] = estimate_experiment(five, _items(tcga=4), journals_dir=journals, prices=PRICES)
+    assert e5.measured_runs == 0 and (e5.calls.low, e5.calls.high) == (12, 20)
+    [e20] = estimate_experiment(twenty, _items(tcga=4), journals_dir=journals, prices=PRICES)
+    assert e20.runs_pending == 3  # item 0 is journalled
+    assert e20.measured_runs == 1 and e20.calls.high == pytest.approx(3 * 19 * 1.25)

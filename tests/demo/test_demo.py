@@ -229,3 +229,24 @@ def test_the_readme_states_the_numbers_the_demo_prints(demo: tuple[Path, str]) -
         (row,) = [line for line in stdout.splitlines() if line.startswith(f"| {experiment} | ours |")]
         means = ", ".join(cell.split(" ± ")[0] for cell in row.split(" | ")[2:7])
         assert means in readme, (experiment, means)
+
+
+def test_the_demo_path_review_reports_where_it_looked(demo: tuple[Path, str]) -> None:
+    """demo-path-review on gtex and tcga: every answered run reports five valid regions, two of them
+    exactly its two crops (IoU 1 up to clipping at the slide's edge), the bottom-right quarter unseen."""
+    data, stdout = demo
+    answers = sql(data, "select * from path_review_answers where experiment = 'demo-path-review'")
+    runs = sql(data, "select * from predictions where experiment = 'demo-path-review'")
+    assert sorted(set(answers.benchmark_name)) == ["gtex", "tcga"] and len(answers) == len(runs) >= 4
+    answered = answers[answers.parsed]
+    assert len(answered) == runs["error_kind"].isna().sum() >= 4
+    assert (answered.n_valid_regions == 5).all() and (answered.n_problems == 0).all()
+    regions = sql(data, "select * from path_review_regions where experiment = 'demo-path-review'")
+    assert len(regions) == 5 * len(answered)
+    second = regions[regions.region_index == 1]  # the top-left quarter, shown as asked
+    assert (second.best_iou == 1.0).all() and second.viewed.all()
+    assert not regions[regions.region_index == 3].viewed.any()  # the bottom-right quarter
+    said = f"Path review (demo-path-review, gtex and tcga): {len(answered)} of {len(runs)} runs answered"
+    assert said in stdout and f"with {5 * len(answered)} regions" in stdout and "0 problems" in stdout
+    metrics = sql(data, "select distinct experiment from benchmark_metrics")
+    assert "demo-path-review" not in set(metrics.experiment)  # no leaderboard row

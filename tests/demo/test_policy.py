@@ -113,5 +113,5 @@ def test_a_shared_question_needs_the_lesion_s_place() -> None:
 
 def test_the_demo_experiments_name_the_policy_s_model() -> None:
     declared = load_experiments(REPO / "experiments.yaml")
-    models = {declared[n].model for n in ("demo-giant", "demo-thumbnail", "demo-patch")}
+    models = {declared[n].model for n in ("demo-giant", "demo-thumbnail", "demo-patch", "demo-path-review")}
     assert models == {DEMO_MODEL}

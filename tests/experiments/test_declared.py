@@ -252,3 +252,19 @@ def test_the_failure_share_is_a_speed_field_bounded_to_a_share(tmp_path: Path) -
     path = write(tmp_path, "experiments:\n  e: {agent: random, max_failed_share: 1.5}\n")
     with pytest.raises(ExperimentsFileError, match="experiment 'e': field 'max_failed_share'"):
         load_experiments(path)
+
+
+def test_the_iteration_scaling_is_declared_as_gpt5_giant_with_other_step_budgets() -> None:
+    """The released scaling_experiment.yaml: GPT-5 GIANT at 1, 5, 10, 15, 20 and 25 iterations; its 20
+    point is gpt5-giant. Only the step budget (and the money cap) differ from gpt5-giant."""
+    declared = load_experiments(REPO / "experiments.yaml")
+    scaling = {n: e for n, e in declared.items() if n.startswith("gpt5-giant-steps-")} | {
+        "gpt5-giant": declared["gpt5-giant"]
+    }
+    assert sorted(e.max_steps for e in scaling.values()) == [1, 5, 10, 15, 20, 25]
+    assert all(name.endswith(f"-{e.max_steps}") for name, e in scaling.items() if name != "gpt5-giant")
+    base = {k: v for k, v in declared["gpt5-giant"].answer_settings().items() if k != "max_steps"}
+    for name, e in scaling.items():
+        assert {k: v for k, v in e.answer_settings().items() if k != "max_steps"} == base, name
+        assert e.unbudgeted() is None and e.budget_usd > 0, name
+    assert len({e.config_hash() for e in scaling.values()}) == 6

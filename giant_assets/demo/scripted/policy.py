@@ -1,5 +1,5 @@
 """The demo's policy: navigate like a cautious model without any key (crop the darkest region of the
-overview it was sent, then answer in the benchmark's format).
+overview it was sent, then answer in the benchmark's format; asked for a path review, review.py's).
 
 It knows the bundled sample's answers (``answer_key``) but gives one only when the last image it was
 shown is readable: the lesion fills at least ``READABLE_DARK`` of it, as GIANT's crop around the lesion
@@ -20,6 +20,7 @@ from scipy import ndimage
 from giant_assets.demo.scripted.answer_key import key_answer
 from giant_assets.demo.scripted.recorded import RecordedRequest
 from giant_assets.demo.scripted.replies import Reply, answer_reply, crop_reply
+from giant_assets.demo.scripted.review import is_review_request, review_reply
 
 _SLIDE_SIZE = re.compile(r"(\d+) [x×] (\d+) (?:level-0 )?pixels")
 _SLIDE_AREA = re.compile(r"occupies image pixels x (\d+)\.\.(\d+), y (\d+)\.\.(\d+)")
@@ -41,6 +42,11 @@ def demo_policy(request: RecordedRequest) -> Reply:
         return Reply(status=400, text="scripted model: no user message")
     prompt = "\n".join(first_user.texts)
     system = "\n".join(t for turn in request.turns if turn.role == "system" for t in turn.texts)
+    if is_review_request(prompt):  # the path review (demo/scripted/review.py)
+        first_image = first_user.images[0] if first_user.images else None
+        size = _SLIDE_SIZE.search(f"{system}\n{prompt}")
+        dims = (int(size[1]), int(size[2])) if size else None
+        return review_reply(request, _dark_region_box(f"{system}\n{prompt}", first_image), dims)
     if request.assistant_turns == 0 and "No crops left" not in request.text:
         box = _dark_region_box(f"{system}\n{prompt}", first_user.images[0] if first_user.images else None)
         if box is not None:

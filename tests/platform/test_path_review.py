@@ -1,0 +1,189 @@
+"""The path review end to end: real materializations of predictions, trajectory_steps and the path-review
+assets against the scripted loopback model on the sample slides; the parsed regions checked against the
+boxes the server sent and plain shapely, and a malformed reply reported field by field, never dropped."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import shapely
+from dagster import DagsterInstance, materialize
+
+from giant_assets.core.storage import ParquetStore
+from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, demo_policy
+from giant_assets.demo.scripted.review import reported_regions, zooms
+from giant_assets.eval.path_review import MIN_IOU
+from giant_assets.experiments.prompts import BUILT_IN, PATH_REVIEW_PROMPT
+from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
+from giant_assets.platform.assets.path_review import path_review
+from giant_assets.platform.assets.predictions import predictions, trajectory_steps
+from giant_assets.platform.partitions import result_key
+from tests.support.dagster_env import add_experiments, resources_for, write_experiments
+
+PARTITION = "tcga"
+GOOD, BROKEN, PLAIN = "review-ok", "review-broken", "giant-plain"
+
+
+def broken(request: RecordedRequest) -> Reply:
+    """The demo's review with region 3's width as text and region 5 without observations."""
+    reply = demo_policy(request)
+    if not isinstance(reply.answer, dict):
+        return reply
+    regions = [dict(r) for r in reply.answer["regions"]]
+    regions[2] = regions[2] | {"bbox": regions[2]["bbox"] | {"width": "wide"}}
+    del regions[4]["observations"]
+    return replace(reply, answer=reply.answer | {"regions": regions})
+
+
+@pytest.fixture(scope="module")
+def reviewed(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
+    data = tmp_path_factory.mktemp("review") / "data"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("GIANT_DATA_DIR", str(data))
+    instance = DagsterInstance.ephemeral()
+    add_experiments(instance, GOOD, BROKEN, PLAIN)
+    declared = data.parent / "experiments.yaml"
+    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+    assets = [multipathqa_csv, benchmark_items, predictions, trajectory_steps, path_review]
+    results, requests = {}, {}
+    try:
+        assert materialize(assets[:2], resources=resources, instance=instance).success
+        with ScriptedModelServer(rule=demo_policy) as good, ScriptedModelServer(rule=broken) as bad:
+            settings = {"agent": "path_review", "model": "scripted-review"}
+            write_experiments(
+                declared,
+                {
+                    GOOD: settings | {"base_url": good.openai_base_url},
+                    BROKEN: settings | {"base_url": bad.openai_base_url},
+                    PLAIN: {"agent": "giant", "model": "scripted-review", "base_url": good.openai_base_url},
+                },
+            )
+            for name in (GOOD, BROKEN, PLAIN):
+                before = len(good.requests)
+                results[name] = materialize(
+                    assets,
+                    selection=[predictions, trajectory_steps, path_review],
+                    partition_key=result_key(name, PARTITION),
+                    resources=resources,
+                    instance=instance,
+                )
+                assert results[name].success, name
+                requests[name] = list(good.requests[before:]) if name != BROKEN else list(bad.requests)
+    finally:
+        mp.undo()
+    store = ParquetStore(data)
+    tables = {
+        (name, t): store.read(t, [f"{name}/{PARTITION}"])
+        for name in (GOOD, BROKEN, PLAIN)
+        for t in ("predictions", "trajectory_steps", "path_review_regions", "path_review_answers")
+    }
+    return tables, results, requests
+
+
+def test_the_review_request_replaces_the_question(reviewed) -> None:
+    _, _, requests = reviewed
+    firsts = [r for r in requests[GOOD] if r.assistant_turns == 0]
+    assert firsts
+    for r in firsts:
+        user = next(t for t in r.turns if t.role == "user")
+        assert user.texts[0] == BUILT_IN.review_request == PATH_REVIEW_PROMPT.format()
+        assert "slide_zoom" in r.tools
+    plain = next(r for r in requests[PLAIN] if r.assistant_turns == 0)
+    assert next(t for t in plain.turns if t.role == "user").texts[0] != BUILT_IN.review_request
+
+
+def test_regions_match_the_reply_and_shapely(reviewed) -> None:
+    """Every reported region is stored as sent; its best IoU with the crops shown is shapely's."""
+    tables, _, requests = reviewed
+    runs = tables[GOOD, "predictions"]
+    regions, answers, steps = (
+        tables[GOOD, t] for t in ("path_review_regions", "path_review_answers", "trajectory_steps")
+    )
+    answered = runs[runs["error_kind"].isna()]
+    assert len(answered) >= 2 and len(answers) == len(runs)
+    finals = [r for r in requests[GOOD] if r.assistant_turns == 2]
+    assert len(finals) == len(answered)
+    for run in answered.itertuples():
+        mine = regions[(regions.benchmark_id == run.benchmark_id) & (regions.run_index == run.run_index)]
+        crops = steps[
+            (steps.benchmark_id == run.benchmark_id)
+            & (steps.run_index == run.run_index)
+            & (steps.action == "crop")
+        ]
+        shown = [
+            shapely.box(r.box_x, r.box_y, r.box_x + r.box_w, r.box_y + r.box_h) for r in crops.itertuples()
+        ]
+        assert len(shown) == 2
+        # the server's reply for this run: the zooms it asked for, as the trajectory recorded them
+        asked = [tuple(s["requested_box"]) for s in json.loads(run.trajectory_json) if s["action"] == "crop"]
+        request = next(r for r in finals if zooms(r) == asked)
+        sent = reported_regions(zooms(request), _size_of(request))
+        assert mine["region_index"].tolist() == [0, 1, 2, 3, 4] and mine["valid"].all()
+        assert list(zip(mine.x, mine.y, mine.width, mine.height, strict=True)) == [
+            tuple(map(float, b)) for b in sent
+        ]
+        for row, (x, y, w, h) in zip(mine.itertuples(), sent, strict=True):
+            box = shapely.box(x, y, x + w, y + h)
+            ious = [box.intersection(s).area / box.union(s).area for s in shown]
+            assert row.best_iou == pytest.approx(max(ious), abs=1e-12)
+            step = crops.iloc[ious.index(max(ious))]["step"] if max(ious) > 0 else None
+            assert (None if pd.isna(row.best_crop_step) else row.best_crop_step) == step
+            assert bool(row.viewed) == (max(ious) >= MIN_IOU)
+        assert mine.iloc[1].best_iou == pytest.approx(
+            1.0
+        )  # the quarter lies inside the slide: shown as asked
+        assert mine.iloc[3].best_iou < MIN_IOU  # the bottom-right quarter was never viewed
+        answer = answers[
+            (answers.benchmark_id == run.benchmark_id) & (answers.run_index == run.run_index)
+        ].iloc[0]
+        assert answer.parsed and answer.n_problems == 0 and json.loads(answer.problems) == []
+        assert (answer.organ_type, answer.confidence) == ("synthetic tissue", "medium")
+        assert answer.n_regions_viewed == int(mine.viewed.sum()) and answer.n_crops == 2
+        assert answer.mean_best_iou == pytest.approx(mine.best_iou.mean())
+
+
+def _size_of(request: RecordedRequest) -> tuple[int, int]:
+    import re
+
+    system = "\n".join(t for turn in request.turns if turn.role == "system" for t in turn.texts)
+    m = re.search(r"(\d+) [x×] (\d+) pixels", system)
+    assert m is not None
+    return int(m[1]), int(m[2])
+
+
+def test_a_malformed_region_is_reported_with_its_item_and_field(reviewed) -> None:
+    tables, results, _ = reviewed
+    regions, answers = tables[BROKEN, "path_review_regions"], tables[BROKEN, "path_review_answers"]
+    answered = answers[answers.parsed]
+    assert len(answered) >= 2
+    assert len(regions) == 5 * len(answered)  # nothing dropped
+    bad = regions[~regions["valid"].astype(bool)]
+    assert sorted(set(bad.region_index)) == [2, 4]
+    width = bad[bad.region_index == 2].iloc[0]
+    assert width.problem == "regions[2].bbox.width: must be a number, got 'wide'"
+    assert pd.isna(width.x) and pd.isna(width.best_iou)
+    assert (
+        bad[bad.region_index == 4].iloc[0].problem
+        == "regions[4].observations: must be non-empty text, got nothing"
+    )
+    for row in answered.itertuples():
+        assert json.loads(row.problems) == [
+            "regions[2].bbox.width: must be a number, got 'wide'",
+            "regions[4].observations: must be non-empty text, got nothing",
+        ]
+        assert row.n_valid_regions == 3
+    meta = results[BROKEN].asset_materializations_for_node("path_review")[0].metadata
+    listed = meta["problems_first"].value
+    for row in answered.itertuples():
+        assert f"{PARTITION} item {row.benchmark_id} run {row.run_index}: regions[2].bbox.width" in listed
+    assert meta["problems"].value == 2 * len(answered) + int((~answers.parsed).sum())
+
+
+def test_another_agent_gets_empty_review_tables(reviewed) -> None:
+    tables, results, _ = reviewed
+    assert tables[PLAIN, "path_review_regions"].empty and tables[PLAIN, "path_review_answers"].empty
+    assert len(tables[PLAIN, "predictions"]) == 3
