@@ -101,9 +101,9 @@ def test_leaderboard_png_decodes_at_the_stated_size(tmp_path: Path):
     assert plt.get_fignums() == []  # the figure was closed
 
 
-@pytest.mark.parametrize("n_ours", [2, 17, 40])
+@pytest.mark.parametrize("n_ours", [2, 40])
 def test_the_legend_is_never_clipped(n_ours: int):
-    """However many experiments (the paper's 11 rows beside 2, 17 or 40 of ours, some long-named), every
+    """However many experiments (the paper's 11 rows beside 2 or 40 of ours, some long-named), every
     legend entry lies inside the saved image, and the bars keep their height."""
     rows = [
         {"experiment": f"experiment-{i}" + ("-with-a-long-descriptive-name" * (i % 3 == 0)), "source": "ours",
