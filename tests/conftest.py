@@ -9,6 +9,13 @@ import pytest
 from giant_assets.multipathqa.sample import ensure_sample_slides
 
 
+@pytest.fixture(autouse=True)
+def own_rate_limits(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test (and the processes it starts) its own machine-wide rate-limit files: the buckets of
+    one test, or of an earlier run of the suite, never throttle another."""
+    monkeypatch.setenv("GIANT_RATE_LIMIT_DIR", str(tmp_path_factory.mktemp("ratelimits")))
+
+
 @pytest.fixture(scope="session")
 def sample_wsi_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundled sample's slides, generated once per test worker (real pyramidal TIFF/SVS)."""

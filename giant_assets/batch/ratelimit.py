@@ -2,22 +2,36 @@
 
 ``RateLimiter`` is the contract the providers use: ``await acquire()`` before every attempt (one
 request), ``await record_tokens(n)`` after a reply (the tokens it used, for a tokens-per-minute cap).
-``LocalRateLimiter`` enforces both inside one process; ``SharedRateLimiter`` enforces them across
+``LocalRateLimiter`` enforces both inside one process; ``MachineRateLimiter`` (the default) across
+the processes of one machine through small locked files under the data directory, so four cells at
+once send 60 requests a minute to a key limited to 60, not 4 x 60; ``SharedRateLimiter`` across
 processes and machines through Redis. ``make_rate_limiter`` picks one by configuration.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import hashlib
 import math
+import os
 import random
+import re
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from aiolimiter import AsyncLimiter
 
-from giant_assets.core.settings import RATE_LIMIT_REDIS_URL_ENV, RATE_LIMIT_WINDOW_ENV, env
+from giant_assets.core.settings import (
+    RATE_LIMIT_DIR_ENV,
+    RATE_LIMIT_REDIS_URL_ENV,
+    RATE_LIMIT_SCOPE_ENV,
+    RATE_LIMIT_WINDOW_ENV,
+    data_dir,
+    env,
+)
 
 if TYPE_CHECKING:
     from limits import RateLimitItem
@@ -64,6 +78,95 @@ def _bucket(per_minute: float) -> AsyncLimiter:
     if per_minute < 1:
         return AsyncLimiter(1, 60 / per_minute)
     return AsyncLimiter(per_minute, 60)
+
+
+class FileBucket:
+    """A token bucket in one file, shared by every process that opens the same path (GCRA: the file
+    holds the time the bucket is next empty). Holds ``capacity`` (a minute's worth, at least 1, as the
+    in-process limiter) and refills ``per_minute / 60`` a second: in any span of ``s`` seconds it admits
+    at most ``capacity + s * per_minute / 60``. Each take reads and writes the file under an exclusive
+    ``flock`` held for microseconds."""
+
+    def __init__(self, path: Path, per_minute: float) -> None:
+        if not per_minute > 0 or math.isinf(per_minute):
+            raise ValueError(f"a rate limit must be a positive finite number per minute, got {per_minute!r}")
+        self.path = path
+        self.interval = 60.0 / per_minute  # seconds one unit takes to refill
+        self.capacity = max(1.0, per_minute)
+        self.depth = self.capacity * self.interval
+
+    def try_take(self, cost: float = 1.0) -> float:
+        """Take ``cost`` units now and return 0.0, or take nothing and return the seconds until they fit."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            raw = os.pread(fd, 64, 0)
+            now = time.time()
+            try:
+                empty_at = max(float(raw), now) if raw else now
+            except ValueError:  # a torn or foreign file: start full
+                empty_at = now
+            after = empty_at + cost * self.interval
+            if after - now > self.depth:
+                return after - now - self.depth
+            data = repr(after).encode()
+            os.pwrite(fd, data.ljust(64), 0)
+            return 0.0
+        finally:
+            os.close(fd)
+
+    async def take(self, cost: float = 1.0) -> None:
+        """Wait until ``cost`` units fit, then take them (the jitter spreads waiting processes)."""
+        while wait := self.try_take(cost):
+            await asyncio.sleep(wait + random.uniform(0, 0.01))
+
+
+class MachineRateLimiter:
+    """Limits shared by the processes of one machine that use the same ``state_dir`` and ``key``
+    (provider, model, key variable name): one FileBucket each for requests and tokens. Processes that
+    configure different rates for one key share one bucket; each waits by its own rate."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        key: tuple[str, ...],
+        requests_per_minute: float,
+        tokens_per_minute: float | None = None,
+    ) -> None:
+        try:
+            state_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(
+                f"rate-limit state directory {state_dir} cannot be created ({exc.strerror}); set "
+                f"{RATE_LIMIT_SCOPE_ENV}=process for a limit per process"
+            ) from None
+        name = _file_name(key)
+        self.requests = FileBucket(state_dir / f"{name}.requests", requests_per_minute)
+        self.tokens = (
+            FileBucket(state_dir / f"{name}.tokens", tokens_per_minute) if tokens_per_minute else None
+        )
+
+    async def acquire(self) -> None:
+        await self.requests.take(1)
+
+    async def try_acquire(self) -> bool:
+        """Admit one request now if the bucket has one (True), else admit nothing (False)."""
+        return self.requests.try_take(1) == 0.0
+
+    async def record_tokens(self, n: int) -> None:
+        """Charge ``n`` tokens; waits while the bucket is short of them (in slices of its capacity)."""
+        if self.tokens is None or n <= 0:
+            return
+        while n > 0:
+            part = min(n, self.tokens.capacity)
+            await self.tokens.take(part)
+            n -= part
+
+
+def _file_name(key: tuple[str, ...]) -> str:
+    """A readable, safe file name for a limit's key (a digest keeps distinct keys apart)."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(part or "-" for part in key))[:80]
+    return f"{readable}-{hashlib.sha256(repr(key).encode()).hexdigest()[:12]}"
 
 
 NAMESPACE = "giant"  # first part of every Redis key of the shared limits
@@ -114,6 +217,17 @@ class SharedRateLimiter:
     async def acquire(self) -> None:
         moving, _ = self._for_this_loop()
         await self._take(moving, self.requests, 1)
+
+    async def try_acquire(self) -> bool:
+        """Admit one request now if the window has room (True), else admit nothing (False)."""
+        import redis
+        from limits.errors import StorageError
+
+        moving, _ = self._for_this_loop()
+        try:
+            return bool(await moving.hit(self.requests, NAMESPACE, *self.key))
+        except (StorageError, redis.RedisError, OSError) as exc:
+            raise self._down(exc) from exc
 
     async def record_tokens(self, n: int) -> None:
         """Charge ``n`` tokens; waits while the window's tokens would exceed the cap."""
@@ -171,13 +285,27 @@ def make_rate_limiter(
     key_env: str,
     requests_per_minute: float,
     tokens_per_minute: float | None = None,
+    state_dir: Path | None = None,
 ) -> RateLimiter:
     """The limiter for one (provider, model, key variable name): shared through Redis when
-    ``GIANT_RATE_LIMIT_REDIS_URL`` is set (and reachable, else ``RateLimitStoreDown``), else in-process.
+    ``GIANT_RATE_LIMIT_REDIS_URL`` is set (and reachable, else ``RateLimitStoreDown``); else shared by
+    this machine's processes through files in ``state_dir`` (default ``GIANT_RATE_LIMIT_DIR``, else
+    ``<data dir>/ratelimits``); with
+    ``GIANT_RATE_LIMIT_SCOPE=process``, in-process.
     """
     url = env(RATE_LIMIT_REDIS_URL_ENV).strip()
     if not url:
-        return LocalRateLimiter(requests_per_minute, tokens_per_minute)
+        scope = env(RATE_LIMIT_SCOPE_ENV, "machine").strip() or "machine"
+        if scope == "process":
+            return LocalRateLimiter(requests_per_minute, tokens_per_minute)
+        if scope != "machine":
+            raise ValueError(f"{RATE_LIMIT_SCOPE_ENV}={scope!r}: expected machine or process")
+        return MachineRateLimiter(
+            state_dir or Path(env(RATE_LIMIT_DIR_ENV) or data_dir() / "ratelimits"),
+            (provider, model, key_env),
+            requests_per_minute,
+            tokens_per_minute,
+        )
     window = env(RATE_LIMIT_WINDOW_ENV, "60")
     try:
         window_s = int(window)

@@ -202,16 +202,49 @@ def foreign_runs_error(experiment: str, benchmark: str, foreign: pd.DataFrame, n
     )
 
 
+STALE_LISTED_PER_CELL = 3
+"""Up to this many stale cells are listed one by one; more (a switch from the sample CSV to the real
+one leaves every demo cell stale) are listed once, with what to do about all of them."""
+
+
+def _backfill(partitions: Collection[str]) -> str:
+    return (
+        f"dagster job backfill -m {DEFINITIONS} -j evaluate_cell --noprompt "
+        f'--partitions "{",".join(partitions)}"'
+    )
+
+
+def _stale_at_once(stale: pd.DataFrame) -> str:
+    """One line for many stale cells: how many, of which experiments, and the two ways out."""
+    experiments = sorted(set(stale["experiment"]))
+    rerunnable = stale[stale["current_item_set_fingerprint"].notna()]
+    rerun = (
+        f"re-run them over today's items, all at once (a backfill, needs the daemon): "
+        f"{_backfill(rerunnable['partition'])}"
+        if len(rerunnable)
+        else "nothing to re-run (their benchmarks are not in today's items)"
+    )
+    return (
+        f"- {len(stale)} cells of {len(experiments)} experiment(s) ({', '.join(experiments)}) were computed "
+        "over other items than today's (e.g. the bundled sample, before a switch to the real CSV); each "
+        'with its reason: `giant-sql "select partition, reason, rerun from leaderboard_stale"`. Either '
+        f"{rerun}; or, if they are not wanted (demo experiments), remove those experiments from the "
+        "experiments file and run `giant-experiments prune` (drops their partitions; their files stay)"
+    )
+
+
 def set_aside_markdown(set_aside: pd.DataFrame) -> str:
-    """The set-aside cells as a Markdown list, with a backfill of each experiment's stale partitions."""
+    """The set-aside cells as a Markdown list: each removed cell and up to STALE_LISTED_PER_CELL stale
+    cells one per line with a backfill of each experiment's stale partitions; more stale cells at once."""
     if set_aside.empty:
         return "none: every result is over today's items"
-    lines = [f"- `{r.partition}` {r.status}: {r.reason}; re-run: {r.rerun}" for r in set_aside.itertuples()]
     stale = set_aside[set_aside["status"] == STALE]
+    one_by_one = set_aside if len(stale) <= STALE_LISTED_PER_CELL else set_aside[set_aside["status"] != STALE]
+    lines = [f"- `{r.partition}` {r.status}: {r.reason}; re-run: {r.rerun}" for r in one_by_one.itertuples()]
+    if len(stale) > STALE_LISTED_PER_CELL:
+        return "\n".join([_stale_at_once(stale), *lines])
     for experiment, group in stale.groupby("experiment", sort=True):
-        keys = ",".join(group["partition"])
         lines.append(
-            f"- all of `{experiment}` at once (a backfill, needs the daemon): "
-            f'dagster job backfill -m {DEFINITIONS} -j evaluate_cell --noprompt --partitions "{keys}"'
+            f"- all of `{experiment}` at once (a backfill, needs the daemon): {_backfill(group['partition'])}"
         )
     return "\n".join(lines)

@@ -27,8 +27,18 @@ FOLLOWS_RESULTS = (
 """A table across experiments: runs once any cell it reads has updated, when no run or backfill is
 still writing one of those cells (so a row backfill gives one update, after its last cell)."""
 
-FOLLOWS_CELL = AutomationCondition.eager()
-"""A per-cell asset: re-runs when its own cell's inputs update in a run that did not also build it."""
+# the tables every cell reads whole: a new CSV updates them for every cell at once, and a cell whose
+# results answer yesterday's items cannot be rebuilt over today's (it fails refusing foreign runs)
+SHARED_INPUTS = AssetSelection.assets("benchmark_items")
+
+FOLLOWS_CELL = AutomationCondition.eager().replace(
+    "any_deps_updated", AutomationCondition.any_deps_updated().ignore(SHARED_INPUTS)
+)
+"""A per-cell asset: re-runs when its own cell's results update in a run that did not also build it.
+
+A new ``benchmark_items`` alone launches nothing: a cell's results are rebuilt over today's items only
+by re-running the cell (what ``leaderboard_stale`` says), and that update then re-renders its viewer;
+so no run starts for a cell whose results answer another item set (a switch from the sample CSV)."""
 
 AUTOMATION_INTERVAL_S = 15
 

@@ -65,11 +65,18 @@ def prune_experiments(instance: DagsterInstance, experiments: ExperimentsResourc
 @sensor(minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING)
 def experiments_sensor(context: SensorEvaluationContext, experiments: ExperimentsResource):
     """Adds a partition for every experiment declared in the experiments file (a bad file fails here,
-    naming the file, experiment and field)."""
+    naming the file, experiment and field). It launches no run, so Dagster records every tick as
+    skipped: the tick that adds partitions says so in its reason (the daemon's log line)."""
     added = new_experiments(context.instance, experiments)
     if not added:
         return SkipReason(f"every experiment of {experiments.file} is a partition already")
-    return SensorResult(dynamic_partitions_requests=[experiment_partitions.build_add_request(added)])
+    return SensorResult(
+        dynamic_partitions_requests=[experiment_partitions.build_add_request(added)],
+        skip_reason=(
+            f"added {len(added)} experiment partition(s) from {experiments.file}: {', '.join(added)} "
+            "(this sensor launches no runs: backfill the new rows, docs/experiments.md)"
+        ),
+    )
 
 
 SENSORS = [experiments_sensor]

@@ -17,8 +17,10 @@ from PIL import Image  # noqa: E402
 
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES  # noqa: E402
 
-LEADERBOARD_SIZE_IN = (12.0, 5.0)  # inches at LEADERBOARD_DPI: a 1200 x 500 px PNG
+LEADERBOARD_SIZE_IN = (12.0, 5.0)  # inches at LEADERBOARD_DPI: 1200 x 500 px, plus the legend's rows
 LEADERBOARD_DPI = 100
+LEGEND_ROW_IN = 0.2  # the figure grows by this per row of the legend (below the bars, never clipped)
+LEGEND_CHAR_IN = 0.065  # a legend label's width per character at its font size (8 pt), generously
 PAPER_HATCH = "//"
 INLINE_COLORS = 48  # the chart inside the leaderboard's metadata (a data: URI): ~30-40 KB for 1200 x 500
 
@@ -48,7 +50,9 @@ def leaderboard_figure(long_table: pd.DataFrame) -> Figure:
     ours = plt.get_cmap("tab10")
     greys = plt.get_cmap("Greys")
     n_paper = sum(source != "ours" for _, source, _ in series)
-    fig = plt.figure(figsize=LEADERBOARD_SIZE_IN, dpi=LEADERBOARD_DPI, layout="constrained")
+    columns, rows = _legend_grid(series)
+    fig_w, fig_h = LEADERBOARD_SIZE_IN
+    fig = plt.figure(figsize=(fig_w, fig_h + rows * LEGEND_ROW_IN), dpi=LEADERBOARD_DPI, layout="constrained")
     ax = fig.add_subplot()
     k_ours = k_paper = 0
     for k, (name, source, cells) in enumerate(series):
@@ -80,9 +84,19 @@ def leaderboard_figure(long_table: pd.DataFrame) -> Figure:
     ax.set_ylim(0, 100)
     ax.set_ylabel("score (%): bootstrap mean ± std")
     ax.set_title("MultiPathQA leaderboard: our experiments and the paper's rows")
-    if series:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    if series:  # below the bars in as many columns as the widest label allows: any number of rows fits
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.07), ncols=columns, fontsize=8, frameon=False)
     return fig
+
+
+def _legend_grid(series: list[tuple[str, str, pd.DataFrame]]) -> tuple[int, int]:
+    """(columns, rows) of the legend: columns as wide as its longest label, as many as fit the width."""
+    if not series:
+        return 1, 0
+    longest = max(len(name) + (0 if source == "ours" else 8) for name, source, _ in series)
+    column_in = 0.5 + longest * LEGEND_CHAR_IN  # the swatch, the gap and the text
+    columns = max(1, min(len(series), int((LEADERBOARD_SIZE_IN[0] - 0.4) // column_in)))
+    return columns, -(-len(series) // columns)
 
 
 def leaderboard_chart_png(long_table: pd.DataFrame, path: Path) -> Path:

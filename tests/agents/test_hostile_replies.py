@@ -13,19 +13,24 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from giant_assets.agents import giant
 from giant_assets.agents.giant import parse_action, split_answer
 from giant_assets.agents.providers import MalformedResponse
 from giant_assets.agents.providers.base import SDKChatModel
 from giant_assets.agents.providers.factory import model_class
 from giant_assets.agents.providers.messages import Message, Usage
+from giant_assets.core import jsonscan
 from giant_assets.core.jsonscan import json_objects
 from giant_assets.demo.scripted import Reply, ScriptedModelServer
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 from tests.agents.test_run_cli import OPTIONS, giant_run
+
+TAG, DECODER = giant._TAG, jsonscan._DECODER
 
 DEEP = 100_000
 
@@ -65,7 +70,47 @@ def run(slide: Path, server_url: str, *extra: str) -> tuple[int, str, str]:
     return result.returncode, result.stdout, result.stderr
 
 
-def test_tag_scan_gives_what_the_regex_gives_in_linear_time() -> None:
+@contextmanager
+def counted_tag_matches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The number of tag matches the agent's scan steps through (one total, appended on exit)."""
+    seen = [0]
+
+    class Counting:
+        def finditer(self, text: str):
+            for match in TAG.finditer(text):
+                seen[0] += 1
+                yield match
+
+    total: list[int] = []
+    monkeypatch.setattr(giant, "_TAG", Counting())
+    yield total
+    monkeypatch.setattr(giant, "_TAG", TAG)
+    total.append(seen[0])
+
+
+@contextmanager
+def decoded_chars(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """[calls, characters handed to the JSON decoder, characters it read] over the block."""
+    tally = [0, 0, 0]
+
+    class Counting:
+        def raw_decode(self, chunk: str):
+            tally[0] += 1
+            tally[1] += len(chunk)
+            try:
+                obj, n = DECODER.raw_decode(chunk)
+            except json.JSONDecodeError as exc:
+                tally[2] += exc.pos
+                raise
+            tally[2] += n
+            return obj, n
+
+    monkeypatch.setattr(jsonscan, "_DECODER", Counting())
+    yield tally
+    monkeypatch.setattr(jsonscan, "_DECODER", DECODER)
+
+
+def test_tag_scan_gives_what_the_regex_gives_in_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
     oracle = re.compile(r"<response>(.*?)</response>", re.DOTALL | re.IGNORECASE)
     pieces = ["<response>", "</response>", "<RESPONSE>", "</Response>", "<report>", "</report>", "a", " 3 "]
     rng = random.Random(7)
@@ -75,11 +120,12 @@ def test_tag_scan_gives_what_the_regex_gives_in_linear_time() -> None:
         expected = (found[-1].strip(), True) if found else (text.strip(), False)
         response, _, tagged = split_answer(text)
         assert (response, tagged) == expected, text
-    # a degenerate model loop: the old regex took 2.3 s on 80 KB and minutes on 1 MB
+    # a degenerate model loop: the old regex took 2.3 s on 80 KB and minutes on 1 MB (timed in
+    # benchmarks/bench_hostile.py); the scan visits each tag once per kind it looks for, whatever the text
     for text in ("<response>" * 100_000, "<report>" * 100_000 + "<response>2</response>"):
-        start = time.perf_counter()
-        response, _, tagged = split_answer(text)
-        assert time.perf_counter() - start < 1.0
+        with counted_tag_matches(monkeypatch) as matches:
+            response, _, tagged = split_answer(text)
+        assert matches == [2 * len(giant._TAG.findall(text))]
     assert (response, tagged) == ("2", True)
 
 
@@ -98,7 +144,7 @@ def naive_json_objects(text: str) -> list[dict]:
     return found
 
 
-def test_json_scan_finds_what_the_plain_scan_finds_and_is_bounded() -> None:
+def test_json_scan_finds_what_the_plain_scan_finds_and_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     pieces = ['{"action": "crop", "x": 1, "y": 2, "w": 3, "h": 4}', '{"answer": "2"}', "{ oops }", "{", "}",
               '{"a": {"b": [1, {"c": 2}]}}', '"', " prose ", "\n```json\n", '{"long": "' + "z" * 5000 + '"}',
               "[1, 2]", '{"x": "}{"}']  # fmt: skip
@@ -106,11 +152,17 @@ def test_json_scan_finds_what_the_plain_scan_finds_and_is_bounded() -> None:
     for _ in range(1500):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 10)))
         assert json_objects(text) == naive_json_objects(text), text[:300]
-    # degenerate replies: the plain scan is quadratic on these (JSONDecodeError counts lines per try)
+    # degenerate replies: the plain scan is quadratic on these (JSONDecodeError counts lines per try,
+    # timed in benchmarks/bench_hostile.py): the decoder sees only the last 64 KiB, a window of it per
+    # try (a cut-short value once more, to the end), and reads at most the scan's budget in all
     for text in ("{" * 1_000_000, '{"' * 300_000, '{"a":' * 200_000, '{"a": "' * 100_000):
-        start = time.perf_counter()
-        assert json_objects(text) == []
-        assert time.perf_counter() - start < 1.0, text[:20]
+        with decoded_chars(monkeypatch) as tally:
+            assert json_objects(text) == []
+        calls, handed, read = tally
+        assert calls > 0 or text[1] == "{"  # the "{{{" reply has no place where an object may start
+        assert calls <= 2 * jsonscan.MAX_PARSED_CHARS, text[:20]
+        assert handed <= calls * jsonscan._WINDOW + jsonscan._DECODE_BUDGET + jsonscan.MAX_PARSED_CHARS
+        assert read <= jsonscan._DECODE_BUDGET + jsonscan.MAX_PARSED_CHARS
 
 
 @pytest.mark.parametrize("depth", [990, 995, 1000, 1500, DEEP])
@@ -124,10 +176,9 @@ def test_deeply_nested_json_in_a_reply_is_no_action_never_a_recursion_error(dept
 def test_a_megabyte_of_response_tags_is_answered_in_seconds(slide: Path) -> None:
     loop = "<response>" * 100_000  # 1 MB, no closing tag: GIANT's final answer, read for its tags
     with ScriptedModelServer([Reply(body=chat_body(loop))]) as server:
-        start = time.monotonic()
+        # the old scan held the event loop for minutes, so not even the deadline could fire: the run
+        # then outlives giant_run's timeout and fails the test (the scan's work is counted above)
         code, out, err = run(slide, server.openai_base_url, "--deadline", "20")
-    # the old scan held the event loop for minutes, so not even the deadline could fire
-    assert time.monotonic() - start < 30, "the reply pinned the CPU"
     assert "Traceback" not in err and code == 0 and len(server.requests) == 1, err
     assert last_two(out)[1] == "label: none"
 
@@ -241,18 +292,15 @@ def trickle_server() -> Iterator[str]:
 
 
 def test_trickling_server_is_cut_at_the_run_deadline(slide: Path, trickle_server: str) -> None:
-    start = time.monotonic()
+    # without a deadline it never ends: giant_run's timeout would then fail the test
     code, stdout, stderr = run(slide, trickle_server, "--mode", "thumbnail", "--deadline", "2")
-    elapsed = time.monotonic() - start
     assert code == 1 and "Traceback" not in stderr, stderr
     assert "failed: timeout: no answer within --deadline 2s" in stdout
-    assert elapsed < 30  # imports + 2 s; without a deadline it never ends
 
 
 def test_a_local_servers_text_tool_calls_are_read_in_bounded_time() -> None:
     """A local model writing tool calls in its text goes through the same bounded scan (its own plain
     scan took minutes on a megabyte of braces)."""
-    import time
 
     from giant_assets.agents.providers.local import text_tool_calls
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import signal
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from giant_assets.batch.guard import JournalBusy, journal_lock, lock_path
+from giant_assets.batch import guard
+from giant_assets.batch.guard import LOCK_POLL_S, ORPHAN_POLL_S, JournalBusy, journal_lock, lock_path
 
 # A batch process: run_batch over N items with an agent that records every call in a file (the "model").
 BATCH = r"""
@@ -94,14 +96,32 @@ def _holder(journal: Path) -> subprocess.Popen:
     return proc
 
 
-def test_a_second_writer_fails_naming_the_holder(tmp_path):
+def lock_attempts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the lock's non-blocking flock attempts (each a try, then a LOCK_POLL_S sleep)."""
+    tries: list[int] = []
+
+    class Counting:
+        LOCK_EX, LOCK_NB, LOCK_UN = fcntl.LOCK_EX, fcntl.LOCK_NB, fcntl.LOCK_UN
+
+        @staticmethod
+        def flock(fd: int, op: int) -> None:
+            if op & fcntl.LOCK_NB:
+                tries.append(op)
+            fcntl.flock(fd, op)
+
+    monkeypatch.setattr(guard, "fcntl", Counting)
+    return tries
+
+
+def test_a_second_writer_fails_naming_the_holder(tmp_path, monkeypatch):
     journal = tmp_path / "journals" / "h" / "tcga.jsonl"
     holder = _holder(journal)
+    tries = lock_attempts(monkeypatch)
     try:
-        started = time.monotonic()
         with pytest.raises(JournalBusy) as info:
             asyncio.run(_hold(journal, wait_s=0.6))
-        assert 0.5 < time.monotonic() - started < 3
+        # it waited (tried again after a poll) and gave up by the deadline: 0.6 s / 0.2 s polls + 1
+        assert 2 <= len(tries) <= round(0.6 / LOCK_POLL_S) + 1
         message = str(info.value)
         assert f"pid {holder.pid} on host {socket.gethostname()} since 20" in message
         assert str(journal) in message and str(lock_path(journal)) in message
@@ -110,22 +130,23 @@ def test_a_second_writer_fails_naming_the_holder(tmp_path):
         holder.wait(10)
 
 
-def test_a_second_writer_waits_logging_the_holder_then_proceeds(tmp_path):
+def test_a_second_writer_waits_logging_the_holder_then_proceeds(tmp_path, monkeypatch):
     journal = tmp_path / "tcga.jsonl"
     holder = _holder(journal)
     messages: list[str] = []
+    tries = lock_attempts(monkeypatch)
     try:
-        loop_started = time.monotonic()
 
         async def release_soon() -> None:
-            await asyncio.sleep(1.0)
+            while len(tries) < 3:  # released after the waiter has tried and waited twice
+                await asyncio.sleep(0.01)
             holder.stdin.close()
 
         async def both() -> None:
             await asyncio.gather(release_soon(), _hold(journal, wait_s=20, log=messages.append))
 
         asyncio.run(both())
-        assert 0.9 < time.monotonic() - loop_started < 10
+        assert len(tries) >= 4  # it tried until the holder let go, then took the lock
         assert len(messages) == 1 and f"being written by pid {holder.pid} on host" in messages[0]
     finally:
         holder.wait(10)
@@ -209,19 +230,19 @@ def test_an_orphaned_batch_stops_within_seconds_of_its_parent_being_killed(tmp_p
         while not (calls.exists() and len(calls.read_text().splitlines()) >= 6):
             assert time.monotonic() < deadline, out.read_text()
             time.sleep(0.1)
+        os.kill(child, signal.SIGSTOP)  # no call starts between the count and the kill
+        at_kill = len(calls.read_text().splitlines())
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
-        killed = time.monotonic()
-        while not _gone(child):
-            assert time.monotonic() - killed < 5, "the orphaned batch kept running"
+        os.kill(child, signal.SIGCONT)
+        while not _gone(child):  # a batch that never notices runs 10000 x 0.05 s: pytest-timeout fails it
             time.sleep(0.05)
-        stopped_after = time.monotonic() - killed
         asked = len(calls.read_text().splitlines())
-        time.sleep(0.5)
-        assert len(calls.read_text().splitlines()) == asked < 10000  # no model call after it stopped
+        # counted, not timed: between the kill and the watchdog's next look (every ORPHAN_POLL_S of the
+        # batch's own loop) its 2 workers start at most one call per 0.05 s each, plus the round in flight
+        assert asked - at_kill <= 2 * (ORPHAN_POLL_S / 0.05 + 2) and asked < 10000
         log = out.read_text()
         assert f"parent process {parent.pid} is gone" in log and "Orphaned" in log, log
-        assert stopped_after < 3
     finally:
         if not _gone(child):
             os.kill(child, signal.SIGKILL)

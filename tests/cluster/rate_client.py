@@ -1,10 +1,13 @@
-"""One process of the shared-limit test: ``n`` requests to a loopback URL, each after ``acquire()``.
+"""One process of the shared-limit tests: ``n`` requests to a loopback URL, each after ``acquire()``;
+or, with URL ``try``, ``n`` immediate ``try_acquire()`` after a "go" line on stdin, printing how many
+were admitted and the clock before and after.
 
-python -m tests.cluster.rate_client URL N
+python -m tests.cluster.rate_client URL N REQUESTS_PER_MINUTE
 """
 
 import asyncio
 import sys
+import time
 
 import httpx
 
@@ -14,6 +17,14 @@ from giant_assets.batch.ratelimit import SharedRateLimiter, make_rate_limiter
 async def main(url: str, n: int, requests_per_minute: float) -> None:
     limiter = make_rate_limiter("openai", "scripted-limit", "LIMIT_TEST_KEY", requests_per_minute)
     assert isinstance(limiter, SharedRateLimiter), type(limiter)
+    if url == "try":
+        await limiter.try_acquire()  # connected; this first admission is counted too
+        print("ready", flush=True)
+        sys.stdin.readline()
+        before = time.time()
+        admitted = 1 + sum([await limiter.try_acquire() for _ in range(n - 1)])
+        print(admitted, before, time.time(), flush=True)
+        return
     async with httpx.AsyncClient(timeout=10) as client:
 
         async def one() -> None:

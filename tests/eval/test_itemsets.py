@@ -151,3 +151,24 @@ def test_runs_answering_other_items_than_todays_are_found():
     assert line.startswith("predictions of m/gtex: 4 of 7 stored runs answer items that are not today's")
     assert "(item 'b': truth label 3 then, 2 now)" in line and line.endswith('--partition "gtex|m"')
     assert "\n" not in line
+
+
+def test_many_stale_demo_cells_are_listed_once_with_what_to_do():
+    """After a switch from the sample CSV, 4 demo experiments x 2 benchmarks are stale: one line says
+    so, with one backfill of all of them and how to drop them; removed cells keep their own lines."""
+    demo = [f"demo-{n}" for n in ("giant", "patch", "thumbnail", "random")]
+    frame = metrics(
+        [(e, b, 1, "e" * 64) for e in demo for b in ("gtex", "tcga")] + [("gone", "tcga", 1, TCGA_NOW)]
+    )
+    _, aside = split_current(frame, TODAY, declared=set(demo), experiments_file="exp.yaml")
+    assert len(aside) == 9
+    listed = set_aside_markdown(aside).splitlines()
+    assert len(listed) == 2 and listed[1].startswith("- `tcga|gone` removed: ")
+    head = listed[0]
+    assert head.startswith(
+        "- 8 cells of 4 experiment(s) (demo-giant, demo-patch, demo-random, demo-thumbnail)"
+    )
+    assert "dagster asset materialize" not in head and head.count("dagster job backfill") == 1
+    partitions = head.split('--partitions "')[1].split('"')[0].split(",")
+    assert sorted(partitions) == sorted(f"{b}|{e}" for e in demo for b in ("gtex", "tcga"))
+    assert "giant-experiments prune" in head

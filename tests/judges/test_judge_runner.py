@@ -31,6 +31,17 @@ def script(tmp_path: Path, name: str, body: str) -> Path:
     return path
 
 
+HANG = 3600  # s a hung judge or an escaped child sleeps: a runner that waited for one never returns,
+# and pytest-timeout (HANG_GUARD_S) fails the test; no assertion here depends on the machine's speed
+HANG_GUARD_S = 120
+
+
+def wait_dead(*pids: int) -> None:
+    """Until every pid is gone (the runner killed them: SIGKILL lands within moments)."""
+    while any(alive(pid) for pid in pids):
+        time.sleep(0.05)
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -61,32 +72,28 @@ def test_runs_the_spec_reference_judge_script(tmp_path):
     assert (theirs.hits, theirs.misses, theirs.reasoning) == (ours.hits, ours.misses, ours.reasoning)
 
 
+@pytest.mark.timeout(HANG_GUARD_S)
 def test_timeout_kills_the_judge_and_its_children(tmp_path):
     pids = tmp_path / "pids"
     hang = script(
         tmp_path,
         "hang.py",
         "import subprocess\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep({HANG})'])\n"
         f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
-        "time.sleep(60)\n",
+        f"time.sleep({HANG})\n",
     )
-    start = time.monotonic()
     with pytest.raises(JudgeTimeoutError, match=r"timed out after 1\.5 s and was killed"):
         run_judge(hang, PAYLOAD, timeout_s=1.5)
-    assert time.monotonic() - start < 10
-    parent, child = map(int, pids.read_text().split())
-    deadline = time.monotonic() + 5
-    while alive(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(parent) and not alive(child)
+    wait_dead(*map(int, pids.read_text().split()))
 
 
+@pytest.mark.timeout(HANG_GUARD_S)
 def test_a_grandchild_in_a_new_session_cannot_hang_the_runner(tmp_path):
     """Fault 7: a judge whose child calls setsid and keeps stdout open used to hang past --timeout."""
     pids, sid = tmp_path / "pids", tmp_path / "sid"
     grandchild = (
-        f"import os, time; os.setsid(); open({str(sid)!r}, 'w').write(str(os.getsid(0))); time.sleep(60)"
+        f"import os, time; os.setsid(); open({str(sid)!r}, 'w').write(str(os.getsid(0))); time.sleep({HANG})"
     )
     escape = script(
         tmp_path,
@@ -95,20 +102,16 @@ def test_a_grandchild_in_a_new_session_cannot_hang_the_runner(tmp_path):
         f"child = subprocess.Popen([sys.executable, '-c', {grandchild!r}])\n"
         f"while not os.path.exists({str(sid)!r}): time.sleep(0.01)\n"  # escaped before the timeout
         f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
-        "time.sleep(60)\n",
+        f"time.sleep({HANG})\n",
     )
-    start = time.monotonic()
     with pytest.raises(JudgeTimeoutError, match=r"timed out after 1 s"):
-        run_judge(escape, PAYLOAD, timeout_s=1)
-    assert time.monotonic() - start < 4
+        run_judge(escape, PAYLOAD, timeout_s=1)  # returns although the grandchild holds stdout
     parent, child = map(int, pids.read_text().split())
     assert int(sid.read_text()) == child  # it really left the judge's session (its own session id)
-    deadline = time.monotonic() + 5
-    while (alive(child) or alive(parent)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(parent) and not alive(child)
+    wait_dead(parent, child)
 
 
+@pytest.mark.timeout(HANG_GUARD_S)
 def test_a_judge_that_answers_but_leaves_a_daemon_holding_stdout(tmp_path):
     """The verdict is used; the escaped child holding stdout is killed after a short grace, not awaited."""
     pids = tmp_path / "pids"
@@ -116,18 +119,14 @@ def test_a_judge_that_answers_but_leaves_a_daemon_holding_stdout(tmp_path):
         tmp_path,
         "daemon.py",
         "import subprocess\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(60)'])\n"
+        "child = subprocess.Popen([sys.executable, '-c', "
+        f"'import os, time; os.setsid(); time.sleep({HANG})'])\n"
         f"open({str(pids)!r}, 'w').write(str(child.pid))\n"
         "print(json.dumps({'score': 0.25, 'hits': [], 'misses': ['m']}), flush=True)\n",
     )
-    start = time.monotonic()
-    res = run_judge(daemon, PAYLOAD, timeout_s=20)
-    assert res.score == 0.25 and time.monotonic() - start < 5
-    child = int(pids.read_text())
-    deadline = time.monotonic() + 5
-    while alive(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(child)
+    res = run_judge(daemon, PAYLOAD, timeout_s=HANG)  # the verdict, not the daemon's end (an hour away)
+    assert res.score == 0.25
+    wait_dead(int(pids.read_text()))
 
 
 def test_agentv_script_grader_output_is_accepted(tmp_path):

@@ -8,6 +8,7 @@ import base64
 import io
 from pathlib import Path
 
+import pandas as pd
 from dagster import AssetKey, AssetSelection, DagsterInstance, Definitions, materialize
 from dagster import evaluate_automation_conditions as tick
 from PIL import Image
@@ -18,6 +19,8 @@ from tests.support.dagster_env import add_experiments, resources_for, write_expe
 
 CELL = AssetSelection.assets("predictions", "trajectory_steps", "item_predictions", "benchmark_metrics")
 VIEWER = AssetSelection.assets("trajectory_pictures", "trajectory_viewer")
+INGEST = AssetSelection.assets("multipathqa_csv", "benchmark_items")
+SAMPLE_CSV = Path(__file__).resolve().parents[2] / "giant_assets" / "reference" / "multipathqa_sample.csv"
 RESCORE = AssetSelection.assets("item_predictions", "benchmark_metrics")
 TABLE_NAMES = ("leaderboard", "leaderboard_long", "leaderboard_stale", "experiment_comparisons")
 TABLES = {AssetKey(name) for name in TABLE_NAMES}
@@ -30,16 +33,19 @@ def requested(result) -> dict[AssetKey, set]:
 
 
 def assert_chart_inline(instance: DagsterInstance, png: Path) -> None:
-    """The UI shows the leaderboard's chart: the PNG travels inside the metadata, not as a path."""
+    """The UI shows the leaderboard's chart in one click: the first metadata entry is the chart (the PNG
+    inside the metadata, not a path) above the table."""
     event = instance.get_latest_materialization_event(AssetKey("leaderboard"))
-    chart_md = event.asset_materialization.metadata["chart_md"].value
-    prefix = "![leaderboard](data:image/png;base64,"
-    assert chart_md.startswith(prefix) and str(png) not in chart_md
+    metadata = event.asset_materialization.metadata
+    assert next(iter(metadata)) == "leaderboard"
+    chart_md, table = metadata["leaderboard"].value.split("\n\n", 1)
+    prefix = "![leaderboard chart](data:image/png;base64,"
+    assert chart_md.startswith(prefix) and str(png) not in chart_md and table.startswith("|")
     with (
         Image.open(io.BytesIO(base64.b64decode(chart_md[len(prefix) : -1]))) as inline,
         Image.open(png) as drawn,
     ):
-        assert inline.size == drawn.size == (1200, 500)
+        assert inline.size == drawn.size and drawn.size[0] == 1200 and drawn.size[1] > 500  # + legend
 
 
 def test_the_tables_follow_the_cells_they_read(tmp_path: Path, sample_wsi_root: Path) -> None:
@@ -85,3 +91,45 @@ def test_the_daemon_runs_the_automation_sensor_by_default() -> None:
     assert sensor.default_status.value == "RUNNING"
     targeted = sensor.asset_selection.resolve(defs.get_repository_def().asset_graph)
     assert targeted == TABLES | {AssetKey("trajectory_viewer")}
+
+
+def test_a_new_csv_launches_no_viewer_for_cells_over_yesterdays_items(
+    tmp_path: Path, sample_wsi_root: Path
+) -> None:
+    """Sample CSV, cells and their viewers; then another CSV in the same data dir (one gtex answer
+    changed): the tables follow, but no viewer is launched (the gtex cell's runs answer other items, the
+    tcga cell's items did not change); re-running the stale cell then re-renders its viewer alone."""
+    data = tmp_path / "data"
+    declared = write_experiments(tmp_path / "experiments.yaml", {"a": {"agent": "random"}})
+    instance = DagsterInstance.ephemeral()
+    add_experiments(instance, "a")
+    graph = Definitions(assets=ALL_ASSETS, resources=RESOURCES)
+    csv = SAMPLE_CSV
+
+    def run(selection: AssetSelection, key=None) -> None:
+        resources = resources_for(
+            data, declared, source="local", csv_path=str(csv), wsi_root=str(sample_wsi_root)
+        )
+        result = materialize(
+            ALL_ASSETS, selection=selection, partition_key=key, resources=resources, instance=instance
+        )
+        assert result.success
+
+    run(INGEST)
+    for benchmark in ("gtex", "tcga"):
+        run(CELL | VIEWER, result_key("a", benchmark))
+    run(AssetSelection.assets(*TABLE_NAMES))
+    settled = tick(defs=graph, instance=instance)
+    assert requested(settled) == {}
+
+    frame = pd.read_csv(SAMPLE_CSV, dtype=str, keep_default_na=False)
+    frame.loc[frame["benchmark_id"] == "GTEX-OIZH-0626", "answer"] = "Heart"
+    csv = tmp_path / "MultiPathQA.csv"
+    frame.to_csv(csv, index=False)
+    run(INGEST)
+    switched = tick(defs=graph, instance=instance, cursor=settled.cursor)
+    assert requested(switched) == {key: {None} for key in TABLES}  # and no trajectory_viewer
+
+    run(CELL, result_key("a", "gtex"))  # what leaderboard_stale says to run
+    rerun = tick(defs=graph, instance=instance, cursor=switched.cursor)
+    assert requested(rerun)[AssetKey("trajectory_viewer")] == {result_key("a", "gtex")}

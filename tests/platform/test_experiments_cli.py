@@ -44,7 +44,7 @@ def test_file_before_or_after_the_command(order: str, tmp_path: Path, capsys) ->
 
 # Holds the write lock of the instance's event-log index (where Dagster keeps dynamic partitions) until
 # a line comes on stdin, then inserts the partitions named in argv[2:] itself and commits: every sync that
-# read the table meanwhile now inserts keys that exist, as when another process wins the race.
+# read the table before now inserts keys that exist, as when another process wins the race.
 WINNER = r"""
 import sqlite3, sys, time
 db = sqlite3.connect(sys.argv[1], timeout=30, isolation_level=None)
@@ -59,20 +59,37 @@ db.execute("COMMIT")
 """
 
 
-def _index_db_open(pid: int, index: Path) -> bool:
-    """True once process ``pid`` has the event-log index open (its sync reached the storage)."""
-    try:
-        fds = list(Path(f"/proc/{pid}/fd").iterdir())
-    except OSError:
-        return False
-    return any(_target(fd) == str(index) for fd in fds)
+# `giant-experiments sync` that, at its first INSERT of partitions (after Dagster has looked for the
+# keys), says "inserting" and waits for a line on stdin: the test lets the winner commit while both syncs
+# wait there, so their inserts always meet keys that exist by then (no sleep, no lock wait, no chance
+# that the race is missed).
+SYNC = r"""
+import sys
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+paused = []
+
+@event.listens_for(Engine, "before_cursor_execute")
+def pause(conn, cursor, statement, parameters, context, executemany):
+    insert = " ".join(statement.split()).upper().startswith("INSERT INTO DYNAMIC_PARTITIONS")
+    if insert and not paused:
+        paused.append(1)
+        print("inserting", flush=True)
+        sys.stdin.readline()
+
+from giant_assets.platform.experiments_cli import main
+sys.exit(main(sys.argv[1:]))
+"""
 
 
-def _target(fd: Path) -> str:
-    try:
-        return str(fd.readlink())
-    except OSError:
-        return ""
+def _until_inserting(sync) -> list[str]:
+    """The sync's output lines up to its first "inserting" (the line it prints before its INSERT)."""
+    lines = []
+    for line in sync.stdout:
+        if line == "inserting\n":
+            return lines
+        lines.append(line)
+    raise AssertionError(f"the sync ended before inserting: {''.join(lines)[-2000:]}")
 
 
 def test_a_sync_that_loses_the_race_to_another_adds_what_is_still_missing(tmp_path: Path) -> None:
@@ -82,7 +99,6 @@ def test_a_sync_that_loses_the_race_to_another_adds_what_is_still_missing(tmp_pa
     import os
     import subprocess
     import sys
-    import time
 
     from dagster import DagsterInstance
     from dagster._core.instance.ref import InstanceRef
@@ -101,20 +117,19 @@ def test_a_sync_that_loses_the_race_to_another_adds_what_is_still_missing(tmp_pa
     )  # fmt: skip
     assert winner.stdout.readline() == "locked\n"
     env = {**os.environ, "DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(tmp_path / "data")}
-    cli = [str(Path(sys.executable).with_name("giant-experiments")), "sync", "--file", str(declared)]
+    cli = [sys.executable, "-c", SYNC, "sync", "--file", str(declared)]
     syncs = [
-        subprocess.Popen(cli, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        subprocess.Popen(
+            cli, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         for _ in range(2)
     ]
-    deadline = time.monotonic() + 60
-    while not all(_index_db_open(p.pid, index) for p in syncs):  # both have read the table by now
-        assert time.monotonic() < deadline and all(p.poll() is None for p in syncs)
-        time.sleep(0.05)
-    time.sleep(1.0)  # ... and wait on the write lock with their insert
+    for sync in syncs:  # both have looked for the keys and are about to insert the ones they missed
+        _until_inserting(sync)
     winner.stdin.write("go\n")
     winner.stdin.close()
-    assert winner.wait(30) == 0
-    outputs = [p.communicate(timeout=60)[0][-2000:] for p in syncs]
+    assert winner.wait(30) == 0  # the winner's keys are committed
+    outputs = [p.communicate("go\n", timeout=60)[0][-2000:] for p in syncs]
     assert [p.returncode for p in syncs] == [0, 0], outputs
     with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
         assert sorted(instance.get_dynamic_partitions("experiment")) == sorted(["seed", *names])

@@ -30,6 +30,9 @@ def test_new_experiments_become_partitions_and_none_is_removed(tmp_path: Path) -
         assert isinstance(result, SensorResult)
         (request,) = result.dynamic_partitions_requests
         assert request.partitions_def_name == EXPERIMENT and sorted(request.partition_keys) == ["a", "b"]
+        # what the daemon logs for the tick ("Sensor experiments_sensor skipped: <reason>"): what it did
+        reason = result.skip_reason.skip_message
+        assert reason.startswith(f"added 2 experiment partition(s) from {path}: a, b")
         instance.add_dynamic_partitions(EXPERIMENT, list(request.partition_keys))
         assert isinstance(evaluate(instance, path), SkipReason)  # nothing new
         write_experiments(path, {"a": {"agent": "random"}, "c": {"agent": "random", "seed": 1}})

@@ -9,6 +9,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import pytest
 from matplotlib.container import BarContainer
 from PIL import Image
 
@@ -17,6 +18,7 @@ from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.report.charts import (
     LEADERBOARD_DPI,
     LEADERBOARD_SIZE_IN,
+    LEGEND_ROW_IN,
     PAPER_HATCH,
     leaderboard_chart_png,
     leaderboard_figure,
@@ -89,13 +91,45 @@ def test_leaderboard_png_decodes_at_the_stated_size(tmp_path: Path):
     with Image.open(path) as image:
         image.load()
         assert image.format == "PNG"
+        rows = 2  # 8 series, columns as the widest label allows: 5 then 3
         assert image.size == (
             round(LEADERBOARD_SIZE_IN[0] * LEADERBOARD_DPI),
-            round(LEADERBOARD_SIZE_IN[1] * LEADERBOARD_DPI),
+            round((LEADERBOARD_SIZE_IN[1] + rows * LEGEND_ROW_IN) * LEADERBOARD_DPI),
         )
         pixels = np.asarray(image.convert("RGB"))
     assert pixels.std() > 10  # something is drawn, not a blank canvas
     assert plt.get_fignums() == []  # the figure was closed
+
+
+@pytest.mark.parametrize("n_ours", [2, 40])
+def test_the_legend_is_never_clipped(n_ours: int):
+    """However many experiments (the paper's 11 rows beside 2 or 40 of ours, some long-named), every
+    legend entry lies inside the saved image, and the bars keep their height."""
+    rows = [
+        {"experiment": f"experiment-{i}" + ("-with-a-long-descriptive-name" * (i % 3 == 0)), "source": "ours",
+         "benchmark_name": b, "mean": 50.0, "std": 2.0}
+        for i in range(n_ours) for b in BENCHMARK_NAMES
+    ] + [
+        {"experiment": f"Paper model {i} + GIANT", "source": "paper", "benchmark_name": b, "mean": 40.0,
+         "std": 1.0}
+        for i in range(11) for b in BENCHMARK_NAMES
+    ]  # fmt: skip
+    fig = leaderboard_figure(pd.DataFrame(rows))
+    try:
+        fig.canvas.draw()
+        canvas = fig.bbox
+        legend = fig.axes[0].get_legend()
+        assert len(legend.get_texts()) == n_ours + 11
+        for text in legend.get_texts():
+            box = text.get_window_extent()
+            inside = (
+                canvas.x0 <= box.x0 and box.x1 <= canvas.x1 and canvas.y0 <= box.y0 and box.y1 <= canvas.y1
+            )
+            assert inside, text.get_text()
+        bars = fig.axes[0].get_window_extent()
+        assert bars.height >= 300 and bars.width >= 900  # the legend does not squeeze the bars
+    finally:
+        plt.close(fig)
 
 
 def test_a_series_with_no_known_cell_gets_no_bars():

@@ -98,12 +98,14 @@ def leaderboard(
         context.log.warning(f"leaderboard: {len(stale)} result(s) set aside:\n{set_aside_markdown(stale)}")
     context.add_output_metadata(
         {
-            "leaderboard": MetadataValue.md(leaderboard_markdown(table)),
+            # first entry, one click in the UI: the chart (inside the metadata) above the table
+            "leaderboard": MetadataValue.md(
+                png_markdown(chart, "leaderboard chart") + "\n\n" + leaderboard_markdown(table)
+            ),
             "experiments": int((table["source"] == "ours").sum()),
             "errata": errata_text(errata),
             "set_aside": len(stale),
             "chart": MetadataValue.path(str(chart)),
-            "chart_md": MetadataValue.md(png_markdown(chart, "leaderboard")),
             "results_json": MetadataValue.json([str(p) for p in results]),
         },
         output_name="leaderboard",
