@@ -18,7 +18,7 @@ import pytest
 
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import load_price_table
-from giant_assets.agents.providers import OpenAIResponsesModel, RetryPolicy
+from giant_assets.agents.providers import AnthropicChatModel, RetryPolicy
 from giant_assets.batch.journal import Journal
 from giant_assets.batch.ledger import ExperimentLedger, PartitionLedger
 from giant_assets.batch.replies import ReplyStore, StoreWriteFailed, replies_path
@@ -89,9 +89,9 @@ def disk_full(path: Path):
 
 
 def agent(server: ScriptedModelServer) -> GiantAgent:
-    model = OpenAIResponsesModel(
+    model = AnthropicChatModel(
         MODEL,
-        base_url=server.openai_base_url,
+        base_url=server.base_url,
         api_key_env="GIANT_TEST_KEY",
         retry=RetryPolicy(max_attempts=1),
     )
@@ -140,7 +140,7 @@ def test_a_killed_batch_re_pays_only_the_request_in_flight(
     spec = tmp_path / "spec.json"
     with ScriptedModelServer(rule=rule(block_at, gate)) as server:
         spec.write_text(json.dumps({
-            "model": MODEL, "base_url": server.openai_base_url, "items": its, "journal": str(journal.path),
+            "model": MODEL, "base_url": server.base_url, "items": its, "journal": str(journal.path),
             "settings": {"runs_per_item": 2, "concurrency": 1},
         }))  # fmt: skip
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIANT_")} | priced

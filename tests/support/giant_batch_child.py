@@ -1,6 +1,9 @@
-"""A GIANT batch in its own process, for tests that kill it: ``python -m tests.support.giant_batch_child
-SPEC.json`` runs ``run_batch`` with the GIANT agent on the Responses wire against ``spec["base_url"]``
-over ``spec["items"]``, journalling to ``spec["journal"]`` (prices from ``GIANT_PRICES``)."""
+"""A GIANT batch in its own process, for tests that kill it.
+
+``python -m tests.support.giant_batch_child SPEC.json`` runs ``run_batch`` with the GIANT agent on the
+Anthropic wire (no per-run cache key: the runs of an item send identical requests) against
+``spec["base_url"]`` over ``spec["items"]``, journalling to ``spec["journal"]`` (prices from
+``GIANT_PRICES``)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from pathlib import Path
 
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import load_price_table
-from giant_assets.agents.providers import OpenAIResponsesModel, RetryPolicy
+from giant_assets.agents.providers import AnthropicChatModel, RetryPolicy
 from giant_assets.batch.journal import Journal
 from giant_assets.batch.runner import BatchSettings, run_batch
 from giant_assets.core.settings import PRICES_ENV, env
@@ -19,7 +22,7 @@ from giant_assets.core.settings import PRICES_ENV, env
 
 def main(spec_path: str) -> None:
     spec = json.loads(Path(spec_path).read_text())
-    model = OpenAIResponsesModel(
+    model = AnthropicChatModel(
         spec["model"], base_url=spec["base_url"], api_key_env="GIANT_TEST_KEY",
         retry=RetryPolicy(max_attempts=1),
     )  # fmt: skip
