@@ -97,9 +97,12 @@ def run_cell(
             from giant_assets.agents.shown_views import ShownViews
 
             agent.shown_views = ShownViews(folder / "views")  # replays read their crops back
-        # every run waiting for the model goes into the round; a round may take hours
+        # every run waiting for the model goes into the round; a round may take hours. No ledger check
+        # as runs start: a round once submitted is paid, and a run re-started to collect its answer from
+        # an ended batch must start (the budget is checked before the first round, below)
         settings = replace(settings, concurrency=max(1, len(items) * experiment.runs_per_item),
-                           item_timeout_s=None, run_scope=rounds.run)  # fmt: skip
+                           item_timeout_s=None, run_scope=rounds.run, budget_usd=0.0,
+                           experiment_budget_usd=0.0, reserve_usd=0.0)  # fmt: skip
         if spend_estimate:
             problem, caution = batch_budget_check(experiment, rounds.store, spend_estimate)
             if problem:

@@ -72,7 +72,8 @@ def test_stop_cancels_the_backfill_and_terminates_the_rows_runs(
                     text=True, timeout=120,
                 )  # fmt: skip
                 assert stop.returncode == 0, stop.stdout + stop.stderr
-                assert "1 backfill(s) canceled" in stop.stdout
+                # the backfill has queued every run of its cells already (it is complete): they are stopped
+                assert f"{len(CELLS)} run(s) canceled or terminating" in stop.stdout
 
                 def ended() -> bool:
                     runs = [r for r in instance.get_runs() if r.job_name == "evaluate_cell"]
