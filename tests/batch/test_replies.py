@@ -251,3 +251,24 @@ async def _run_logged(server, its, journal, lines, **settings):
         )
     finally:
         await a.aclose()
+
+
+def test_the_store_skips_a_torn_line_seals_it_and_pays_a_reply_once(tmp_path: Path) -> None:
+    from giant_assets.batch.replies import RunReplies
+    from giant_assets.batch.run_identity import RunIdentity
+
+    path = tmp_path / "tcga.replies.jsonl"
+    runs = [RunReplies(ReplyStore(path), RunIdentity("h", "tcga", "1", r, "fp")) for r in (0, 1)]
+    for replies in runs:  # the same request in two runs of one item: two entries, never one
+        replies.record("d", replies.occurrence("d"), {"id": replies.identity.run_index}, cost_usd=0.25)
+    with open(path, "a") as fh:
+        fh.write('{"run": "x", "digest": "d", "n": 0, "cost_us')  # killed mid-write
+    store = ReplyStore(path)
+    assert store.skipped_lines == 1 and store.total_usd == pytest.approx(0.5)
+    again = RunReplies(store, runs[1].identity)
+    assert again.lookup("d", again.occurrence("d"))["response"] == {"id": 1}
+    assert again.lookup("d", again.occurrence("d")) is None  # its second send of "d" was never answered
+    again.record("d", 1, {"id": "second"}, cost_usd=0.125)
+    reread = ReplyStore(path)
+    assert reread.skipped_lines == 1 and reread.total_usd == pytest.approx(0.625)
+    assert PartitionLedger(tmp_path / "tcga.jsonl").spent() == pytest.approx(0.625)
