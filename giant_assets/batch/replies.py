@@ -54,10 +54,14 @@ class StoreWriteFailed(RuntimeError):
 
 
 class ReplyStore:
-    """The stored replies of one partition, read once and appended to as replies arrive."""
+    """The stored replies of one partition, read once and appended to as replies arrive.
 
-    def __init__(self, path: Path) -> None:
+    ``replay_runs``: the run keys whose replies may be replayed (the runs about to execute); the replies
+    of other runs are read for their cost only, not held in memory. None: every run's."""
+
+    def __init__(self, path: Path, replay_runs: set[str] | None = None) -> None:
         self.path = Path(path)
+        self._replay_runs = replay_runs
         self.skipped_lines = 0
         self.broken: str | None = None  # the first failed write, as a message naming the file
         self._entries: dict[tuple[str, str, int], dict[str, Any]] = {}
@@ -84,13 +88,16 @@ class ReplyStore:
         if key in self._entries:  # a reply is recorded once; a duplicate line is never paid twice
             return
         cost = float(entry.get("cost_usd") or 0.0)
+        if self._replay_runs is not None and key[0] not in self._replay_runs:
+            entry = {k: v for k, v in entry.items() if k != "response"}  # a finished run's: cost only
         self._entries[key] = entry
         self._run_usd[key[0]] += cost
         self._run_first_at.setdefault(key[0], str(entry.get("at") or ""))
         self.total_usd += cost
 
     def get(self, run: str, digest: str, n: int) -> dict[str, Any] | None:
-        return self._entries.get((run, digest, n))
+        entry = self._entries.get((run, digest, n))
+        return entry if entry is not None and "response" in entry else None
 
     def run_usd(self, run: str) -> float:
         """What the provider billed for the replies of one run (all its executions)."""

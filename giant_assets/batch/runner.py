@@ -286,7 +286,8 @@ async def execute(
     """Run the plan's pending runs, ``settings.concurrency`` at a time, until done or over budget."""
     pending = plan.pending
     outcome = BatchOutcome(rows=[], total_runs=plan.total_runs, reused=plan.reused)
-    store = ReplyStore(replies_path(journal.path))
+    # only the runs about to execute may replay: the replies of finished runs are read for their cost
+    store = ReplyStore(replies_path(journal.path), {row_identity(base).key for base, _ in pending})
     own = PartitionLedger(journal.path)
     whole = ExperimentLedger(journal.path.parent) if settings.experiment_budget_usd > 0 else None
     spent = 0.0  # paid by this batch's finished runs

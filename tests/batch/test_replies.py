@@ -272,3 +272,7 @@ def test_the_store_skips_a_torn_line_seals_it_and_pays_a_reply_once(tmp_path: Pa
     reread = ReplyStore(path)
     assert reread.skipped_lines == 1 and reread.total_usd == pytest.approx(0.625)
     assert PartitionLedger(tmp_path / "tcga.jsonl").spent() == pytest.approx(0.625)
+    # replies of runs that will not run again are read for their cost only, never replayed
+    finished = ReplyStore(path, replay_runs={runs[0].identity.key})
+    assert finished.total_usd == pytest.approx(0.625) and finished.get(runs[1].identity.key, "d", 0) is None
+    assert finished.get(runs[0].identity.key, "d", 0)["response"] == {"id": 0}
