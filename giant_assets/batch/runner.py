@@ -2,12 +2,20 @@
 
 ``plan.plan_runs`` decides what to run (pure); ``execute`` runs it (async), journalling every finished
 run as one ``records.RunRecord``; ``run_batch`` does both under the journal lock and orphan watchdog.
+
+Every run executes with its reply store (``replies.py``): the model replies it is sent are kept before
+it uses them, and a run that did not finish before replays them when it runs again. The budget is a
+ledger (``ledger.py``): before a run starts, what the partition (and, with an experiment budget, every
+partition of the result set) has paid so far in any process, plus a reservation of each run in flight,
+plus this run's reservation, must stay within the budget. The first failed journal or reply-store write
+starts no new run and fails the batch naming the file (``StoreWriteFailed``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import decimal
 import json
 import logging
 import threading
@@ -22,6 +30,7 @@ from giant_assets.batch.agent_api import Agent, AgentAnswer, AgentItem
 from giant_assets.batch.extraction import extract_label
 from giant_assets.batch.guard import journal_lock, stop_when_orphaned
 from giant_assets.batch.journal import Journal
+from giant_assets.batch.ledger import ExperimentLedger, PartitionLedger, row_identity
 from giant_assets.batch.plan import RunPlan, for_item, plan_runs
 from giant_assets.batch.records import (
     AGENT_ERROR,
@@ -32,7 +41,8 @@ from giant_assets.batch.records import (
     RunRecord,
     RunWaiting,
 )
-from giant_assets.batch.run_identity import RunIdentity, running
+from giant_assets.batch.replies import ReplyStore, RunReplies, StoreWriteFailed, recording, replies_path
+from giant_assets.batch.run_identity import running
 from giant_assets.core.secrets import redact_secrets
 
 _LOG = logging.getLogger(__name__)
@@ -43,7 +53,9 @@ _MODEL_TEXT = ("answer_text", "extraction", "error", "trajectory_json")  # what 
 class BatchSettings:
     runs_per_item: int = 1
     concurrency: int = 4
-    budget_usd: float = 0.0  # 0 means no cap
+    budget_usd: float = 0.0  # 0 means no cap; this partition, every process's spend included
+    experiment_budget_usd: float = 0.0  # 0 means no cap; every partition of the journal's result set
+    reserve_usd: float = 0.0  # held per run in flight: its estimated cost (the mean paid run if higher)
     item_timeout_s: float | None = 900.0  # None: no limit (batch mode)
     retry_failed: bool = True  # re-run (item, run) pairs whose last attempt was an agent error/timeout
     progress_every_s: float = 10.0
@@ -65,7 +77,9 @@ class BatchOutcome:
     failed: int = 0
     not_started: int = 0
     budget_stopped: bool = False
-    cost_usd_new: float = 0.0
+    cost_usd_new: float = 0.0  # what the provider billed in this batch (replayed replies excluded)
+    billed_usd: float = 0.0  # everything the partition has paid, every process and run, counted or not
+    replayed_calls: int = 0  # model replies replayed from the reply store instead of being paid again
     waiting: int = 0  # runs stopped unfinished: their model request waits in a provider batch
     log_lines: list[str] = field(default_factory=list)
 
@@ -106,14 +120,9 @@ def _duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
-def _identity(base: dict[str, Any]) -> RunIdentity:
-    return RunIdentity(
-        config_hash=str(base["config_hash"]),
-        benchmark_name=str(base["benchmark_name"]),
-        benchmark_id=str(base["benchmark_id"]),
-        run_index=int(base["run_index"]),
-        item_fingerprint=base.get("item_fingerprint") or None,
-    )
+def usd_as_set(value: float) -> str:
+    """A USD amount as the user wrote it: ``$0.015``, ``$50``."""
+    return "$" + format(decimal.Decimal(str(value)).normalize(), "f")
 
 
 def _now() -> str:
@@ -277,10 +286,42 @@ async def execute(
     """Run the plan's pending runs, ``settings.concurrency`` at a time, until done or over budget."""
     pending = plan.pending
     outcome = BatchOutcome(rows=[], total_runs=plan.total_runs, reused=plan.reused)
-    spent = 0.0
+    # only the runs about to execute may replay: the replies of finished runs are read for their cost
+    store = ReplyStore(replies_path(journal.path), {row_identity(base).key for base, _ in pending})
+    own = PartitionLedger(journal.path)
+    whole = ExperimentLedger(journal.path.parent) if settings.experiment_budget_usd > 0 else None
+    spent = 0.0  # paid by this batch's finished runs
+    live: dict[int, RunReplies] = {}  # the runs started and not ended
+    broken: list[str] = []  # the first failed journal write
+    changed = asyncio.Event()  # a run ended: its reservation is released
     started = time.monotonic()
     finished = in_flight = 0
     semaphore = asyncio.Semaphore(max(1, settings.concurrency))
+
+    budgeted = settings.budget_usd > 0 or settings.experiment_budget_usd > 0
+    journalled = [float(r.get("cost_usd") or 0.0) for r in journal.read().values()] if budgeted else []
+    earlier = sum(journalled) / len(journalled) if journalled else 0.0
+
+    def reserve() -> float:
+        """Held for a run: its estimate, or the mean cost of the runs paid so far when that is higher."""
+        return max(settings.reserve_usd, spent / finished if finished else 0.0, earlier)
+
+    def over_budget() -> str | None:
+        """Why the next run may not start (its reservation would pass a budget), or None."""
+        held = sum(max(0.0, reserve() - r.paid_usd) for r in live.values())
+        for what, budget, ledger in (
+            ("budget", settings.budget_usd, own),
+            ("experiment budget", settings.experiment_budget_usd, whole),
+        ):
+            if budget > 0 and ledger is not None:
+                paid = ledger.spent()
+                if paid >= budget or paid + held + reserve() > budget:
+                    return (
+                        f"{what} {usd_as_set(budget)} reached (paid ${paid:.4f} so far"
+                        + (f", ${held:.4f} held for {len(live)} run(s) in flight" if live else "")
+                        + f", ${reserve():.4f} reserved per run)"
+                    )
+        return None
 
     def progress(final: bool = False) -> None:
         elapsed = time.monotonic() - started
@@ -316,15 +357,16 @@ async def execute(
                 }
             )
 
-    async def run_one(base: dict[str, Any], item: dict[str, Any]) -> None:
+    async def run_one(base: dict[str, Any], item: dict[str, Any], replies: RunReplies) -> None:
         nonlocal spent, finished, in_flight
         in_flight += 1
+        identity = replies.identity
         try:
             row_base = {**base, "started_at": _now()}
             try:
                 # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation (Ctrl-C)
                 # that lands as the answer completes, and the batch would then run on to the end
-                with running(_identity(base)):
+                with running(identity), recording(replies):
                     async with asyncio.timeout(settings.item_timeout_s), _scope(settings):
                         answer = await agent.answer(agent_item(item), base["run_index"])
                 kind = (answer.error_kind or AGENT_ERROR) if answer.error else None
@@ -338,13 +380,21 @@ async def execute(
                 return
             except Exception as exc:  # an agent bug fails its own item, never the batch
                 row = result_row(row_base, item, None, AGENT_ERROR, f"{type(exc).__name__}: {exc}")
-            journal.append([row])
-            spent += row["cost_usd"]
+            # what this execution paid: its stored replies (an agent without a reply store: its row)
+            spent += replies.paid_usd if replies.recorded or replies.replayed else row["cost_usd"]
             finished += 1
+            try:
+                journal.append([row])
+            except OSError as exc:  # the replies it paid for are in the reply store: a re-run replays them
+                broken.append(f"cannot write the journal {journal.path}: {exc}")
+                return
             outcome.executed += 1
             outcome.failed += row["error_kind"] in RETRYABLE
         finally:
+            outcome.replayed_calls += replies.replayed
+            live.pop(id(replies), None)
             in_flight -= 1
+            changed.set()
             semaphore.release()
 
     async def heartbeat() -> None:
@@ -369,21 +419,38 @@ async def execute(
         for index, (base, item) in enumerate(pending):
             read_ahead(index + 1 + max(1, settings.concurrency))
             await semaphore.acquire()
-            if settings.budget_usd > 0 and spent >= settings.budget_usd:
+            while (problem := over_budget()) is not None and live and not (broken or store.broken):
+                changed.clear()  # runs in flight may cost less than held: wait for one to end, look again
+                await changed.wait()
+            if broken or store.broken:
+                semaphore.release()
+                outcome.not_started = len(pending) - index
+                break
+            if problem is not None:
                 semaphore.release()
                 outcome.budget_stopped = True
                 outcome.not_started = len(pending) - index
                 log(
-                    f"budget ${settings.budget_usd:.2f} reached (spent ${spent:.4f}): "
-                    f"{outcome.not_started} runs not started; re-materialize with a higher budget to continue"
+                    f"{problem}: {outcome.not_started} runs not started; "
+                    "re-materialize with a higher budget to continue"
                 )
                 break
-            tasks.append(asyncio.create_task(run_one(base, item)))
+            replies = RunReplies(store, row_identity(base))
+            live[id(replies)] = replies  # held from now: the task starts when this loop next waits
+            tasks.append(asyncio.create_task(run_one(base, item, replies)))
         await asyncio.gather(*tasks)
     finally:
         beat.cancel()
         for task in tasks:
             task.cancel()
     outcome.cost_usd_new = spent
+    outcome.billed_usd = own.spent()
     progress(final=True)
+    failure = (broken or [store.broken])[0]
+    if failure:
+        raise StoreWriteFailed(
+            f"{failure}. No new run was started after it ({outcome.not_started} not started); what was "
+            f"paid is kept in {store.path if not store.broken else 'the journal'}. Free the space or fix "
+            "the file, then materialize again: answered requests are replayed, not paid again"
+        )
     return outcome

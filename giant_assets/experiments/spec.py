@@ -146,6 +146,12 @@ class Experiment(BaseModel):
         description="most USD one partition (experiment x benchmark) may spend; 0: no cap. Required "
         "for a paid experiment (a model off loopback)",
     )
+    experiment_budget_usd: float | None = Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="most USD the whole experiment (all its benchmarks) may spend; None or 0: no cap",
+    )
     attempt_timeout_s: float = Field(default=900.0, gt=0, description="per attempt, as officially")
     item_timeout_s: float = Field(default=3900.0, gt=0, description="whole run, all attempts: safety net")
     retry_failed: bool = True
@@ -385,6 +391,7 @@ SPEED_FIELDS = (
     "requests_per_minute",
     "tokens_per_minute",
     "budget_usd",
+    "experiment_budget_usd",
     "attempt_timeout_s",
     "item_timeout_s",
     "retry_failed",

@@ -5,6 +5,7 @@ giant-experiments list             # one line per experiment: name, agent, model
 giant-experiments sync             # add every declared experiment as a partition ($DAGSTER_HOME)
 giant-experiments estimate NAME    # cost and time of what NAME has left to run, per benchmark
 giant-experiments batches [NAME] [--cancel]   # provider batches still open (batch mode); cancel them
+giant-experiments stop NAME [--benchmark B]  # cancel NAME's backfills, queued and running runs
 giant-experiments prune            # delete the partitions of experiments no longer declared (files stay)
 """
 
@@ -29,6 +30,8 @@ COMMANDS = {
     "protocol's token model, calibrated by finished runs of the same model)",
     "batches": "the provider batches still open (batch mode), of NAME or of every experiment; --cancel "
     "cancels NAME's",
+    "stop": "stop experiment NAME's row (or --benchmark cells): cancel its backfills and its queued and "
+    "in-progress runs on the instance at $DAGSTER_HOME (finished runs and paid replies are kept)",
 }
 
 
@@ -45,9 +48,9 @@ def _parser() -> argparse.ArgumentParser:
         command = commands.add_parser(name, help=text, description=text)
         # also after the command; SUPPRESS keeps a --file given before it
         command.add_argument("--file", default=argparse.SUPPRESS, help=file_help)
-        if name in ("estimate", "batches"):
+        if name in ("estimate", "batches", "stop"):
             command.add_argument("name", nargs="?", help="the experiment")
-        if name == "estimate":
+        if name in ("estimate", "stop"):
             command.add_argument(
                 "--benchmark", action="append", default=None, help="only this benchmark (repeatable)"
             )
@@ -84,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         return _estimate(declared, args.name, args.benchmark)
     elif args.command == "batches":
         return _batches(resource, args.name, args.cancel)
+    elif args.command == "stop":
+        return _stop(args.name, args.benchmark)
     else:
         from dagster import DagsterInstance
 
@@ -148,6 +153,24 @@ def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None) ->
             f"{total_line(every)}"
         )
     return 0
+
+
+def _stop(name: str | None, benchmarks: list[str] | None) -> int:
+    from dagster import DagsterInstance
+
+    from giant_assets.platform.stop import stop_experiment
+
+    if not name:
+        print("error: stop needs the experiment NAME whose runs to stop", file=sys.stderr)
+        return 2
+    with DagsterInstance.get() as instance:
+        stopped = stop_experiment(instance, name, benchmarks)
+    print(f"{name}: {len(stopped.backfills)} backfill(s) canceled, {len(stopped.runs)} run(s) canceled "
+          f"or terminating: {', '.join(stopped.backfills + stopped.runs) or 'none'}")  # fmt: skip
+    for run_id in stopped.not_stopped:
+        print(f"run {run_id} could not be terminated (started from a shell, no code server to ask): "
+              "interrupt its process (Ctrl-C)", file=sys.stderr)  # fmt: skip
+    return 1 if stopped.not_stopped else 0
 
 
 def _batches(resource: ExperimentsResource, name: str | None, cancel: bool) -> int:

@@ -110,17 +110,33 @@ def test_resume_reuses_finished_runs_and_retries_failed_ones(tmp_path: Path) -> 
     assert run(third, items(3), journal, runs_per_item=2, retry_failed=False).reused == 6 and not third.calls
 
 
-def test_budget_stops_launching_new_runs(tmp_path: Path) -> None:
+def test_budget_stops_launching_new_runs_and_is_a_ledger_across_batches(tmp_path: Path) -> None:
     agent = ScriptAgent({str(i): "1" for i in range(10)}, cost=0.4)
+    journal = Journal(tmp_path / "j.jsonl")
     lines: list[str] = []
     out = asyncio.run(
-        run_batch(agent, items(10), config_hash="h", journal=Journal(tmp_path / "j.jsonl"),
+        run_batch(agent, items(10), config_hash="h", journal=journal,
                   settings=BatchSettings(concurrency=1, budget_usd=1.0), log=lines.append)
     )  # fmt: skip
-    assert out.budget_stopped and len(agent.calls) == 3 and out.not_started == 7
-    assert out.cost_usd_new == pytest.approx(1.2)
-    assert any("budget $1.00 reached" in line and "7 runs not started" in line for line in lines)
-    assert lines[-1].startswith("finished: 3/10 runs done")
+    # the second run starts at $0.40 paid + $0.40 held for it; a third would pass the budget
+    assert out.budget_stopped and len(agent.calls) == 2 and out.not_started == 8
+    assert out.cost_usd_new == pytest.approx(0.8) and out.billed_usd == pytest.approx(0.8)
+    assert any(
+        "budget $1 reached (paid $0.8000 so far" in line and "8 runs not started" in line for line in lines
+    )
+    assert lines[-1].startswith("finished: 2/10 runs done")
+    # the same budget again: what earlier batches paid counts, nothing more is spent
+    again = ScriptAgent({str(i): "1" for i in range(10)}, cost=0.4)
+    out = run(again, items(10), journal, concurrency=1, budget_usd=1.0)
+    assert not again.calls and out.budget_stopped and out.not_started == 8
+    # the budget as the user set it: $0.015, not $0.01
+    tiny = ScriptAgent({str(i): "1" for i in range(10)}, cost=0.01)
+    lines.clear()
+    asyncio.run(
+        run_batch(tiny, items(10), config_hash="h2", journal=Journal(tmp_path / "k.jsonl"),
+                  settings=BatchSettings(concurrency=1, budget_usd=0.015), log=lines.append)
+    )  # fmt: skip
+    assert len(tiny.calls) == 1 and any("budget $0.015 reached" in line for line in lines)
 
 
 def test_progress_lines_show_done_total_failures_cost_and_eta(tmp_path: Path) -> None:

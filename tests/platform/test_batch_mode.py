@@ -286,21 +286,21 @@ def test_a_cell_whose_estimate_is_above_the_budget_is_refused_before_anything_is
         assert not result.success
         failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
         message = failure.event_specific_data.error.message
-        assert "nothing submitted" in message and "above budget_usd $0.00 even at its low end" in message
+        assert "nothing submitted" in message and "above budget_usd $0.0001 even at its low end" in message
         assert not api.batches and not model.requests  # nothing sent, nothing paid
     assert not any(f.read_text().strip() for f in data.glob("journals/*/gtex.jsonl"))  # no run journalled
 
 
 def test_the_budget_check_of_batch_mode(tmp_path: Path) -> None:
+    from giant_assets.agents.cell import batch_budget_check
     from giant_assets.agents.providers.batching import BatchStore
     from giant_assets.experiments.spec import Experiment
-    from giant_assets.platform.assets.predictions import batch_budget_check
 
     exp = Experiment(name="b", agent="giant", model="gpt-5", batch=True, budget_usd=10.0)
     fresh = BatchStore(tmp_path / "fresh")
     estimate = {"estimate_usd_low": 4.0, "estimate_usd_high": 30.0}
     assert batch_budget_check(exp, fresh, estimate)[0] is None
-    assert "may exceed budget_usd $10.00" in batch_budget_check(exp, fresh, estimate)[1]
+    assert "may exceed budget_usd $10" in batch_budget_check(exp, fresh, estimate)[1]
     assert batch_budget_check(exp, fresh, {"estimate_usd_low": 4.0, "estimate_usd_high": 9.0}) == (None, None)
     low_above = {"estimate_usd_low": 12.0, "estimate_usd_high": 30.0}
     assert "nothing submitted" in batch_budget_check(exp, fresh, low_above)[0]

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
 
+from giant_assets.batch.replies import replies_path
 from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted import serve_demo_model
 from giant_assets.multipathqa.sample import sample_csv_path
@@ -177,7 +178,9 @@ def test_switching_csv_moving_the_root_and_unmounting_it(platform, sample_wsi_ro
 
 
 def strip_to_legacy(journal: Path) -> list[dict]:
-    """Rewrite the journal as the code before fingerprints wrote it (schema 2, no fingerprint fields)."""
+    """Rewrite the journal as the code before fingerprints wrote it (schema 2, no fingerprint fields);
+    that code kept no reply store either."""
+    replies_path(journal).unlink()
     rows = [json.loads(line) for line in journal.read_text().splitlines()]
     legacy = [{k: v for k, v in r.items() if k not in NEW_FIELDS} | {"schema_version": 2} for r in rows]
     journal.write_text("".join(json.dumps(r) + "\n" for r in legacy))

@@ -26,11 +26,14 @@ from giant_assets.agents.providers.keys import api_key_from_env
 from giant_assets.agents.providers.messages import Message, ModelReply, ToolSpec
 from giant_assets.agents.providers.retry import Failure, RetryPolicy, parse_retry_after, with_retries
 from giant_assets.batch.ratelimit import RateLimiter
+from giant_assets.batch.replies import current as current_replies
+from giant_assets.batch.replies import request_digest
 from giant_assets.core.secrets import Secret, is_loopback_url
 
 if TYPE_CHECKING:
     from giant_assets.agents.providers.batching import BatchRound
 
+REPLAYED = "replayed from the reply store: sent by an earlier execution of this run, not paid again"
 NO_KEY = "no-key-configured"  # placeholder the SDK insists on; its auth header is omitted on every call
 
 
@@ -71,6 +74,7 @@ class SDKChatModel(abc.ABC):
         self._rng = random.Random(seed)
         self._client = self._make_client(self._key.reveal() if self._key else NO_KEY)
         self.batch: BatchRound | None = None  # batch mode: requests go through provider batches
+        self._prices: Any = None  # the price table, read at the first paid reply
 
     def __repr__(self) -> str:
         name = type(self).__name__
@@ -126,7 +130,19 @@ class SDKChatModel(abc.ABC):
         headers = self._auth_override()
         messages, notes = self._prepare(messages)
         body = self._body(messages, tools, cache_key)  # once: the SDKs do not change it
-        response, attempts, waited, latency = await self._call(body, headers)
+        # a run with a reply store (batch/replies.py) replays a reply it was sent before for free
+        replies = current_replies() if self.batch is None else None
+        slot = stored = None
+        if replies is not None:
+            digest = request_digest(body)
+            slot = (digest, replies.occurrence(digest))
+            stored = replies.lookup(*slot)
+        if stored is not None:
+            response = self.sdk._models.construct_type(type_=self.response_type, value=stored["response"])
+            attempts, waited, latency = 0, 0.0, 0.0
+            notes += (REPLAYED,)
+        else:
+            response, attempts, waited, latency = await self._call(body, headers)
         try:
             reply = self._reply(response)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError, RecursionError) as exc:
@@ -136,7 +152,9 @@ class SDKChatModel(abc.ABC):
                 200,
                 attempts,
             ) from None
-        if self.limiter is not None:
+        if replies is not None and slot is not None and stored is None:  # kept before the agent sees it
+            replies.record(*slot, self._stored(response), **self._accounting(reply.usage))
+        if self.limiter is not None and stored is None:
             await self.limiter.record_tokens(reply.usage.total)
         return ModelReply(
             text=self.redact(reply.text),
@@ -149,6 +167,26 @@ class SDKChatModel(abc.ABC):
             replay=reply.replay,
             notes=notes + reply.notes + self._notes(),
         )
+
+    def _stored(self, response: Any) -> dict[str, Any]:
+        """The SDK response as the JSON data it was parsed from (keys redacted), to replay it."""
+        return json.loads(self.redact(json.dumps(response.to_dict(mode="json"))))
+
+    def _accounting(self, usage: Any) -> dict[str, Any]:
+        """A paid reply's tokens and cost (``GIANT_PRICES``, as the agents price their steps)."""
+        if self._prices is None:
+            from giant_assets.agents.pricing import load_price_table
+            from giant_assets.core.settings import PRICES_ENV, env
+
+            self._prices = load_price_table(env(PRICES_ENV) or None)
+        cost = self._prices.cost(
+            self.name, usage.input_tokens, usage.output_tokens, usage.cached_input_tokens,
+            usage.cache_write_tokens,
+        )  # fmt: skip
+        return {
+            "model": self.name, "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+            "cached_input_tokens": usage.cached_input_tokens, "cost_usd": cost.usd,
+        }  # fmt: skip
 
     def _notes(self) -> tuple[str, ...]:
         """Notes on how this model's requests are sent now (e.g. an optional feature dropped)."""
