@@ -1,0 +1,109 @@
+"""The durable store of one result set's batches: records of batches, answers and intents."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+ENDED = "ended"
+
+
+class BatchStore:
+    """One result set's batches on one benchmark: ``batches.jsonl`` (each batch and its status),
+    ``answers.jsonl`` (each line's outcome) and ``intents.jsonl`` (each batch about to be submitted:
+    its round tag and custom ids, then how a search for it was resolved), all append-only; the latest
+    record per key wins. A folder written before intents existed simply has none."""
+
+    def __init__(self, folder: Path, partition: dict[str, str] | None = None) -> None:
+        self.folder = Path(folder)
+        self.partition = partition or {}  # experiment and benchmark, for the sensor
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.answers: dict[str, dict[str, Any]] = {}
+        self._open_by_cid: dict[str, str] = {}
+        self.submissions: dict[str, int] = {}
+        self.intents: dict[str, dict[str, Any]] = {}  # round tag -> intent, merged with its resolution
+        self._load()
+
+    def _read(self, name: str) -> list[dict[str, Any]]:
+        path = self.folder / name
+        if not path.exists():
+            return []
+        rows = []
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue  # a torn last line of a killed writer
+                if isinstance(row, dict):
+                    rows.append(row)
+        return rows
+
+    def _load(self) -> None:
+        for row in self._read("batches.jsonl"):
+            self._index_batch(row)
+        for row in self._read("answers.jsonl"):
+            self.answers[row["custom_id"]] = row
+        for row in self._read("intents.jsonl"):
+            self.intents[row["round_tag"]] = self.intents.get(row["round_tag"], {}) | row
+
+    def _index_batch(self, row: dict[str, Any]) -> None:
+        first = row["batch_id"] not in self.batches
+        self.batches[row["batch_id"]] = row
+        for cid in row.get("custom_ids", []):
+            if first:
+                self.submissions[cid] = self.submissions.get(cid, 0) + 1
+            if row.get("status") == ENDED:
+                self._open_by_cid.pop(cid, None)
+            else:
+                self._open_by_cid[cid] = row["batch_id"]
+
+    def _append(self, name: str, rows: list[dict[str, Any]]) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with open(self.folder / name, "a", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def record_batch(self, row: dict[str, Any]) -> None:
+        row = self.partition | row
+        self._append("batches.jsonl", [row])
+        self._index_batch(row)
+
+    def record_answers(self, rows: list[dict[str, Any]]) -> None:
+        self._append("answers.jsonl", rows)
+        for row in rows:
+            self.answers[row["custom_id"]] = row
+
+    def record_intent(self, tag: str, custom_ids: list[str]) -> None:
+        """Before a batch is submitted: what it holds, so a batch whose id is lost can be found."""
+        self._append_intent(self.partition | {"round_tag": tag, "custom_ids": custom_ids, "at": time.time()})
+
+    def resolve_intent(self, tag: str, how: str, **details: Any) -> None:
+        """The search for an intent's batch is over with none adopted (``not_found``, ``ambiguous``);
+        an adopted batch's record resolves its intent by its round tag."""
+        self._append_intent({"round_tag": tag, "resolved": how, "resolved_at": time.time()} | details)
+
+    def _append_intent(self, row: dict[str, Any]) -> None:
+        self._append("intents.jsonl", [row])
+        self.intents[row["round_tag"]] = self.intents.get(row["round_tag"], {}) | row
+
+    def unresolved_intents(self) -> list[dict[str, Any]]:
+        """Intents with no batch recorded for their round tag and no search resolved, oldest first."""
+        recorded = {b.get("round_tag") for b in self.batches.values()}
+        rows = [
+            i
+            for tag, i in self.intents.items()
+            if tag not in recorded and "resolved" not in i and "custom_ids" in i
+        ]
+        return sorted(rows, key=lambda i: i["at"])
+
+    def open_batch(self, cid: str) -> str | None:
+        return self._open_by_cid.get(cid)
+
+    def open_batches(self) -> list[dict[str, Any]]:
+        return [b for b in self.batches.values() if b.get("status") != ENDED]
