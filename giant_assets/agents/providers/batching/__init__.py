@@ -46,6 +46,7 @@ from giant_assets.agents.providers.batching.rounds import (
     intent_candidates,
 )
 from giant_assets.agents.providers.batching.store import ENDED, BatchStore
+from giant_assets.agents.providers.retry import RetryPolicy
 
 BATCH_DISCOUNT = 0.5  # both providers bill batch tokens at half the synchronous rate
 
@@ -56,11 +57,13 @@ __all__ = [
 ]  # fmt: skip
 
 
-def batch_client(model: Any) -> BatchClient:
-    """The batch API of an ``SDKChatModel``'s provider and wire format, over the model's own SDK client."""
+def batch_client(model: Any, retry: RetryPolicy | None = None) -> BatchClient:
+    """The batch API of an ``SDKChatModel``'s provider and wire format, over the model's own SDK client,
+    every call under ``retry`` (default: the model's own policy) with the model's error classification."""
+    kw = {"retry": retry or model.retry, "classify": model._classify, "rng": model._rng}
     if model.provider == "anthropic":
-        return AnthropicBatches(model._client, "/v1/messages")
-    return OpenAIBatches(model._client, "/v1" + model.endpoint)
+        return AnthropicBatches(model._client, "/v1/messages", **kw)
+    return OpenAIBatches(model._client, "/v1" + model.endpoint, **kw)
 
 
 def attach(agent: Any, folder: Path, experiment: Any, log: Callable[[str], None]) -> BatchRound:

@@ -12,10 +12,11 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from giant_assets.agents.providers.batching.client import BatchClient, ListedBatch
+from giant_assets.agents.providers.batching.client import BatchClient, BatchStatus, ListedBatch, Results
 from giant_assets.agents.providers.batching.store import ENDED, BatchStore
 from giant_assets.agents.providers.errors import ProviderError
 from giant_assets.batch.records import RunWaiting
+from giant_assets.batch.run_identity import current_run
 
 # how far the provider's clock may be from ours: a batch created from an intent is listed back to this
 # much before the intent, and (Anthropic) counts as a candidate from then on
@@ -31,10 +32,14 @@ class BatchPending(RunWaiting):
         self.batch_id = batch_id
 
 
-def custom_id(endpoint: str, body: dict[str, Any]) -> str:
-    """The request's name in batches: a digest of its endpoint and wire body (64 chars: both APIs' limit)."""
+def custom_id(endpoint: str, body: dict[str, Any], run_key: str | None = None) -> str:
+    """The request's name in batches (64 chars: both APIs' limit): a digest of the run that sends it
+    (``run_identity``'s key: the runs of one item send byte-identical first requests and stay
+    independent samples, each its own line; a replay of the same run finds its answers), its endpoint
+    and wire body. Outside a run (no identity): of the endpoint and body alone."""
     blob = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-    return "g" + hashlib.sha256(endpoint.encode() + b"\0" + blob).hexdigest()[:63]
+    run = f"{run_key}\0".encode() if run_key else b""
+    return "g" + hashlib.sha256(run + endpoint.encode() + b"\0" + blob).hexdigest()[:63]
 
 
 def intent_candidates(
@@ -66,6 +71,7 @@ class BatchRound:
         max_requests: int | None = None,
         max_line_attempts: int = 3,
         settle_s: float = 1.0,
+        lock_wait_s: float = 60.0,
         log: Callable[[str], None] = print,
     ) -> None:
         if mode not in ("hold", "detach"):
@@ -93,6 +99,9 @@ class BatchRound:
         self._adoption_done = False
         self._adoption_error: ProviderError | None = None
         self._adoption_lock = asyncio.Lock()
+        self.lock_wait_s = lock_wait_s  # for the store's lock, held by another process's round
+        self._store_lock = asyncio.Lock()
+        self._locked = False
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
@@ -101,16 +110,41 @@ class BatchRound:
         self.live += 1
         token = _RUN.set(object())
         try:
+            await self._lock_store()
             yield
         finally:
             _RUN.reset(token)
             self.live -= 1
+            if self.live == 0 and self._locked:
+                self.store.unlock()
+                self._locked = False
             self._maybe_submit()
+
+    async def _lock_store(self) -> None:
+        """One submitter per store: take its lock, then read it again from disk, so what another
+        process submitted or stored meanwhile is seen before anything is sent (a split round's batches
+        each end and each launch a run of the cell: the later run waits, then finds every request in an
+        open or answered batch). Another holder past ``lock_wait_s``: a ProviderError naming it."""
+        async with self._store_lock:
+            if self._locked:
+                return
+            waited = 0.0
+            while not self.store.try_lock():
+                if waited >= self.lock_wait_s:
+                    raise ProviderError(
+                        f"batch store {self.store.folder} is held by another process submitting rounds "
+                        f"(waited {waited:.0f}s): let it finish, then run the cell again"
+                    )
+                await asyncio.sleep(0.2)
+                waited += 0.2
+            self._locked = True
+            self.store.reload()
 
     async def request(self, body: dict[str, Any]) -> dict[str, Any]:
         """The reply body to one request: from the store, from an open batch, or from a new round."""
         await self.adopt()
-        cid = custom_id(self.client.endpoint, body)
+        run = current_run()
+        cid = custom_id(self.client.endpoint, body, run.key if run is not None else None)
         while True:
             answer = self.store.answers.get(cid)
             if answer is not None and answer["kind"] == "succeeded":
@@ -126,25 +160,36 @@ class BatchRound:
             submitted = self.store.submissions.get(cid, 0)
             open_id = self.store.open_batch(cid)
             if open_id is None and submitted >= self.max_line_attempts:
-                kind = answer["kind"] if answer else "lost"
-                raise ProviderError(
-                    f"batch line {cid[:12]}: {kind} in each of {submitted} batches "
-                    f"(max {self.max_line_attempts}): {(answer or {}).get('error', '')}"
-                )
+                raise ProviderError(self._gave_up(cid, answer, submitted))
             if open_id is not None:
                 await self._wait(open_id)
                 continue
             future = asyncio.get_running_loop().create_future()
             self._waiting.setdefault(cid, (body, []))[1].append(future)
-            run = _RUN.get()
-            self._runs_waiting[run] = self._runs_waiting.get(run, 0) + 1
+            waiter = _RUN.get()
+            self._runs_waiting[waiter] = self._runs_waiting.get(waiter, 0) + 1
             self._maybe_submit()
             try:
                 await future
             finally:
-                self._runs_waiting[run] -= 1
-                if not self._runs_waiting[run]:
-                    del self._runs_waiting[run]
+                self._runs_waiting[waiter] -= 1
+                if not self._runs_waiting[waiter]:
+                    del self._runs_waiting[waiter]
+
+    def _gave_up(self, cid: str, answer: dict[str, Any] | None, submitted: int) -> str:
+        """Why a line is not sent again: the batches it was in, how each ended, and what to do."""
+        kind = answer["kind"] if answer else "lost"
+        held = [
+            f"{b['batch_id']} ({b.get('provider_status') or b.get('status')})"
+            for b in self.store.batches.values()
+            if cid in b.get("custom_ids", [])
+        ]
+        return (
+            f"batch line {cid[:12]}: {kind} in each of {submitted} batches ({', '.join(held)}); "
+            f"batch_max_line_attempts is {self.max_line_attempts}, so it is not sent again. Last error: "
+            f"{(answer or {}).get('error', '')}. Look at those batches at the provider; raise "
+            "batch_max_line_attempts and materialize the cell again, or run it without batch: true"
+        )
 
     async def adopt(self) -> None:
         """Once per process, before a request is answered or submitted: look up the batch of every
@@ -222,43 +267,66 @@ class BatchRound:
         task = self._watchers.get(batch_id)
         if task is None:
             task = self._watchers[batch_id] = asyncio.ensure_future(self._watch(batch_id))
-        if not await asyncio.shield(task):
+        try:
+            ended = await asyncio.shield(task)
+        except Exception:
+            if self._watchers.get(batch_id) is task:  # a failed watcher is not kept: the next wait polls
+                del self._watchers[batch_id]
+            raise
+        if not ended:
             self.pending_batches.add(batch_id)
             raise BatchPending(batch_id)
 
     async def _watch(self, batch_id: str) -> bool:
-        """Poll the batch (hold: until it ends; detach: once); store its answers when it has ended."""
+        """Poll the batch (hold: until it ends; detach: once); store its answers when it has ended.
+        Each call goes through the provider retry policy; a batch seen ended by its status and not by
+        the fetch of its results (the provider's view flipped back) is looked at again, nothing lost."""
         while True:
             status = await self.client.status(batch_id)
-            if status.ended:
-                results = await self.client.results(batch_id)
-                seen = {r["custom_id"] for r in results}
-                # a request of the record with no result line (expired, or not in the batch: an adopted
-                # Anthropic batch that was another's) counts as expired: it goes into the next round,
-                # at the cost of one of its max_line_attempts. Result lines of requests not in the record
-                # are stored too: a custom_id is the digest of its request, so they answer that request.
-                lost = [cid for cid in self.store.batches[batch_id].get("custom_ids", []) if cid not in seen]
-                results += [{"custom_id": cid, "kind": "expired", "error": "no result line"} for cid in lost]
-                for row in results:
-                    row["batch_id"] = batch_id
-                self.store.record_answers(results)
-                record = self.store.batches[batch_id] | {
-                    "status": ENDED,
-                    "provider_status": status.status,
-                    "ended_at": time.time(),
-                    "counts": status.counts,
-                }
-                self.store.record_batch(record)
-                failed = sum(r["kind"] != "succeeded" for r in results)
-                self.log(
-                    f"batch {batch_id} {status.status}: {len(results) - failed} answered, {failed} "
-                    f"errored/expired/cancelled (re-sent next round, up to {self.max_line_attempts} times)"
-                )
+            fetched = await self.client.results(batch_id) if status.ended else None
+            if fetched is not None:
+                self._store_results(batch_id, status, fetched)
                 return True
+            if status.ended:
+                self.log(f"batch {batch_id} was {status.status}, now shown running again: looked at again")
             if self.mode == "detach":
                 self.log(f"batch {batch_id} {status.status} {status.counts}: runs stop until it ends")
                 return False
             await asyncio.sleep(self.poll_s)
+
+    def _store_results(self, batch_id: str, status: BatchStatus, fetched: Results) -> None:
+        """Record an ended batch's answers and its end. A request of the record with no result line
+        (expired, a line that could not be read, or not in the batch: an adopted Anthropic batch that
+        was another's) counts as expired: it goes into the next round, at the cost of one of its
+        max_line_attempts. Result lines of requests not in the record are stored too: a custom_id
+        names its request, so they answer it."""
+        results = fetched.rows
+        for problem in fetched.problems:
+            self.log(f"left out: {problem}")
+        seen = {r["custom_id"] for r in results}
+        lost = [cid for cid in self.store.batches[batch_id].get("custom_ids", []) if cid not in seen]
+        results += [{"custom_id": cid, "kind": "expired", "error": "no result line"} for cid in lost]
+        for row in results:
+            row["batch_id"] = batch_id
+        self.store.record_answers(results)
+        record = (
+            self.store.batches[batch_id]
+            | {
+                "status": ENDED,
+                "provider_status": status.status,
+                "ended_at": time.time(),
+                "counts": status.counts,
+            }
+            | ({"reason": status.reason} if status.reason else {})
+        )
+        self.store.record_batch(record)
+        failed = sum(r["kind"] != "succeeded" for r in results)
+        why = f" ({status.reason})" if status.reason else ""
+        self.log(
+            f"batch {batch_id} {status.status}{why}: {len(results) - failed} answered, {failed} "
+            f"errored/expired/cancelled (re-sent next round, up to batch_max_line_attempts "
+            f"{self.max_line_attempts} times)"
+        )
 
     def _maybe_submit(self) -> None:
         """(Re)start the settle timer while every live run waits; a new request restarts it."""
@@ -275,43 +343,65 @@ class BatchRound:
             asyncio.ensure_future(self._submit_round(requests))
 
     async def _submit_round(self, requests: dict[str, tuple[dict[str, Any], list[asyncio.Future]]]) -> None:
+        """Submit the round in chunks, each announced by a durable intent before its create. A request
+        answered or in an open batch by now is not sent (it loops and finds them). A chunk failing to
+        submit fails the runs of that chunk and of the chunks after it only: those of the chunks already
+        submitted and recorded wait on their batches."""
         self.rounds += 1
         tag = uuid.uuid4().hex[:16]
-        chunks = self._chunks([(cid, body) for cid, (body, _) in requests.items()])
-        futures = [f for _, fs in requests.values() for f in fs]
-        try:
-            ids = []
-            for n, chunk in enumerate(chunks):
+        fresh = [
+            (cid, body)
+            for cid, (body, _) in requests.items()
+            if self.store.open_batch(cid) is None
+            and (self.store.answers.get(cid) or {}).get("kind") != "succeeded"
+        ]
+        chunks = self._chunks(fresh) if fresh else []
+        ids: list[str] = []
+        failed: ProviderError | None = None
+        unsent: set[str] = set()
+        for n, chunk in enumerate(chunks):
+            cids = [cid for cid, _ in chunk]
+            if failed is not None:
+                unsent.update(cids)
+                continue
+            try:
                 # durable before the provider sees the batch: a process killed before the record of
                 # its id leaves this, and the next process adopts the batch instead of paying again
-                self.store.record_intent(f"{tag}-{n}", [cid for cid, _ in chunk])
+                self.store.record_intent(f"{tag}-{n}", cids)
                 batch_id = await self.client.submit(chunk, f"{tag}-{n}")
                 self.store.record_batch(
                     {
                         "batch_id": batch_id,
-                        "custom_ids": [cid for cid, _ in chunk],
+                        "custom_ids": cids,
                         "status": "submitted",
                         "submitted_at": time.time(),
                         "round_tag": f"{tag}-{n}",
                         "requests": len(chunk),
                     }
                 )
-                ids.append(batch_id)
-            self.submitted_requests += len(requests)
-            self.log(
-                f"round {self.rounds}: {len(requests)} request(s) in {len(ids)} batch(es) {', '.join(ids)}"
-            )
-        except Exception as exc:  # the runs fail with the reason; nothing is half-recorded
-            # the failed chunk's intent stays open: a create whose reply timed out may have been
-            # accepted, and the next process looks for it
-            error = ProviderError(f"batch submission failed: {type(exc).__name__}: {exc}"[:500])
+            except Exception as exc:
+                # this chunk's intent stays open: a create whose reply was lost may have been accepted,
+                # and the next process looks for it before paying again
+                failed = ProviderError(
+                    f"batch submission of round {tag} chunk {n + 1}/{len(chunks)} failed: "
+                    f"{type(exc).__name__}: {exc}"[:500]
+                )
+                unsent.update(cids)
+                continue
+            ids.append(batch_id)
+            self.submitted_requests += len(chunk)
+        self.log(
+            f"round {self.rounds}: {len(fresh) - len(unsent)} request(s) in {len(ids)} batch(es) "
+            f"{', '.join(ids)}" + (f"; {len(unsent)} not submitted: {failed}" if failed else "")
+        )
+        for cid, (_, futures) in requests.items():
             for future in futures:
-                if not future.done():
-                    future.set_exception(error)
-            return
-        for future in futures:
-            if not future.done():
-                future.set_result(None)  # each request loops: it now finds its open batch
+                if future.done():
+                    continue
+                if cid in unsent and failed is not None:
+                    future.set_exception(failed)
+                else:
+                    future.set_result(None)  # each request loops: it now finds its open batch
 
     def _chunks(self, lines: list[tuple[str, dict[str, Any]]]) -> list[list[tuple[str, dict[str, Any]]]]:
         chunks: list[list[tuple[str, dict[str, Any]]]] = [[]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -15,7 +16,8 @@ class BatchStore:
     """One result set's batches on one benchmark: ``batches.jsonl`` (each batch and its status),
     ``answers.jsonl`` (each line's outcome) and ``intents.jsonl`` (each batch about to be submitted:
     its round tag and custom ids, then how a search for it was resolved), all append-only; the latest
-    record per key wins. A folder written before intents existed simply has none."""
+    record per key wins, except that a succeeded answer is never replaced. A folder written before
+    intents existed simply has none."""
 
     def __init__(self, folder: Path, partition: dict[str, str] | None = None) -> None:
         self.folder = Path(folder)
@@ -25,7 +27,34 @@ class BatchStore:
         self._open_by_cid: dict[str, str] = {}
         self.submissions: dict[str, int] = {}
         self.intents: dict[str, dict[str, Any]] = {}  # round tag -> intent, merged with its resolution
+        self._lock_fd: int | None = None
         self._load()
+
+    def reload(self) -> None:
+        """Read the store again from disk (another process may have written it since)."""
+        self.batches, self.answers, self._open_by_cid, self.submissions, self.intents = {}, {}, {}, {}, {}
+        self._load()
+
+    def try_lock(self) -> bool:
+        """Take the store's OS file lock (``store.lock``: one submitter per store) without waiting;
+        True when held. The OS drops it when the process dies, even by SIGKILL."""
+        if self._lock_fd is not None:
+            return True
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.folder / "store.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd
+        return True
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def _read(self, name: str) -> list[dict[str, Any]]:
         path = self.folder / name
@@ -46,7 +75,8 @@ class BatchStore:
         for row in self._read("batches.jsonl"):
             self._index_batch(row)
         for row in self._read("answers.jsonl"):
-            self.answers[row["custom_id"]] = row
+            if isinstance(row.get("custom_id"), str) and "kind" in row:
+                self._keep_answer(row)
         for row in self._read("intents.jsonl"):
             self.intents[row["round_tag"]] = self.intents.get(row["round_tag"], {}) | row
 
@@ -74,10 +104,20 @@ class BatchStore:
         self._append("batches.jsonl", [row])
         self._index_batch(row)
 
+    def _keep_answer(self, row: dict[str, Any]) -> bool:
+        """Index ``row`` unless it would replace a succeeded answer (a paid answer is never dropped for
+        a later error of the same line); True when kept."""
+        old = self.answers.get(row["custom_id"])
+        if old is not None and old["kind"] == "succeeded" and row["kind"] != "succeeded":
+            return False
+        self.answers[row["custom_id"]] = row
+        return True
+
     def record_answers(self, rows: list[dict[str, Any]]) -> None:
-        self._append("answers.jsonl", rows)
-        for row in rows:
-            self.answers[row["custom_id"]] = row
+        """Store result rows; one that would replace a succeeded answer is left out."""
+        kept = [row for row in rows if self._keep_answer(row)]
+        if kept:
+            self._append("answers.jsonl", kept)
 
     def record_intent(self, tag: str, custom_ids: list[str]) -> None:
         """Before a batch is submitted: what it holds, so a batch whose id is lost can be found."""
