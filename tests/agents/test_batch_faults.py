@@ -100,7 +100,8 @@ def test_runs_of_one_item_are_independent_lines_and_a_replay_pays_nothing(slide,
         bodies = Counter(
             json.dumps(body, sort_keys=True) for b in api.batches.values() for _, body in b.lines
         )
-        assert sorted(bodies.values()) == [3, 3]
+        # Claude's requests are byte-identical across runs (GPT-5's carry a per-run cache key)
+        assert sorted(bodies.values()) == ([3, 3] if provider == "anthropic" else [1] * 6)
         # a later materialization of the same runs (same identities): every answer from the store
         agent, again = _round(provider, api, tmp_path / "s")
         second = asyncio.run(_answer_runs(agent, items, again, runs=3))
@@ -135,9 +136,14 @@ def test_a_failed_watcher_is_not_kept(slide, tmp_path, provider) -> None:
             provider, api, tmp_path / "s", retry=RetryPolicy(max_attempts=2, base_delay_s=0.001)
         )
         api.fail_polls = 2
-        failed = asyncio.run(_answer_runs(agent, items, batch, close=False))
+
+        async def twice() -> tuple[list, list]:  # the same process, the same round object
+            return await _answer_runs(agent, items, batch, close=False), await _answer_runs(
+                agent, items, batch
+            )
+
+        failed, answers = asyncio.run(twice())
         assert all(a.error and "injected 500" in a.error for a in failed), [a.error for a in failed]
-        answers = asyncio.run(_answer_runs(agent, items, batch))  # the same process, the same round object
         assert all(a.error is None for a in answers), [a.error for a in answers]
         _paid_once(api, 2)
 
