@@ -356,3 +356,78 @@ def test_a_round_whose_process_stopped_while_submitting_is_named_by_the_sensor(
     BatchStore(folder).record_batch({"batch_id": "b1", "custom_ids": ["g1"], "status": "submitted",
                                      "round_tag": "t-0"})  # fmt: skip
     assert batch_sensor.orphaned_rounds(data, now=now + 10**6) == []
+
+
+def test_the_sensor_relaunches_a_cell_whose_launched_run_died_then_says_it_cannot_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One run per cell for a split round's two ended batches; a failed launched run is launched again
+    under a new run key; a run shown running whose process died (no lock held) too; after MAX_LAUNCHES
+    the sensor says the cell cannot go on by itself."""
+    import asyncio
+
+    from dagster import build_sensor_context
+    from dagster._core.test_utils import create_run_for_test
+
+    from giant_assets.agents.providers import make_chat_model
+    from giant_assets.agents.providers.batching import BatchStore, batch_client
+    from giant_assets.platform import batch_sensor
+    from giant_assets.platform.definitions import ALL_SENSORS
+    from giant_assets.platform.resources import ExperimentsResource, StorageResource
+
+    data, partition = tmp_path / "data", "gtex|batched"
+    folder = data / "journals" / "h" / "gtex.batches"
+    sensor = next(s for s in ALL_SENSORS if s.name == "batch_rounds_sensor")
+    with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        declared = write_experiments(tmp_path / "e.yaml", {"batched": _settings(api)})
+        resources = {"storage": StorageResource(data_dir=str(data)),
+                     "experiments": ExperimentsResource(path=str(declared))}  # fmt: skip
+
+        async def submit() -> list[str]:  # a round split in two batches, recorded as a cell records them
+            from giant_assets.experiments.declared import load_experiments
+
+            chat = make_chat_model(load_experiments(declared)["batched"], None)
+            try:
+                client = batch_client(chat)
+                body = {"model": "gpt-5", "input": "x"}
+                return [await client.submit([(f"g{n}", body)], f"t-{n}") for n in range(2)]
+            finally:
+                await chat.aclose()
+
+        ids = asyncio.run(submit())
+        store = BatchStore(folder, {"experiment": "batched", "partition": partition})
+        for n, batch_id in enumerate(ids):
+            store.record_batch({"batch_id": batch_id, "custom_ids": [f"g{n}"], "status": "submitted",
+                                "submitted_at": time.time()})  # fmt: skip
+        with DagsterInstance.ephemeral() as instance:
+            cursor, keys, reasons = None, [], []
+
+            def tick() -> None:
+                nonlocal cursor
+                result = sensor(build_sensor_context(instance=instance, resources=resources, cursor=cursor))
+                cursor = result.cursor
+                keys.extend(r.run_key for r in result.run_requests or [])
+                if result.skip_reason:
+                    reasons.append(result.skip_reason.skip_message)
+
+            def last_run_is(status: DagsterRunStatus) -> None:
+                tags = {"dagster/run_key": keys[-1], "dagster/partition": partition}
+                create_run_for_test(instance, job_name="evaluate_cell", status=status, tags=tags)
+
+            tick()
+            assert keys == [f"batch-{ids[0]}-1"]  # both batches ended: one run of the cell
+            tick()
+            assert len(keys) == 1  # its run not created yet: nothing more
+            last_run_is(DagsterRunStatus.FAILURE)  # a 500 on the download, say: the batch is still open
+            tick()
+            assert keys[-1] == f"batch-{ids[0]}-2"
+            last_run_is(DagsterRunStatus.STARTED)  # shown running; its process killed: no lock held
+            tick()
+            assert len(keys) == 2  # not yet: it may be starting
+            monkeypatch.setattr(batch_sensor, "STUCK_AFTER_S", 0.0)
+            tick()
+            assert keys[-1] == f"batch-{ids[0]}-3"
+            last_run_is(DagsterRunStatus.FAILURE)
+            tick()
+            assert len(keys) == 3 and "gtex|batched: cannot go on by itself" in reasons[-1]
+            assert "materialize the cell by hand" in reasons[-1]
