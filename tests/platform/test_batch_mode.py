@@ -82,7 +82,8 @@ def test_a_cell_waits_on_its_batches_then_completes_at_half_price(
         assert passes == 3  # the scripted model crops once, then answers: 2 rounds, 3 passes
         # GIANT takes one round per step (the scripted model crops once, then answers: 2 calls per run)
         waits = [o.event_specific_data.asset_observation.metadata for o in observations]
-        assert [m["batches"].value for m in waits if "batches" in m]  # which batches, beside the progress
+        named = [m["batches"].value for m in waits if "batches" in m]  # which batches, beside the progress
+        assert named and all(named) and {b for names in named for b in names} <= set(api.batches)
         assert set(api.answered.values()) == {1}, "a request was paid for twice"
         assert meta["batches_total"].value == len(api.batches) >= 2
     with duckdb.connect(str(data / "giant.duckdb"), read_only=True) as con:
