@@ -92,8 +92,18 @@ class BatchStore:
                 self._open_by_cid[cid] = row["batch_id"]
 
     def _append(self, name: str, rows: list[dict[str, Any]]) -> None:
+        """Append ``rows``, fsynced; after a torn last line (a writer killed mid-line) on a new line, so
+        the torn line stays the only one lost."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        with open(self.folder / name, "a", encoding="utf-8") as fh:
+        path = self.folder / name
+        torn = False
+        if path.exists() and path.stat().st_size:
+            with open(path, "rb") as fh:
+                fh.seek(-1, os.SEEK_END)
+                torn = fh.read(1) != b"\n"
+        with open(path, "a", encoding="utf-8") as fh:
+            if torn:
+                fh.write("\n")
             for row in rows:
                 fh.write(json.dumps(row) + "\n")
             fh.flush()
