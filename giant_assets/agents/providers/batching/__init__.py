@@ -1,7 +1,8 @@
 """Batch mode: every model request of an experiment goes through the provider's batch API, at half price.
 
-A run's requests are the same bytes whatever the transport, so each is named by a digest of its wire
-body (its ``custom_id``) and answered from a durable store once any batch has answered it. A *round*
+A run's requests are the same bytes whatever the transport, so each is named by a digest of the run
+that sends it (``batch/run_identity.py``: the runs of one item stay separate samples) and its wire body
+(its ``custom_id``), and answered from a durable store once any batch has answered it. A *round*
 collects the next request of every run that is waiting for the model into batches (split at the
 provider's request and byte limits), submits them and waits for them to end: a GIANT run advances one
 step per round, a single-call baseline finishes in one.
@@ -27,6 +28,10 @@ provider (``BatchRound.adopt``): OpenAI by the ``giant_round`` metadata the batc
 (no metadata) by the one unrecorded batch created since the intent with the same number of requests.
 A batch found is recorded as if just submitted; none found (or, Anthropic, several that fit) resolves
 the intent and its requests go into a normal round.
+
+Modules: ``store`` (the durable store and its lock: one submitter per store), ``rounds`` (the round
+scheduler and adoption), ``client`` (what a provider's batch client offers: every call under the retry
+policy, result lines read one by one), ``openai_batches`` and ``anthropic_batches`` (one per provider).
 """
 
 from __future__ import annotations
