@@ -136,7 +136,8 @@ def batch_rounds_demo(items: int = 24) -> None:
         f"measured: the batch run billed {tokens[0]} tokens, the synchronous run of the same items "
         f"{tokens[1]}; cost ratio {ratio:.3f} (target batch <= {TARGET}x sync: "
         f"{'met' if round(ratio, 9) <= TARGET else 'MISSED'}; the loopback servers bill the same tokens "
-        "either way, so this checks that batch mode pays batch prices on every billed token, not a provider's bill)"
+        "either way, so this checks that batch mode pays batch prices on every billed token, "
+        "not a provider's bill)"
     )
 
 
