@@ -128,24 +128,33 @@ def test_failed_polls_downloads_creates_and_listings_are_retried(slide, tmp_path
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_a_failed_watcher_is_not_kept(slide, tmp_path, provider) -> None:
-    """Polls failing past the retry budget fail the runs waiting then; the next wait polls again."""
+def test_polls_failing_past_the_retry_policy_stop_the_runs_and_the_next_wait_polls_again(
+    slide, tmp_path, provider
+) -> None:
+    """detach: the runs stop unjournalled (the batch is paid and open) and the failed watcher is not
+    kept: the next wait of the same process polls again. hold: it polls on."""
     items = _items(slide, 2)
-    with ScriptedModelServer(rule=one_call) as model, BatchAPIServer(model, polls_to_finish=2) as api:
-        agent, batch = _round(
-            provider, api, tmp_path / "s", retry=RetryPolicy(max_attempts=2, base_delay_s=0.001)
-        )
-        api.fail_polls = 2
+    short = RetryPolicy(max_attempts=2, base_delay_s=0.001)
+    with ScriptedModelServer(rule=one_call) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        agent, batch = _round(provider, api, tmp_path / "d", retry=short, mode="detach")
 
         async def twice() -> tuple[list, list]:  # the same process, the same round object
             return await _answer_runs(agent, items, batch, close=False), await _answer_runs(
                 agent, items, batch
             )
 
-        failed, answers = asyncio.run(twice())
-        assert all(a.error and "injected 500" in a.error for a in failed), [a.error for a in failed]
-        assert all(a.error is None for a in answers), [a.error for a in answers]
+        api.polls_to_finish = 1
+        api.fail_polls = 2
+        stopped, answers = asyncio.run(twice())
+        assert all(isinstance(a, BatchPending) for a in stopped), stopped
+        assert all(not isinstance(a, BatchPending) and a.error is None for a in answers), answers
         _paid_once(api, 2)
+        logs: list[str] = []
+        agent, held = _round(provider, api, tmp_path / "h", retry=short, log=logs.append)
+        api.fail_polls = 5  # more than one retry budget: hold mode polls on
+        answers = asyncio.run(_answer_runs(agent, items, held))
+        assert all(a.error is None for a in answers) and api.fail_polls == 0
+        assert any("polling on (hold mode)" in line for line in logs), logs
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -14,7 +14,7 @@ from typing import Any
 
 from giant_assets.agents.providers.batching.client import BatchClient, BatchStatus, ListedBatch, Results
 from giant_assets.agents.providers.batching.store import ENDED, BatchStore
-from giant_assets.agents.providers.errors import ProviderError
+from giant_assets.agents.providers.errors import ProviderError, RetriesExhausted
 from giant_assets.batch.records import RunWaiting
 from giant_assets.batch.run_identity import current_run
 
@@ -269,8 +269,16 @@ class BatchRound:
             task = self._watchers[batch_id] = asyncio.ensure_future(self._watch(batch_id))
         try:
             ended = await asyncio.shield(task)
-        except Exception:
+        except RetriesExhausted as exc:
             if self._watchers.get(batch_id) is task:  # a failed watcher is not kept: the next wait polls
+                del self._watchers[batch_id]
+            # detach: the batch is paid and open; its runs stop unjournalled, as while it runs, and the
+            # next run of the cell looks again (hold mode keeps polling: see _watch)
+            self.log(f"batch {batch_id}: looking at it failed past the retry policy ({exc}): runs stop")
+            self.pending_batches.add(batch_id)
+            raise BatchPending(batch_id) from exc
+        except Exception:
+            if self._watchers.get(batch_id) is task:
                 del self._watchers[batch_id]
             raise
         if not ended:
@@ -282,8 +290,15 @@ class BatchRound:
         Each call goes through the provider retry policy; a batch seen ended by its status and not by
         the fetch of its results (the provider's view flipped back) is looked at again, nothing lost."""
         while True:
-            status = await self.client.status(batch_id)
-            fetched = await self.client.results(batch_id) if status.ended else None
+            try:
+                status = await self.client.status(batch_id)
+                fetched = await self.client.results(batch_id) if status.ended else None
+            except RetriesExhausted as exc:
+                if self.mode == "detach":
+                    raise
+                self.log(f"batch {batch_id}: {exc}; polling on (hold mode)")
+                await asyncio.sleep(self.poll_s)
+                continue
             if fetched is not None:
                 self._store_results(batch_id, status, fetched)
                 return True
