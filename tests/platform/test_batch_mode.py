@@ -432,3 +432,30 @@ def test_the_sensor_relaunches_a_cell_whose_launched_run_died_then_says_it_canno
             tick()
             assert len(keys) == 3 and "gtex|batched: cannot go on by itself" in reasons[-1]
             assert "materialize the cell by hand" in reasons[-1]
+
+
+def test_runs_of_one_item_stay_separate_samples_in_batch_mode(tmp_path: Path, sample_wsi_root: Path) -> None:
+    """runs_per_item: 3 with Claude (whose runs send byte-identical first requests): 3x the lines of one
+    run each, every line paid once, as many lines as the synchronous run makes calls."""
+    data, declared = tmp_path / "data", tmp_path / "experiments.yaml"
+    instance = DagsterInstance.ephemeral()
+    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+    key = str(result_key("batched", "gtex"))
+    with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        settings = _settings(api, provider="anthropic", model="claude-sonnet-4-5", base_url=api.base_url,
+                             runs_per_item=3)  # fmt: skip
+        _declare_and_ingest(instance, declared, resources, settings)
+        for _ in range(6):
+            result = materialize(ALL_ASSETS, selection=CELL, partition_key=key, resources=resources,
+                                 instance=instance)  # fmt: skip
+            if result.asset_materializations_for_node("predictions"):
+                break
+        assert result.asset_materializations_for_node("predictions")
+        lines = [cid for b in api.batches.values() for cid, _ in b.lines]
+        assert set(api.created_lines.values()) == {1} and set(api.answered.values()) == {1}
+    with duckdb.connect(str(data / "giant.duckdb"), read_only=True) as con:
+        runs, calls = con.sql(
+            "select count(*), sum(n_calls) from (select p.benchmark_id, p.run_index, count(*) as n_calls "
+            "from trajectory_steps p where p.action != 'thumbnail' group by all)"
+        ).fetchone()
+    assert runs == 2 * 3 and len(lines) == calls == 2 * 3 * 2  # 2 readable items x 3 runs x 2 calls
