@@ -459,3 +459,27 @@ def test_runs_of_one_item_stay_separate_samples_in_batch_mode(tmp_path: Path, sa
             "from trajectory_steps p where p.action != 'thumbnail' group by all)"
         ).fetchone()
     assert runs == 2 * 3 and len(lines) == calls == 2 * 3 * 2  # 2 readable items x 3 runs x 2 calls
+
+
+def test_a_cell_whose_batches_all_expire_fails_naming_them_and_what_to_do(
+    tmp_path: Path, sample_wsi_root: Path
+) -> None:
+    data, declared = tmp_path / "data", tmp_path / "experiments.yaml"
+    instance = DagsterInstance.ephemeral()
+    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+    key = str(result_key("batched", "gtex"))
+    with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        api.next_outcomes = ["expired"] * 10
+        _declare_and_ingest(instance, declared, resources, _settings(api, batch_max_line_attempts=2))
+        for _ in range(4):
+            result = materialize(ALL_ASSETS, selection=CELL, partition_key=key, resources=resources,
+                                 instance=instance, raise_on_error=False)  # fmt: skip
+            if not result.success:
+                break
+        assert not result.success
+        ids = list(api.batches)
+        assert len(ids) == 2 and set(api.created_lines.values()) == {2} and not api.answered
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    message = failure.event_specific_data.error.message
+    assert all(i in message for i in ids), message
+    assert "batch_max_line_attempts is 2" in message and "raise batch_max_line_attempts" in message
