@@ -281,5 +281,5 @@ async def review_open(
             status = await client.status(b["batch_id"])
         finally:
             await chat.aclose()
-        out.append(b | {"provider_status": status.status, "counts": status.counts})
+        out.append(b | {"provider_status": status.status, "counts": status.counts, "ended": status.ended})
     return out

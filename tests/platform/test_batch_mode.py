@@ -360,7 +360,7 @@ def test_a_round_whose_process_stopped_while_submitting_is_named_by_the_sensor(
 
 
 def test_the_sensor_relaunches_a_cell_whose_launched_run_died_then_says_it_cannot_go_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     """One run per cell for a split round's two ended batches; a failed launched run is launched again
     under a new run key; a run shown running whose process died (no lock held) too; after MAX_LAUNCHES
@@ -432,6 +432,14 @@ def test_the_sensor_relaunches_a_cell_whose_launched_run_died_then_says_it_canno
             tick()
             assert len(keys) == 3 and "gtex|batched: cannot go on by itself" in reasons[-1]
             assert "materialize the cell by hand" in reasons[-1]
+        # `giant-experiments batches` says what an ended, unstored batch waits for
+        from giant_assets.platform import experiments_cli
+
+        monkeypatch.setenv("GIANT_DATA_DIR", str(data))
+        monkeypatch.setenv("GIANT_EXPERIMENTS", str(declared))
+        assert experiments_cli.main(["batches"]) == 0
+        listed = capsys.readouterr().out
+        assert listed.count("ended at the provider, its answers not stored yet") == 2, listed
 
 
 def test_runs_of_one_item_stay_separate_samples_in_batch_mode(tmp_path: Path, sample_wsi_root: Path) -> None:
