@@ -302,3 +302,21 @@ def test_a_round_of_giant_sized_requests_splits_at_the_byte_cap(tmp_path, provid
 
     assert all(wire_bytes(chunk) <= limits[1] for chunk in chunks)
     assert wire_bytes(chunks[0] + chunks[1][:1]) > limits[1]  # filled up to the cap, not a fixed count
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_line_answered_429_goes_into_the_next_round(slide, tmp_path, provider) -> None:
+    """A rate-limited line (429: retryable, not a refusal) is sent again, not failed."""
+    seen: list[str] = []
+
+    def rule(request: RecordedRequest) -> Reply:
+        if "(item 1)" in request.text and not seen:
+            seen.append("429")
+            return Reply(status=429, text="rate limited")
+        return one_call(request)
+
+    with ScriptedModelServer(rule=rule) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        agent, batch = _round(provider, api, tmp_path / "s")
+        answers = asyncio.run(_answer_runs(agent, _items(slide, 2), batch))
+        assert batch.rounds == 2 and sorted(api.created_lines.values()) == [1, 2]
+    assert all(a.error is None for a in answers), [a.error for a in answers]

@@ -15,6 +15,7 @@ from typing import Any
 from giant_assets.agents.providers.batching.client import BatchClient, BatchStatus, ListedBatch, Results
 from giant_assets.agents.providers.batching.store import ENDED, BatchStore
 from giant_assets.agents.providers.errors import ProviderError, RetriesExhausted
+from giant_assets.agents.providers.retry import RETRYABLE_STATUS
 from giant_assets.batch.records import RunWaiting
 from giant_assets.batch.run_identity import current_run
 
@@ -153,6 +154,7 @@ class BatchRound:
                 answer is not None
                 and answer["kind"] == "errored"
                 and 400 <= (answer.get("status") or 0) < 500
+                and answer.get("status") not in RETRYABLE_STATUS  # 408/409/425/429: sent again
             ):
                 raise ProviderError(
                     f"batch line {cid[:12]} refused: {answer.get('error')}", answer.get("status")
