@@ -4,7 +4,11 @@ batch mode against the loopback batch APIs with a kill between rounds.
 The reproduction is GIANT x1 (gpt5-giant), GIANT x5 (four more runs per item: run 0 is x1's), the
 thumbnail and the patch baselines over the 934 MultiPathQA items, priced from the estimate's token model
 (``giant_assets.agents.estimate``) at the low and high ends of its range: synchronous without prompt
-caching (the baseline of this run), synchronous with caching, batch, and batch with caching.
+caching (the baseline of this run), synchronous with caching, batch, and batch with caching. The batch
+columns are the providers' published list-price discount (x0.5) applied to the same tokens: a price, not
+a measurement. The target (batch <= 0.5x synchronous) is checked on a measurement instead: the same
+GIANT runs once synchronously and once in batch mode against the loopback servers, each priced from the
+tokens its replies billed (the batch run at batch prices, as ``attach`` sets them).
 """
 
 from __future__ import annotations
@@ -80,11 +84,7 @@ def table1_reproduction() -> None:
     base = totals[0]
     for label, (lo, hi) in zip(("sync, cached", "batch", "batch, cached"), totals[1:], strict=True):
         print(f"  {label}: {lo / base[0]:.2f}-{hi / base[1]:.2f} of synchronous without caching")
-    batch_ratio = totals[2][1] / totals[0][1]
-    print(
-        f"  batch vs synchronous: {batch_ratio:.2f} "
-        f"(target <= {TARGET}: {'met' if batch_ratio <= TARGET else 'MISSED'})"
-    )
+    print(f"  (batch columns: the list-price discount x{BATCH_DISCOUNT} on the same tokens, not measured)")
 
 
 STEPS = 4
@@ -102,6 +102,9 @@ def batch_rounds_demo(items: int = 24) -> None:
         slide = write_pyramidal_slide(Path(tmp) / "s.tiff", ONE_LESION_DESIGN, levels=4)
         work = [AgentItem("gtex", str(i), f"Which organ? (item {i})\n1. Lung\n2. Liver", None, str(slide))
                 for i in range(items)]  # fmt: skip
+        with ScriptedModelServer(rule=_navigate) as direct:
+            chat = OpenAIResponsesModel("gpt-5", base_url=direct.openai_base_url, reasoning_effort="high")
+            sync = asyncio.run(_direct(GiantAgent(chat, max_steps=STEPS, image_size=1000), work))
         with ScriptedModelServer(rule=_navigate) as model, BatchAPIServer(model, polls_to_finish=2) as api:
             passes = 0
             while True:
@@ -110,6 +113,7 @@ def batch_rounds_demo(items: int = 24) -> None:
                 chat.batch = BatchRound(batch_client(chat), BatchStore(Path(tmp) / "store"), mode="detach",
                                         log=lambda _: None)  # fmt: skip
                 agent = GiantAgent(chat, max_steps=STEPS, image_size=1000)
+                agent.prices = agent.prices.scaled(BATCH_DISCOUNT)  # as attach() sets it
                 results = asyncio.run(_pass(agent, chat.batch, work))
                 if not any(isinstance(r, BatchPending) for r in results) or passes > 3 * STEPS:
                     break
@@ -122,6 +126,26 @@ def batch_rounds_demo(items: int = 24) -> None:
         f"{sum(api.answered.values())} lines paid, {twice} paid twice; "
         f"all answered: {all(not isinstance(r, BatchPending) and r.error is None for r in results)}"
     )
+    answered = [r for r in results if not isinstance(r, BatchPending)]
+    tokens = (
+        sum(a.input_tokens + a.output_tokens for a in answered),
+        sum(a.input_tokens + a.output_tokens for a in sync),
+    )
+    ratio = sum(a.cost_usd for a in answered) / sum(a.cost_usd for a in sync)
+    print(
+        f"measured: the batch run billed {tokens[0]} tokens, the synchronous run of the same items "
+        f"{tokens[1]}; cost ratio {ratio:.3f} (target batch <= {TARGET}x sync: "
+        f"{'met' if round(ratio, 9) <= TARGET else 'MISSED'}; the loopback servers bill the same tokens "
+        "either way, so this checks that batch mode pays batch prices on every billed token, "
+        "not a provider's bill)"
+    )
+
+
+async def _direct(agent: GiantAgent, work: list[AgentItem]) -> list:
+    try:
+        return await asyncio.gather(*(agent.answer(i, 0) for i in work))
+    finally:
+        await agent.aclose()
 
 
 async def _pass(agent: GiantAgent, batch: BatchRound, work: list[AgentItem]) -> list:

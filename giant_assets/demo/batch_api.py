@@ -20,6 +20,16 @@ For a client killed around a batch create: ``create_reply_delay_s`` (one number,
 create) holds the reply of a create *after* the batch exists; ``stall_creates`` makes the next creates
 hang *without* creating anything (the request never reached the provider), answered 503 after
 ``stall_s`` or when the server stops.
+
+Injected faults (each a count of the next occurrences, taken one by one): ``fail_polls`` (a batch
+retrieval answers 500), ``fail_downloads`` (a results download answers 500), ``refuse_creates`` (a create
+answers 429 and creates nothing), ``fail_listings`` (a listing answers 500); ``flip_after_end`` (the next
+batches, once ended, show ``in_progress`` without result files on the retrieval after the one that
+ended them); ``bad_lines`` (the next batches' result files get a line that is not JSON, a blank line
+and a line without ``custom_id`` besides their real lines); ``conflicting`` (the next batches' result
+files repeat each succeeded line as an error after it); ``next_outcomes`` ``"failed"`` fails a batch
+as a whole with ``failure_reason`` (OpenAI ``errors``). ``created_lines`` counts every line of every
+create (what a client asked to be paid for).
 """
 
 from __future__ import annotations
@@ -57,6 +67,10 @@ class _Batch:
     polls_to_finish: int = 1
     outcome: str = "completed"  # completed | expired | expire_half | failed
     cancelled: bool = False
+    flip: bool = False  # shown in_progress once, on the retrieval after the one that ended it
+    views_after_end: int = 0
+    bad_lines: bool = False
+    conflicting: bool = False
     status: str = ""
     results: list[dict[str, Any]] | None = None  # per line, once finished
     output_file_id: str | None = None
@@ -80,6 +94,17 @@ class BatchAPIServer(LoopbackServer):
         self.create_reply_delay_s: float | list[float] = 0.0  # after the batch exists; list: per create
         self.stall_creates = 0  # the next creates hang and create nothing
         self.stall_s = 30.0
+        self.fail_polls = 0
+        self.fail_downloads = 0
+        self.refuse_creates = 0
+        self.fail_listings = 0
+        self.flip_after_end = 0
+        self.bad_lines = 0
+        self.conflicting = 0
+        self.failure_reason = ("token_limit_exceeded", "Enqueued token limit reached for gpt-5.")
+        self.created_lines: Counter[str] = Counter()
+        self.fail_create_at: set[int] = set()  # these creates (1 = the first) answer 500, create nothing
+        self.creates = 0
         self._stopping = threading.Event()
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -99,6 +124,25 @@ class BatchAPIServer(LoopbackServer):
             self.stall_creates -= 1
         self._stopping.wait(self.stall_s)
         return True
+
+    def take(self, fault: str) -> bool:
+        """One occurrence of the injected ``fault`` (a counter attribute), True if one was left."""
+        with self._lock:
+            left = getattr(self, fault)
+            if left <= 0:
+                return False
+            setattr(self, fault, left - 1)
+            return True
+
+    def failed_create(self) -> bool:
+        """Count a create; True when this one is to answer 500 without creating anything."""
+        with self._lock:
+            self.creates += 1
+            return self.creates in self.fail_create_at
+
+    def shown_ended(self, batch: _Batch) -> bool:
+        """Whether a retrieval shows the batch ended now (a flipping batch: not on its second look)."""
+        return batch.results is not None and not (batch.flip and batch.views_after_end == 1)
 
     def _hold_create_reply(self) -> None:
         delay = self.create_reply_delay_s
@@ -147,6 +191,13 @@ class BatchAPIServer(LoopbackServer):
             )
             if self.next_outcomes:
                 batch.outcome = self.next_outcomes.pop(0)
+            self.created_lines.update(cid for cid, _ in lines)
+        batch.flip, batch.bad_lines, batch.conflicting = (
+            self.take("flip_after_end"),
+            self.take("bad_lines"),
+            self.take("conflicting"),
+        )
+        with self._lock:
             polls = self.polls_to_finish
             batch.polls_to_finish = polls if isinstance(polls, int) else (polls.pop(0) if polls else 1)
             self.batches[batch.id] = batch
@@ -156,6 +207,7 @@ class BatchAPIServer(LoopbackServer):
         """One retrieval: the batch moves through its statuses and finishes after ``polls_to_finish``."""
         with self._lock:
             if batch.results is not None:
+                batch.views_after_end += 1
                 return
             batch.polls += 1
             if batch.outcome == "failed":
@@ -215,17 +267,27 @@ class BatchAPIServer(LoopbackServer):
             else:
                 code = "batch_expired" if r["kind"] == "expired" else "batch_cancelled"
                 err.append(line | {"response": None, "error": {"code": code, "message": EXPIRED_MESSAGE}})
+        if batch.conflicting:
+            err += [
+                x | {"response": {"status_code": 500, "request_id": "req_x", "body": {"error": "conflict"}}}
+                for x in out
+            ]
         if out:
             batch.output_file_id = self._new_id("file")
-            self.files[batch.output_file_id] = "".join(json.dumps(x) + "\n" for x in out).encode()
+            self.files[batch.output_file_id] = _jsonl(out, batch.bad_lines)
         if err:
             batch.error_file_id = self._new_id("file")
-            self.files[batch.error_file_id] = "".join(json.dumps(x) + "\n" for x in err).encode()
+            self.files[batch.error_file_id] = _jsonl(err, batch.bad_lines and not out)
 
     # ------------------------------------------------------------ wire objects
 
     def openai_object(self, b: _Batch) -> dict[str, Any]:
         done = [r for r in b.results or [] if r["kind"] == "answered" and r["status"] < 400]
+        if b.results is not None and not self.shown_ended(b):
+            shown = _Batch(b.id, b.kind, b.endpoint, b.lines, b.created_at, status="in_progress",
+                           input_file_id=b.input_file_id, metadata=b.metadata)  # fmt: skip
+            return self.openai_object(shown)
+        failed = b.status == "failed"
         return {
             "id": b.id,
             "object": "batch",
@@ -237,6 +299,12 @@ class BatchAPIServer(LoopbackServer):
             "output_file_id": b.output_file_id,
             "error_file_id": b.error_file_id,
             "metadata": b.metadata,
+            "errors": {
+                "object": "list",
+                "data": [{"code": self.failure_reason[0], "message": self.failure_reason[1], "line": None}],
+            }
+            if failed
+            else None,  # fmt: skip
             "request_counts": {
                 "total": len(b.lines),
                 "completed": len(done),
@@ -246,7 +314,7 @@ class BatchAPIServer(LoopbackServer):
 
     def anthropic_object(self, b: _Batch) -> dict[str, Any]:
         kinds = Counter(_anthropic_type(r) for r in b.results or [])
-        ended = b.results is not None
+        ended = self.shown_ended(b)
         return {
             "id": b.id,
             "type": "message_batch",
@@ -274,13 +342,47 @@ class BatchAPIServer(LoopbackServer):
             if kind == "succeeded":
                 result["message"] = r["body"]
             elif kind == "errored":
-                result["error"] = (
-                    r["body"]
-                    if r["body"].get("type") == "error"
-                    else {"type": "error", "error": {"type": "api_error", "message": json.dumps(r["body"])}}
-                )
-            lines.append(json.dumps({"custom_id": r["custom_id"], "result": result}) + "\n")
-        return "".join(lines).encode()
+                inner = r["body"].get("error") if isinstance(r["body"].get("error"), dict) else {}
+                result["error"] = _anthropic_error(r["status"], inner.get("message") or json.dumps(r["body"]))
+            lines.append({"custom_id": r["custom_id"], "result": result})
+        if b.conflicting:
+            lines += [
+                {
+                    "custom_id": x["custom_id"],
+                    "result": {"type": "errored", "error": _anthropic_error(500, "x")},
+                }
+                for x in lines
+                if x["result"]["type"] == "succeeded"
+            ]
+        return _jsonl(lines, b.bad_lines)
+
+
+ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                         404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+                         529: "overloaded_error"}  # fmt: skip
+
+
+def _anthropic_error(status: int, message: str) -> dict[str, Any]:
+    """An errored result's ``error`` as Anthropic writes it: the error type its HTTP status stands for."""
+    kind = ANTHROPIC_ERROR_TYPES.get(status, "api_error")
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def _jsonl(rows: list[dict[str, Any]], bad: bool) -> bytes:
+    """Rows as JSONL; ``bad``: with a line that is not JSON, a blank line and one without custom_id."""
+    lines = [json.dumps(x) for x in rows]
+    if bad:
+        lines[1:1] = ['{"custom_id": "torn', "", json.dumps({"result": {"type": "succeeded"}})]
+    return "".join(line + "\n" for line in lines).encode()
+
+
+def _fault_of(parts: list[str]) -> str:
+    """Which injected fault counter a GET of ``parts`` draws on."""
+    if parts[:2] == ["v1", "files"] or parts[-1:] == ["results"]:
+        return "fail_downloads"
+    if parts[-1:] == ["batches"]:
+        return "fail_listings"
+    return "fail_polls"
 
 
 def _anthropic_type(r: dict[str, Any]) -> str:
@@ -333,6 +435,8 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
             query = {k: v[-1] for k, v in urllib.parse.parse_qs(qs).items()}
             server.calls.append(("GET", path))
             parts = path.strip("/").split("/")
+            if server.take(_fault_of(parts)):
+                return self._reply(500, {"error": {"type": "api_error", "message": "injected 500"}})
             if parts[:2] == ["v1", "files"] and len(parts) == 4 and parts[3] == "content":
                 data = server.files.get(parts[2])
                 return self._reply(200, data, raw=True) if data is not None else self._not_found()
@@ -352,7 +456,7 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
                 if batch is None:
                     return self._not_found()
                 if len(parts) == 5 and parts[4] == "results":
-                    if batch.results is None:
+                    if not server.shown_ended(batch):
                         return self._reply(
                             400,
                             {
@@ -408,6 +512,10 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
                     return self._reply(400, {"error": {"message": "bad endpoint or empty input file"}})
                 if server._stall_create():
                     return self._reply(503, {"error": {"message": "stalled create: no batch"}})
+                if server.take("refuse_creates"):
+                    return self._reply(429, {"error": {"message": "injected 429: too many batches"}})
+                if server.failed_create():
+                    return self._reply(500, {"error": {"message": "injected 500 on create"}})
                 batch = server._create(
                     "openai",
                     req["endpoint"],
@@ -439,6 +547,12 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
                     return self._reply(
                         503, {"type": "error", "error": {"type": "overloaded_error", "message": "stalled"}}
                     )
+                if server.take("refuse_creates"):
+                    refused = {"type": "rate_limit_error", "message": "injected 429"}
+                    return self._reply(429, {"type": "error", "error": refused})
+                if server.failed_create():
+                    failed = {"type": "api_error", "message": "injected 500 on create"}
+                    return self._reply(500, {"type": "error", "error": failed})
                 batch = server._create("anthropic", "/v1/messages", lines)
                 server._hold_create_reply()
                 return self._reply(200, server.anthropic_object(batch))

@@ -4,23 +4,34 @@ With ``batch: true`` and ``batch_wait: detach`` a materialization of ``predictio
 of batches and ends; the batch ids are in the cell's batch store beside its journal
 (``journals/<config_hash>/<benchmark>.batches/``). This sensor, run by the daemon, looks at every batch
 not yet ended at most every ``minimum_interval_seconds`` (and each no more often than its experiment's
-``batch_poll_s``), and when one has ended requests a run of the cell (run key: the batch id, so once),
-which reads the answers, advances every run one step and submits the next round, or finishes the cell.
-Nothing but the daemon has to stay up while the provider works.
+``batch_poll_s``), and when one has ended requests a run of the cell, which reads the answers, advances
+every run one step and submits the next round, or finishes the cell. Nothing but the daemon has to stay
+up while the provider works.
+
+One launched run per cell at a time (a round split into several batches launches one run, not one per
+batch). The sensor remembers, in its cursor, the run it launched for each cell; when that run failed or
+was cancelled (a 500 on a download, a killed process: the batch is still open in the store, or the
+answers are stored and the next round was never submitted), it launches the cell again under a new run
+key (``batch-<batch id>-<attempt>``), up to ``MAX_LAUNCHES`` times, then says in its skip reason and
+log that the cell cannot go on by itself, naming the last run and what to do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 from dagster import (
+    DagsterRunStatus,
     DefaultSensorStatus,
     JobDefinition,
     RunRequest,
+    RunsFilter,
     SensorEvaluationContext,
     SensorResult,
     sensor,
@@ -59,11 +70,46 @@ def orphaned_rounds(root: Path, now: float | None = None) -> list[dict[str, Any]
     return out
 
 
+MAX_LAUNCHES = 3  # runs launched for one cell in a row that fail before the sensor stops relaunching it
+STOPPED = {DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
+# a launched run still shown running this long after its launch, while neither its journal nor its batch
+# store is locked (a run holds both while its runs go): its process died unseen (kill -9; the default run
+# launcher does not notice), and the cell is launched again
+STUCK_AFTER_S = 900.0
+
+
+def _unlocked(folder: Path) -> bool:
+    """Neither the cell's journal lock nor its batch store lock is held by a live process now."""
+    from giant_assets.batch.guard import lock_path
+
+    for path in (lock_path(folder.with_suffix(".jsonl")), folder / "store.lock"):
+        if not path.exists():
+            continue
+        fd = os.open(path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+    return True
+
+
+def _last_run(context: SensorEvaluationContext, run_key: str) -> Any:
+    """The run launched under ``run_key`` (None if the instance has none yet)."""
+    runs = context.instance.get_runs(filters=RunsFilter(tags={"dagster/run_key": run_key}), limit=1)
+    return runs[0] if runs else None
+
+
 async def _ended(batches: list[dict[str, Any]], experiments: ExperimentsResource) -> dict[str, str]:
     """batch id -> the provider's status, for the batches that have ended; errors as 'error: ...'."""
     from giant_assets.agents.providers import make_chat_model
     from giant_assets.agents.providers.batching import batch_client
+    from giant_assets.agents.providers.retry import RetryPolicy
 
+    # a tick is bounded: a few quick attempts; a batch still failing is looked at next tick
+    SENSOR_RETRY = RetryPolicy(max_attempts=3, base_delay_s=0.5, max_total_wait_s=5.0)  # noqa: N806
     ended: dict[str, str] = {}
     by_experiment: dict[str, list[dict[str, Any]]] = {}
     for b in batches:
@@ -76,9 +122,13 @@ async def _ended(batches: list[dict[str, Any]], experiments: ExperimentsResource
                 ended[b["batch_id"]] = f"error: {type(exc).__name__}: {exc}"
             continue
         try:
-            client = batch_client(chat)
+            client = batch_client(chat, SENSOR_RETRY)
             for b in group:
-                status = await client.status(b["batch_id"])
+                try:
+                    status = await client.status(b["batch_id"])
+                except Exception as exc:  # looked at again next tick; the others are still looked at
+                    ended[b["batch_id"]] = f"error: {type(exc).__name__}: {exc}"[:300]
+                    continue
                 if status.ended:
                     ended[b["batch_id"]] = status.status
         finally:
@@ -115,42 +165,97 @@ def make_batch_rounds_sensor(job: JobDefinition):
         ]
         for line in orphans:
             context.log.warning(line)
-        if not batches:
-            reason = "no provider batch is open" + ("; " + "; ".join(orphans) if orphans else "")
-            return SensorResult(skip_reason=reason, cursor="{}")
-        looked = json.loads(context.cursor or "{}")
+        state = json.loads(context.cursor or "{}")
+        if "looked" not in state:  # a cursor of before launches were remembered: batch id -> time
+            state = {"looked": state, "launched": {}}
+        looked, launched = state["looked"], state["launched"]
+        requests, notes = _relaunches(context, launched, batches)
         now = time.time()
         due = [
             b
             for b in batches
             if not b.get("cancel_requested") and now - looked.get(b["batch_id"], 0) >= _poll_s(experiments, b)
         ]
-        ended = asyncio.run(_ended(due, experiments))
+        ended = asyncio.run(_ended(due, experiments)) if due else {}
         looked = {b["batch_id"]: (now if b in due else looked.get(b["batch_id"], 0)) for b in batches}
-        requests, waiting, errors = [], [], []
+        waiting, errors = [], []
         for b in batches:
             status = ended.get(b["batch_id"])
+            partition = b.get("partition")
             if b.get("cancel_requested"):
                 continue  # cancelled by the user: the cell waits for its next run by hand
             since = time.strftime("%Y-%m-%d %H:%M", time.gmtime(b.get("submitted_at") or 0))
             if status is None:
-                waiting.append(f"{b.get('partition')}: {b['batch_id']} since {since} UTC")
+                waiting.append(f"{partition}: {b['batch_id']} since {since} UTC")
             elif status.startswith("error"):
-                errors.append(f"{b.get('partition')}: {b['batch_id']}: {status}")
-            elif b.get("partition"):
-                requests.append(
-                    RunRequest(run_key=f"batch-ended-{b['batch_id']}", partition_key=b["partition"])
-                )
-        for line in errors:
+                errors.append(f"{partition}: {b['batch_id']}: {status}")
+            elif partition and launched.get(partition, {"finished": True}).get("finished"):
+                # one run per cell at a time, however many of its batches ended; a batch still open after
+                # a run that succeeded (it never stored it) gets a new run key, not a skipped one
+                last = launched.get(partition, {})
+                attempt = last["attempt"] + 1 if last.get("batch_id") == b["batch_id"] else 1
+                key = f"batch-{b['batch_id']}-{attempt}"
+                launched[partition] = {"run_key": key, "attempt": attempt, "batch_id": b["batch_id"],
+                                       "at": now, "folder": b["folder"]}  # fmt: skip
+                requests.append(RunRequest(run_key=key, partition_key=partition))
+        for line in errors + notes:
             context.log.warning(line)
         summary = f"{len(waiting)} batch(es) running: " + "; ".join(waiting[:20]) if waiting else ""
-        cursor = json.dumps(looked)
+        cursor = json.dumps({"looked": looked, "launched": launched})
         if requests:
             return SensorResult(run_requests=requests, cursor=cursor)
-        reason = (summary or "no batch ended") + "".join(f"; {line}" for line in errors + orphans)
+        if not batches and not notes:
+            reason = "no provider batch is open" + ("; " + "; ".join(orphans) if orphans else "")
+            return SensorResult(skip_reason=reason, cursor=cursor)
+        reason = (summary or "no batch ended") + "".join(f"; {line}" for line in errors + notes + orphans)
         return SensorResult(skip_reason=reason, cursor=cursor)
 
     return batch_rounds_sensor
+
+
+def _relaunches(
+    context: SensorEvaluationContext, launched: dict[str, dict[str, Any]], batches: list[dict[str, Any]]
+) -> tuple[list[RunRequest], list[str]]:
+    """Run requests for cells whose launched run stopped (failed or cancelled) before the cell went on,
+    and notes on cells that cannot go on. Updates ``launched``: a finished run's cell is forgotten (its
+    next ended batch launches it again), a running one is kept (no second run of the cell meanwhile)."""
+    requests, notes = [], []
+    for partition, entry in list(launched.items()):
+        run = _last_run(context, entry["run_key"])
+        if entry.get("finished") or run is None:
+            continue
+        dead = (
+            not run.is_finished
+            and time.time() - entry.get("at", 0) >= STUCK_AFTER_S
+            and _unlocked(Path(entry.get("folder", "")))
+        )
+        if not run.is_finished and not dead:
+            continue  # still running: one run of the cell at a time
+        latest = context.instance.get_runs(filters=RunsFilter(tags={"dagster/partition": partition}), limit=1)
+        if latest and latest[0].run_id != run.run_id and latest[0].status == DagsterRunStatus.SUCCESS:
+            entry["finished"] = True  # materialized by hand since: the cell went on
+            continue
+        if not dead and run.status not in STOPPED:
+            entry["finished"] = True  # it went on: its next round's batches launch it when they end
+            continue
+        if entry["attempt"] >= MAX_LAUNCHES:
+            notes.append(
+                f"{partition}: cannot go on by itself: the last {MAX_LAUNCHES} runs launched for it stopped "
+                f"({'died unseen' if dead else run.status.value}; last run {run.run_id}). Read that run's "
+                "error, fix the cause, then materialize the cell by hand (paid answers are kept in its "
+                "batch store)"
+            )
+            continue
+        attempt = entry["attempt"] + 1
+        key = f"batch-{entry['batch_id']}-{attempt}"
+        launched[partition] = entry | {"run_key": key, "attempt": attempt, "at": time.time()}
+        requests.append(RunRequest(run_key=key, partition_key=partition))
+        notes.append(
+            f"{partition}: run {run.run_id} launched for batch {entry['batch_id']} "
+            f"{'died unseen' if dead else run.status.value}: "
+            f"launching the cell again (attempt {attempt} of {MAX_LAUNCHES})"
+        )
+    return requests, notes
 
 
 async def review_open(
@@ -176,5 +281,5 @@ async def review_open(
             status = await client.status(b["batch_id"])
         finally:
             await chat.aclose()
-        out.append(b | {"provider_status": status.status, "counts": status.counts})
+        out.append(b | {"provider_status": status.status, "counts": status.counts, "ended": status.ended})
     return out

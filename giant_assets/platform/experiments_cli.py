@@ -188,6 +188,10 @@ def _batches(resource: ExperimentsResource, name: str | None, cancel: bool) -> i
         since = time.strftime("%Y-%m-%d %H:%M", time.gmtime(b.get("submitted_at") or 0))
         print(f"{b.get('partition', '?')}\t{b['batch_id']}\t{b.get('requests', '?')} requests\t"
               f"since {since} UTC\t{b['provider_status']}\t{b['counts']}")  # fmt: skip
+        if b.get("ended") and not cancel:
+            print("  ended at the provider, its answers not stored yet: the batch sensor (dagster-daemon) "
+                  "launches the cell; without a daemon, or if it says the cell cannot go on, materialize "
+                  "the cell again")  # fmt: skip
     verb = "cancelled" if cancel else "open"
     print(f"{len(rows)} batch(es) {verb}" + (f" for {name}" if name else ""))
     for o in orphaned_rounds(data_dir()):

@@ -82,7 +82,8 @@ def test_a_cell_waits_on_its_batches_then_completes_at_half_price(
         assert passes == 3  # the scripted model crops once, then answers: 2 rounds, 3 passes
         # GIANT takes one round per step (the scripted model crops once, then answers: 2 calls per run)
         waits = [o.event_specific_data.asset_observation.metadata for o in observations]
-        assert [m["batches"].value for m in waits if "batches" in m]  # which batches, beside the progress
+        named = [m["batches"].value for m in waits if "batches" in m]  # which batches, beside the progress
+        assert named and all(named) and {b for names in named for b in names} <= set(api.batches)
         assert set(api.answered.values()) == {1}, "a request was paid for twice"
         assert meta["batches_total"].value == len(api.batches) >= 2
     with duckdb.connect(str(data / "giant.duckdb"), read_only=True) as con:
@@ -356,3 +357,137 @@ def test_a_round_whose_process_stopped_while_submitting_is_named_by_the_sensor(
     BatchStore(folder).record_batch({"batch_id": "b1", "custom_ids": ["g1"], "status": "submitted",
                                      "round_tag": "t-0"})  # fmt: skip
     assert batch_sensor.orphaned_rounds(data, now=now + 10**6) == []
+
+
+def test_the_sensor_relaunches_a_cell_whose_launched_run_died_then_says_it_cannot_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """One run per cell for a split round's two ended batches; a failed launched run is launched again
+    under a new run key; a run shown running whose process died (no lock held) too; after MAX_LAUNCHES
+    the sensor says the cell cannot go on by itself."""
+    import asyncio
+
+    from dagster import build_sensor_context
+    from dagster._core.test_utils import create_run_for_test
+
+    from giant_assets.agents.providers import make_chat_model
+    from giant_assets.agents.providers.batching import BatchStore, batch_client
+    from giant_assets.platform import batch_sensor
+    from giant_assets.platform.definitions import ALL_SENSORS
+    from giant_assets.platform.resources import ExperimentsResource, StorageResource
+
+    data, partition = tmp_path / "data", "gtex|batched"
+    folder = data / "journals" / "h" / "gtex.batches"
+    sensor = next(s for s in ALL_SENSORS if s.name == "batch_rounds_sensor")
+    with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        declared = write_experiments(tmp_path / "e.yaml", {"batched": _settings(api)})
+        resources = {"storage": StorageResource(data_dir=str(data)),
+                     "experiments": ExperimentsResource(path=str(declared))}  # fmt: skip
+
+        async def submit() -> list[str]:  # a round split in two batches, recorded as a cell records them
+            from giant_assets.experiments.declared import load_experiments
+
+            chat = make_chat_model(load_experiments(declared)["batched"], None)
+            try:
+                client = batch_client(chat)
+                body = {"model": "gpt-5", "input": "x"}
+                return [await client.submit([(f"g{n}", body)], f"t-{n}") for n in range(2)]
+            finally:
+                await chat.aclose()
+
+        ids = asyncio.run(submit())
+        store = BatchStore(folder, {"experiment": "batched", "partition": partition})
+        for n, batch_id in enumerate(ids):
+            store.record_batch({"batch_id": batch_id, "custom_ids": [f"g{n}"], "status": "submitted",
+                                "submitted_at": time.time()})  # fmt: skip
+        with DagsterInstance.ephemeral() as instance:
+            cursor, keys, reasons = None, [], []
+
+            def tick() -> None:
+                nonlocal cursor
+                result = sensor(build_sensor_context(instance=instance, resources=resources, cursor=cursor))
+                cursor = result.cursor
+                keys.extend(r.run_key for r in result.run_requests or [])
+                if result.skip_reason:
+                    reasons.append(result.skip_reason.skip_message)
+
+            def last_run_is(status: DagsterRunStatus) -> None:
+                tags = {"dagster/run_key": keys[-1], "dagster/partition": partition}
+                create_run_for_test(instance, job_name="evaluate_cell", status=status, tags=tags)
+
+            tick()
+            assert keys == [f"batch-{ids[0]}-1"]  # both batches ended: one run of the cell
+            tick()
+            assert len(keys) == 1  # its run not created yet: nothing more
+            last_run_is(DagsterRunStatus.FAILURE)  # a 500 on the download, say: the batch is still open
+            tick()
+            assert keys[-1] == f"batch-{ids[0]}-2"
+            last_run_is(DagsterRunStatus.STARTED)  # shown running; its process killed: no lock held
+            tick()
+            assert len(keys) == 2  # not yet: it may be starting
+            monkeypatch.setattr(batch_sensor, "STUCK_AFTER_S", 0.0)
+            tick()
+            assert keys[-1] == f"batch-{ids[0]}-3"
+            last_run_is(DagsterRunStatus.FAILURE)
+            tick()
+            assert len(keys) == 3 and "gtex|batched: cannot go on by itself" in reasons[-1]
+            assert "materialize the cell by hand" in reasons[-1]
+        # `giant-experiments batches` says what an ended, unstored batch waits for
+        from giant_assets.platform import experiments_cli
+
+        monkeypatch.setenv("GIANT_DATA_DIR", str(data))
+        monkeypatch.setenv("GIANT_EXPERIMENTS", str(declared))
+        assert experiments_cli.main(["batches"]) == 0
+        listed = capsys.readouterr().out
+        assert listed.count("ended at the provider, its answers not stored yet") == 2, listed
+
+
+def test_runs_of_one_item_stay_separate_samples_in_batch_mode(tmp_path: Path, sample_wsi_root: Path) -> None:
+    """runs_per_item: 3 with Claude (whose runs send byte-identical first requests): 3x the lines of one
+    run each, every line paid once, as many lines as the synchronous run makes calls."""
+    data, declared = tmp_path / "data", tmp_path / "experiments.yaml"
+    instance = DagsterInstance.ephemeral()
+    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+    key = str(result_key("batched", "gtex"))
+    with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        settings = _settings(api, provider="anthropic", model="claude-sonnet-4-5", base_url=api.base_url,
+                             runs_per_item=3)  # fmt: skip
+        _declare_and_ingest(instance, declared, resources, settings)
+        for _ in range(6):
+            result = materialize(ALL_ASSETS, selection=CELL, partition_key=key, resources=resources,
+                                 instance=instance)  # fmt: skip
+            if result.asset_materializations_for_node("predictions"):
+                break
+        assert result.asset_materializations_for_node("predictions")
+        lines = [cid for b in api.batches.values() for cid, _ in b.lines]
+        assert set(api.created_lines.values()) == {1} and set(api.answered.values()) == {1}
+    with duckdb.connect(str(data / "giant.duckdb"), read_only=True) as con:
+        runs, calls = con.sql(
+            "select count(*), sum(n_calls) from (select p.benchmark_id, p.run_index, count(*) as n_calls "
+            "from trajectory_steps p where p.action != 'thumbnail' group by all)"
+        ).fetchone()
+    assert runs == 2 * 3 and len(lines) == calls == 2 * 3 * 2  # 2 readable items x 3 runs x 2 calls
+
+
+def test_a_cell_whose_batches_all_expire_fails_naming_them_and_what_to_do(
+    tmp_path: Path, sample_wsi_root: Path
+) -> None:
+    data, declared = tmp_path / "data", tmp_path / "experiments.yaml"
+    instance = DagsterInstance.ephemeral()
+    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+    key = str(result_key("batched", "gtex"))
+    with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        api.next_outcomes = ["expired"] * 10
+        _declare_and_ingest(instance, declared, resources, _settings(api, batch_max_line_attempts=2))
+        for _ in range(4):
+            result = materialize(ALL_ASSETS, selection=CELL, partition_key=key, resources=resources,
+                                 instance=instance, raise_on_error=False)  # fmt: skip
+            if not result.success:
+                break
+        assert not result.success
+        ids = list(api.batches)
+        assert len(ids) == 2 and set(api.created_lines.values()) == {2} and not api.answered
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    message = failure.event_specific_data.error.message
+    assert all(i in message for i in ids), message
+    assert "batch_max_line_attempts is 2" in message and "raise batch_max_line_attempts" in message

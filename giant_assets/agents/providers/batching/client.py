@@ -1,0 +1,142 @@
+"""What every provider's batch client offers the round scheduler, and what they share: every call to a
+batch endpoint goes through the provider retry policy (``retry.py``), and result lines are read one by
+one, a bad line named (batch, file, line number) and left out rather than failing the batch."""
+
+from __future__ import annotations
+
+import abc
+import json
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from giant_assets.agents.providers.errors import ProviderError
+from giant_assets.agents.providers.retry import Failure, RetryPolicy, with_retries
+
+T = TypeVar("T")
+Classify = Callable[[BaseException], Failure | ProviderError | None]
+# a create refused with one of these did not create a batch: sent again. Any other failure (a 500, a
+# timeout, a dropped connection) may have created it: not sent again in this process; the round's intent
+# stays open and the next process looks the batch up (``BatchRound.adopt``) before paying again
+CREATE_RETRYABLE = frozenset({429, 503, 529})
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    ended: bool
+    status: str  # the provider's own status word
+    counts: dict[str, int]
+    reason: str = ""  # why a batch failed as a whole (OpenAI ``errors``), for the log
+
+
+@dataclass(frozen=True)
+class ListedBatch:
+    """A batch as the provider lists it: enough to tell whether it is an intent's."""
+
+    id: str
+    created_at: float  # unix seconds, the provider's clock
+    requests: int  # its number of requests
+    tag: str | None  # the round tag it carries (OpenAI metadata); None where batches carry none
+
+
+@dataclass
+class Results:
+    """An ended batch's result lines: ``{custom_id, kind: succeeded|errored|expired|canceled, body |
+    error [, status]}`` each, and the lines that could not be read (named, left out)."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _no_retry(exc: BaseException) -> Failure | ProviderError | None:
+    return None  # a client without a policy: every exception goes up as it is
+
+
+class BatchClient(abc.ABC):
+    """One provider's batch API through its official SDK client (``max_retries=0``), each call retried
+    by ``retry`` with the model's own error classification."""
+
+    limits: tuple[int, int]
+    tagged: bool  # a batch carries the round tag it was submitted with (found by it after a restart)
+
+    def __init__(
+        self,
+        client: Any,
+        endpoint: str,
+        *,
+        retry: RetryPolicy | None = None,
+        classify: Classify | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.client = client
+        self.endpoint = endpoint  # the synchronous path each line stands for, e.g. /v1/responses
+        self.retry = retry or RetryPolicy()
+        self.classify = classify or _no_retry
+        self.rng = rng or random.Random()
+
+    async def call(self, where: str, fn: Callable[[], Awaitable[T]], *, create: bool = False) -> T:
+        """``fn()`` under the retry policy; ``create``: retried only where the provider said it refused."""
+        classify = self._create_classify(where) if create else self.classify
+        value, *_ = await with_retries(
+            fn, classify, where=where, policy=self.retry, limiter=None, rng=self.rng
+        )
+        return value
+
+    def _create_classify(self, where: str) -> Classify:
+        def classify(exc: BaseException) -> Failure | ProviderError | None:
+            failure = self.classify(exc)
+            if isinstance(failure, Failure) and failure.status not in CREATE_RETRYABLE:
+                return ProviderError(
+                    f"{where}: {failure.message} (status {failure.status}): not sent again, the batch may "
+                    "exist; the next run of the cell looks it up before paying again",
+                    failure.status,
+                )
+            return failure
+
+        return classify
+
+    @abc.abstractmethod
+    async def submit(self, lines: list[tuple[str, dict[str, Any]]], tag: str) -> str:
+        """Create a batch of (custom_id, body) lines; returns its id."""
+
+    @abc.abstractmethod
+    async def status(self, batch_id: str) -> BatchStatus: ...
+
+    @abc.abstractmethod
+    async def results(self, batch_id: str) -> Results | None:
+        """The ended batch's result lines; None when the provider does not show it ended (any more):
+        its lines are not lost, the batch is looked at again."""
+
+    @abc.abstractmethod
+    async def cancel(self, batch_id: str) -> None: ...
+
+    @abc.abstractmethod
+    async def listed(self, since: float) -> list[ListedBatch]:
+        """The account's batches created at or after ``since`` (unix seconds), newest first."""
+
+    def line_bytes(self, cid: str, body: dict[str, Any]) -> int:
+        return len(json.dumps({"custom_id": cid, "body": body})) + 80
+
+
+def read_lines(
+    text: str, where: str, parse: Callable[[dict[str, Any]], dict[str, Any]], out: Results
+) -> None:
+    """Each JSONL line of ``text`` through ``parse`` into ``out.rows``; a blank line is skipped, a line
+    that is not JSON, has no ``custom_id`` or not the expected shape goes into ``out.problems`` as
+    ``<where> line <n>: <why>``, and the other lines are still read."""
+    for n, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+        except ValueError as exc:
+            out.problems.append(f"{where} line {n}: not JSON ({exc})")
+            continue
+        if not isinstance(line, dict) or not isinstance(line.get("custom_id"), str) or not line["custom_id"]:
+            out.problems.append(f"{where} line {n}: no custom_id")
+            continue
+        try:
+            out.rows.append(parse(line))
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            out.problems.append(f"{where} line {n} ({line['custom_id'][:16]}): unexpected shape ({exc!r})")

@@ -1,0 +1,111 @@
+"""OpenAI's batch API: an uploaded JSONL file, ``/v1/batches``, output and error files."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+from giant_assets.agents.providers.batching.client import (
+    BatchClient,
+    BatchStatus,
+    ListedBatch,
+    Results,
+    read_lines,
+)
+
+OPENAI_LIMITS = (50_000, 190 * 2**20)  # requests, bytes per input file (published: 50,000 and 200 MB)
+
+
+class OpenAIBatches(BatchClient):
+    """``/v1/files`` (purpose ``batch``), ``/v1/batches`` over ``/v1/responses`` or chat completions."""
+
+    limits = OPENAI_LIMITS
+    tagged = True
+    TERMINAL = frozenset({"completed", "expired", "cancelled", "failed"})
+
+    async def submit(self, lines: list[tuple[str, dict[str, Any]]], tag: str) -> str:
+        jsonl = "".join(
+            json.dumps({"custom_id": cid, "method": "POST", "url": self.endpoint, "body": body}) + "\n"
+            for cid, body in lines
+        ).encode()
+        # an upload sent again costs nothing (an unused file); a create only where it was refused
+        upload = await self.call(
+            "openai /v1/files",
+            lambda: self.client.files.create(file=("giant-batch.jsonl", io.BytesIO(jsonl)), purpose="batch"),
+        )
+        batch = await self.call(
+            "openai /v1/batches create",
+            lambda: self.client.batches.create(
+                input_file_id=upload.id,
+                endpoint=self.endpoint,
+                completion_window="24h",
+                metadata={"giant_round": tag},
+            ),
+            create=True,
+        )
+        return batch.id
+
+    async def _retrieve(self, batch_id: str) -> Any:
+        return await self.call(f"openai batch {batch_id}", lambda: self.client.batches.retrieve(batch_id))
+
+    async def status(self, batch_id: str) -> BatchStatus:
+        batch = await self._retrieve(batch_id)
+        counts = batch.request_counts.model_dump() if batch.request_counts else {}
+        errors = getattr(batch, "errors", None)
+        reason = "; ".join(
+            f"{e.code or 'error'}: {e.message or ''}" + (f" (line {e.line})" if e.line else "")
+            for e in (errors.data or [] if errors else [])
+        )
+        return BatchStatus(batch.status in self.TERMINAL, batch.status, counts, reason[:500])
+
+    async def results(self, batch_id: str) -> Results | None:
+        batch = await self._retrieve(batch_id)
+        if batch.status not in self.TERMINAL:
+            return None  # seen ended before, not now: looked at again, its lines are not lost
+        out = Results()
+        for file_id in (batch.output_file_id, batch.error_file_id):
+            if not file_id:
+                continue
+            content = await self.call(
+                f"openai file {file_id}", lambda f=file_id: self.client.files.content(f)
+            )
+            read_lines(content.text, f"batch {batch_id} file {file_id}", _row, out)
+        return out
+
+    async def cancel(self, batch_id: str) -> None:
+        await self.call(f"openai batch {batch_id} cancel", lambda: self.client.batches.cancel(batch_id))
+
+    async def listed(self, since: float) -> list[ListedBatch]:
+        async def listing() -> list[ListedBatch]:
+            out = []
+            async for batch in self.client.batches.list(limit=100):  # newest first, page by page
+                if batch.created_at < since:
+                    break
+                counts = batch.request_counts
+                tag = (batch.metadata or {}).get("giant_round")
+                out.append(ListedBatch(batch.id, float(batch.created_at), counts.total if counts else 0, tag))
+            return out
+
+        return await self.call("openai /v1/batches list", listing)
+
+
+def _row(line: dict[str, Any]) -> dict[str, Any]:
+    """One output or error file line as a result row."""
+    cid, response, error = line["custom_id"], line.get("response"), line.get("error")
+    if response and response.get("status_code", 500) < 400:
+        body = response["body"]
+        if not isinstance(body, dict):
+            raise TypeError(f"response body is {type(body).__name__}")
+        return {"custom_id": cid, "kind": "succeeded", "body": body}
+    if response:
+        error_text = json.dumps(response.get("body"))[:500]
+        return {
+            "custom_id": cid,
+            "kind": "errored",
+            "status": response.get("status_code"),
+            "error": error_text,
+        }
+    code = str((error or {}).get("code") or "")
+    kind = "expired" if code == "batch_expired" else "canceled" if "cancel" in code else "errored"
+    return {"custom_id": cid, "kind": kind, "error": str(error)[:500]}

@@ -1,0 +1,159 @@
+"""The durable store of one result set's batches: records of batches, answers and intents."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+ENDED = "ended"
+
+
+class BatchStore:
+    """One result set's batches on one benchmark: ``batches.jsonl`` (each batch and its status),
+    ``answers.jsonl`` (each line's outcome) and ``intents.jsonl`` (each batch about to be submitted:
+    its round tag and custom ids, then how a search for it was resolved), all append-only; the latest
+    record per key wins, except that a succeeded answer is never replaced. A folder written before
+    intents existed simply has none."""
+
+    def __init__(self, folder: Path, partition: dict[str, str] | None = None) -> None:
+        self.folder = Path(folder)
+        self.partition = partition or {}  # experiment and benchmark, for the sensor
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.answers: dict[str, dict[str, Any]] = {}
+        self._open_by_cid: dict[str, str] = {}
+        self.submissions: dict[str, int] = {}
+        self.intents: dict[str, dict[str, Any]] = {}  # round tag -> intent, merged with its resolution
+        self._lock_fd: int | None = None
+        self._load()
+
+    def reload(self) -> None:
+        """Read the store again from disk (another process may have written it since)."""
+        self.batches, self.answers, self._open_by_cid, self.submissions, self.intents = {}, {}, {}, {}, {}
+        self._load()
+
+    def try_lock(self) -> bool:
+        """Take the store's OS file lock (``store.lock``: one submitter per store) without waiting;
+        True when held. The OS drops it when the process dies, even by SIGKILL."""
+        if self._lock_fd is not None:
+            return True
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.folder / "store.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd
+        return True
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _read(self, name: str) -> list[dict[str, Any]]:
+        path = self.folder / name
+        if not path.exists():
+            return []
+        rows = []
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue  # a torn last line of a killed writer
+                if isinstance(row, dict):
+                    rows.append(row)
+        return rows
+
+    def _load(self) -> None:
+        for row in self._read("batches.jsonl"):
+            self._index_batch(row)
+        for row in self._read("answers.jsonl"):
+            if isinstance(row.get("custom_id"), str) and "kind" in row:
+                self._keep_answer(row)
+        for row in self._read("intents.jsonl"):
+            self.intents[row["round_tag"]] = self.intents.get(row["round_tag"], {}) | row
+
+    def _index_batch(self, row: dict[str, Any]) -> None:
+        first = row["batch_id"] not in self.batches
+        self.batches[row["batch_id"]] = row
+        for cid in row.get("custom_ids", []):
+            if first:
+                self.submissions[cid] = self.submissions.get(cid, 0) + 1
+            if row.get("status") == ENDED:
+                self._open_by_cid.pop(cid, None)
+            else:
+                self._open_by_cid[cid] = row["batch_id"]
+
+    def _append(self, name: str, rows: list[dict[str, Any]]) -> None:
+        """Append ``rows``, fsynced; after a torn last line (a writer killed mid-line) on a new line, so
+        the torn line stays the only one lost."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / name
+        torn = False
+        if path.exists() and path.stat().st_size:
+            with open(path, "rb") as fh:
+                fh.seek(-1, os.SEEK_END)
+                torn = fh.read(1) != b"\n"
+        with open(path, "a", encoding="utf-8") as fh:
+            if torn:
+                fh.write("\n")
+            for row in rows:
+                fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def record_batch(self, row: dict[str, Any]) -> None:
+        row = self.partition | row
+        self._append("batches.jsonl", [row])
+        self._index_batch(row)
+
+    def _keep_answer(self, row: dict[str, Any]) -> bool:
+        """Index ``row`` unless it would replace a succeeded answer (a paid answer is never dropped for
+        a later error of the same line); True when kept."""
+        old = self.answers.get(row["custom_id"])
+        if old is not None and old["kind"] == "succeeded" and row["kind"] != "succeeded":
+            return False
+        self.answers[row["custom_id"]] = row
+        return True
+
+    def record_answers(self, rows: list[dict[str, Any]]) -> None:
+        """Store result rows; one that would replace a succeeded answer is left out."""
+        kept = [row for row in rows if self._keep_answer(row)]
+        if kept:
+            self._append("answers.jsonl", kept)
+
+    def record_intent(self, tag: str, custom_ids: list[str]) -> None:
+        """Before a batch is submitted: what it holds, so a batch whose id is lost can be found."""
+        self._append_intent(self.partition | {"round_tag": tag, "custom_ids": custom_ids, "at": time.time()})
+
+    def resolve_intent(self, tag: str, how: str, **details: Any) -> None:
+        """The search for an intent's batch is over with none adopted (``not_found``, ``ambiguous``);
+        an adopted batch's record resolves its intent by its round tag."""
+        self._append_intent({"round_tag": tag, "resolved": how, "resolved_at": time.time()} | details)
+
+    def _append_intent(self, row: dict[str, Any]) -> None:
+        self._append("intents.jsonl", [row])
+        self.intents[row["round_tag"]] = self.intents.get(row["round_tag"], {}) | row
+
+    def unresolved_intents(self) -> list[dict[str, Any]]:
+        """Intents with no batch recorded for their round tag and no search resolved, oldest first."""
+        recorded = {b.get("round_tag") for b in self.batches.values()}
+        rows = [
+            i
+            for tag, i in self.intents.items()
+            if tag not in recorded and "resolved" not in i and "custom_ids" in i
+        ]
+        return sorted(rows, key=lambda i: i["at"])
+
+    def open_batch(self, cid: str) -> str | None:
+        return self._open_by_cid.get(cid)
+
+    def open_batches(self) -> list[dict[str, Any]]:
+        return [b for b in self.batches.values() if b.get("status") != ENDED]
