@@ -180,7 +180,7 @@ def test_cli_estimates_from_materialized_items(data_dir: Path, sample_wsi_root: 
     )
     (n_all,) = every.fetchone()
     assert n_all > readable
-    note = next(line for line in out if line.startswith("note: "))
+    note = next(line for line in out if "no readable slide now" in line)
     assert note.startswith(f"note: {n_all - readable} question(s) have no readable slide now")
     low_now = float(tcga.split("$")[1].split("-")[0])
     low_all = float(note.split("with every slide in place: ")[1].split("$")[1].split("-")[0])
