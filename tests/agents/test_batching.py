@@ -18,7 +18,6 @@ import pytest
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.providers import AnthropicChatModel, OpenAIChatModel, OpenAIResponsesModel
 from giant_assets.agents.providers.batching import BatchPending, BatchRound, BatchStore, batch_client
-from giant_assets.agents.providers.errors import ProviderError
 from giant_assets.batch.agent_api import AgentItem
 from giant_assets.demo.batch_api import BatchAPIServer
 from giant_assets.demo.scripted import (
@@ -157,8 +156,11 @@ def test_store_refuses_nothing_silently(tmp_path) -> None:
     (tmp_path / "answers.jsonl").write_text('{"custom_id": "x", "kind": "succ')  # a torn line of a kill
     again = BatchStore(tmp_path)
     assert again.open_batch("x") == "b1" and again.answers == {} and again.submissions == {"x": 1}
-    with pytest.raises(ProviderError):
-        raise ProviderError("x")
+    (tmp_path / "answers.jsonl").unlink()
+    (tmp_path / "answers.jsonl").mkdir()  # an answer that cannot be stored is an error, never dropped
+    with pytest.raises(OSError):
+        again.record_answers([{"custom_id": "x", "kind": "succeeded"}])
+    assert again.answers == {}  # not held as answered when it was not stored
 
 
 def test_the_patch_baselines_concurrent_calls_go_into_one_round(slide, tmp_path) -> None:
