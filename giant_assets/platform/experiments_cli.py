@@ -163,7 +163,7 @@ def _status(declared: dict, name: str | None) -> int:
 
     from giant_assets.core.settings import DAGSTER_HOME_ENV, data_dir
     from giant_assets.core.storage import ParquetStore
-    from giant_assets.platform.status import grid_states
+    from giant_assets.platform.status import STATES, grid_states
 
     if name and name not in declared:
         print(
@@ -185,8 +185,8 @@ def _status(declared: dict, name: str | None) -> int:
     )
     for state in states:
         print(state.line())
-    counts = {s: sum(x.state == s for x in states) for s in dict.fromkeys(x.state for x in states)}
-    print(", ".join(f"{n} {s}" for s, n in counts.items()) + f" of {len(states)} cell(s)")
+    counts = {s: sum(x.state == s for x in states) for s in STATES}
+    print(", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" of {len(states)} cell(s)")
     return 0
 
 
