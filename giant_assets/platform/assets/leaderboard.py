@@ -109,6 +109,11 @@ def leaderboard(
             "chart": MetadataValue.path(str(chart)),
             "chart_md": MetadataValue.md(png_markdown(chart, "leaderboard")),
             "results_json": MetadataValue.json([str(p) for p in results]),
+            "paper_figures": MetadataValue.md(
+                "The paper's figures (accuracy vs iterations, vs thumbnail resolution, GIANT vs the random "
+                "ablation, x1 vs x5): asset [paper_figures](/assets/paper_figures), PNGs in "
+                f"`{out_dir / 'figures'}`"
+            ),
         },
         output_name="leaderboard",
     )
