@@ -100,7 +100,9 @@ def figure_points(
     order = {b: i for i, b in enumerate(BENCHMARK_NAMES)}
     return out.sort_values(
         ["figure", "source", "series", "x", "x_label", "benchmark_name"],
-        key=lambda c: c.map(order) if c.name == "benchmark_name" else c,
+        key=lambda c: (
+            c.map(order) if c.name == "benchmark_name" else c.ne("ours") if c.name == "source" else c
+        ),
         kind="stable",
     ).reset_index(drop=True)
 

@@ -36,7 +36,10 @@ def figure_of(points: pd.DataFrame, figure: str) -> Figure:
     axes = fig.subplots(1, len(benchmarks), squeeze=False)[0]
     for ax, benchmark in zip(axes, benchmarks, strict=True):
         cells = mine[mine["benchmark_name"] == benchmark]
-        (_bars if figure == "giant_vs_random" else _lines)(ax, cells)
+        if figure == "giant_vs_random":
+            _bars(ax, cells, mine)
+        else:
+            _lines(ax, cells)
         ax.set_title(benchmark, fontsize=9)
         ax.set_ylim(0, 100)
         ax.set_xlabel(xlabel, fontsize=8)
@@ -66,18 +69,26 @@ def _lines(ax, cells: pd.DataFrame) -> None:
     for series, group in cells[cells["source"] != "ours"].groupby("series", sort=True):
         ax.errorbar(group["x"], group["mean"], yerr=group["std"], capsize=3, label=f"{series} (paper)",
                     **PAPER_STYLE)  # fmt: skip
-    xs = sorted(set(cells["x"].dropna()))
+    xs: list[float] = []
+    for x in sorted(set(cells["x"].dropna())):  # a tick too close to the last one would overprint it
+        if not xs or x - xs[-1] > 0.04 * max(cells["x"]):
+            xs.append(x)
     if xs:
         ax.set_xticks(xs, [f"{x:g}" for x in xs], rotation=45 if len(xs) > 5 else 0)
 
 
-def _bars(ax, cells: pd.DataFrame) -> None:
-    groups = list(dict.fromkeys(zip(cells["source"] != "ours", cells["series"], strict=True)))
-    labels = list(dict.fromkeys(cells["x_label"]))
+def _bars(ax, cells: pd.DataFrame, whole: pd.DataFrame) -> None:
+    """Bars per x label (GIANT, random regions), one per series (ours first), placed alike in every
+    panel (``whole``: the figure's rows)."""
+    paper = whole["source"] != "ours"
+    groups = sorted(dict.fromkeys(zip(paper, whole["series"], strict=True)))  # ours (False) first
+    labels = sorted(dict.fromkeys(whole["x_label"]), key=lambda v: v != "GIANT")
     width = 0.8 / max(1, len(groups))
     palette = plt.get_cmap("tab10")
     for k, (is_paper, series) in enumerate(groups):
         rows = cells[((cells["source"] != "ours") == is_paper) & (cells["series"] == series)]
+        if rows.empty:
+            continue
         x = np.array([labels.index(v) for v in rows["x_label"]], dtype=float) - 0.4 + (k + 0.5) * width
         style = (
             {"color": "0.6", "hatch": "//", "edgecolor": "black"} if is_paper else {"color": palette(k % 10)}
@@ -85,6 +96,7 @@ def _bars(ax, cells: pd.DataFrame) -> None:
         ax.bar(x, rows["mean"], width=width, yerr=rows["std"], capsize=2,
                label=f"{series} (paper)" if is_paper else series, **style)  # fmt: skip
     ax.set_xticks(range(len(labels)), labels, fontsize=7)
+    ax.set_xlim(-0.5, len(labels) - 0.5)
 
 
 def write_figures(points: pd.DataFrame, out_dir: Path) -> dict[str, Path]:
