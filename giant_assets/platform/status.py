@@ -19,6 +19,7 @@ the predictions asset logs as it goes):
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,12 +91,18 @@ def grid_states(
 
 
 def failed_cells(
-    instance: DagsterInstance | None, data_dir: Path, declared: dict[str, Experiment], items: pd.DataFrame
+    instance: DagsterInstance | None,
+    data_dir: Path,
+    declared: dict[str, Experiment],
+    items: pd.DataFrame,
+    set_aside: Collection[str] = (),
 ) -> pd.DataFrame:
-    """The failed cells with no result over today's items, as set-aside rows (status ``failed``)."""
+    """The failed cells with no result over today's items, as set-aside rows (status ``failed``); cells
+    whose partition is in ``set_aside`` (already listed as stale or removed, with what re-runs them) are
+    left out."""
     rows = []
     for s in grid_states(instance, data_dir, declared, items):
-        if s.state != FAILED:
+        if s.state != FAILED or s.partition in set(set_aside):
             continue
         n_now = int((items["benchmark_name"].astype(str) == s.benchmark).sum())
         rows.append(

@@ -79,7 +79,9 @@ def leaderboard(
 
     declared = set(experiments.all())
     shown, stale = split_current(benchmark_metrics, benchmark_items, declared, str(experiments.file))
-    failed = failed_cells(context.instance, storage.root, experiments.all(), benchmark_items)
+    failed = failed_cells(
+        context.instance, storage.root, experiments.all(), benchmark_items, set(stale["partition"])
+    )
     stale = pd.concat([stale, failed], ignore_index=True) if len(failed) else stale  # beside, with the reason
     long = leaderboard_long(shown)
     table = leaderboard_table(shown)
