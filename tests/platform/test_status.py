@@ -123,3 +123,29 @@ def test_status_of_complete_failed_running_and_to_do_cells(grid, capsys: pytest.
     assert f"refused                  {BENCHMARK:<18} failed" in out and "retry: fix the cause, then" in out
     assert out.strip().splitlines()[-1] == "1 failed, 4 to do of 5 cell(s)"
     assert experiments_cli.main(["status", "nope"]) == 2
+
+
+def test_a_cell_waiting_on_its_provider_batches(tmp_path: Path, sample_wsi_root: Path) -> None:
+    from giant_assets.demo.batch_api import BatchAPIServer
+
+    data, declared = tmp_path / "data", tmp_path / "experiments.yaml"
+    instance = DagsterInstance.ephemeral()
+    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+    with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=10**6) as api:
+        settings = {"agent": "giant", "model": "gpt-5", "base_url": api.openai_base_url, "max_steps": 3,
+                    "batch": True}  # fmt: skip
+        write_experiments(declared, {"batched": settings})
+        add_experiments(instance, "batched")
+        for selection, key in ((AssetSelection.assets("multipathqa_csv", "benchmark_items"), None),
+                               (CELL, result_key("batched", "gtex"))):  # fmt: skip
+            assert materialize(
+                ALL_ASSETS, selection=selection, partition_key=key, resources=resources, instance=instance
+            ).success
+        (batch_id,) = api.batches
+    declared_exps = ExperimentsResource(path=str(declared)).all()
+    items = ParquetStore(data).read("benchmark_items")
+    states = {s.benchmark: s for s in grid_states(instance, data, declared_exps, items)}
+    waiting = states["gtex"]
+    assert waiting.state == "waiting" and f"wait on provider batch(es) {batch_id} since" in waiting.detail
+    assert waiting.detail.startswith("2 run(s)") and "0/2 runs answered" in waiting.detail
+    assert states["tcga"].state == "to do"
