@@ -12,7 +12,9 @@ rules (``pricing.image_tokens``). Three quantities are uncertain and given as a 
   this is most of the output bill of a reasoning model;
 - **latency per call**: ``LATENCY_S`` by whether the model reasons.
 
-Where the journals already hold finished runs of the same agent and model, the measured means (calls
+Where the journals already hold finished runs of the same agent and model at the same endpoint (the
+experiment's own result set, and others whose ``settings.json`` says so: ``calibration_sources``; a
+rehearsal at a local server never calibrates the provider's API), the measured means (calls
 per run, output and input tokens per call, latency) replace the assumed ones and the range narrows to
 +-25 % around them (``Estimate.measured_runs`` says how many runs that rests on).
 
@@ -25,13 +27,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from giant_assets.agents.pricing import PriceTable, image_tokens
-from giant_assets.experiments.spec import MODEL_MODES, NAVIGATING, Experiment
+from giant_assets.batch.replies import SUFFIX as REPLIES_SUFFIX
+from giant_assets.core.secrets import public_url
+from giant_assets.experiments.spec import MODEL_MODES, NAVIGATING, PROVIDER_BASE_URLS, Experiment
 
 BATCH_DISCOUNT = 0.5
 SYSTEM_PROMPT_TOKENS = 700  # the multi-step system prompt with the slide size and step budget
@@ -78,6 +82,7 @@ class Measured:
     cached_per_call: float
     output_per_call: float
     latency_per_call: float
+    sources: tuple[tuple[str, int], ...] = ()  # (result-set folder, its runs counted)
 
 
 @dataclass
@@ -208,7 +213,11 @@ def estimate(
         in_low, in_high = per_run * lo, per_run * hi
         cached_low, cached_high = in_low * cached_share, in_high * cached_share
         latency = Span(measured.latency_per_call * lo, measured.latency_per_call * hi)
-        notes.append(f"from {measured.runs} finished run(s) of {exp.agent}/{exp.model} in the journals")
+        used = ", ".join(f"{name} ({runs})" for name, runs in measured.sources) or "the journals"
+        notes.append(
+            f"calibrated on {measured.runs} finished run(s) of {exp.agent}/{exp.model} at {exp.endpoint}: "
+            f"journals {used}"
+        )
     calls = Span(calls_run.low * pending, calls_run.high * pending)
     input_tokens = Span(in_low * pending, in_high * pending)
     cached = Span(cached_low * pending, cached_high * pending)
@@ -287,31 +296,67 @@ def _number(value: Any) -> float:
     return number if math.isfinite(number) and number >= 0 else 0.0
 
 
-def journal_rows(
-    journals_dir: Path, *, agent: str, model: str, max_steps: int | None = None
-) -> Iterable[dict[str, Any]]:
-    """Every parseable row of the journals of result sets of ``agent`` and ``model`` (their folder's
-    settings.json says whose they are, so other experiments' journals are not read); torn lines skipped.
-    ``max_steps``: only result sets with that step budget (calls per run follow it: 20-step runs do
-    not calibrate a 5-step experiment)."""
+def settings_endpoint(settings: Mapping[str, Any]) -> str:
+    """The endpoint a result set's ``settings.json`` says its runs called: ``endpoint`` (recorded since
+    endpoints are), else its ``base_url``, else the provider's own API (``OPENAI_BASE_URL`` was not read
+    before endpoints were recorded)."""
+    recorded = settings.get("endpoint") or public_url(str(settings.get("base_url") or ""))
+    return str(recorded or PROVIDER_BASE_URLS.get(str(settings.get("provider") or "openai"), "")).rstrip("/")
+
+
+def calibration_sources(journals_dir: Path, exp: Experiment) -> list[Path]:
+    """The result-set folders under ``journals_dir`` whose runs calibrate ``exp``: its own, and those
+    whose ``settings.json`` names the same agent, model and endpoint (a rehearsal at a local server never
+    calibrates the provider's) and, for a navigating agent, the same ``max_steps`` (calls per run follow
+    it: 20-step runs do not calibrate a 5-step experiment). A folder without settings is not read: its
+    endpoint is unknown."""
+    own = exp.config_hash()
+    steps = exp.max_steps if exp.agent in NAVIGATING else None
+    out = []
     for folder in sorted(Path(journals_dir).glob("*/")):
-        try:
-            settings = json.loads((folder / "settings.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            settings = {}  # a journal without settings (older): read, the rows say whose they are
-        if settings and (settings.get("agent") != agent or settings.get("model", "") != model):
-            continue
-        if max_steps is not None and settings.get("max_steps", max_steps) != max_steps:
-            continue
-        for path in sorted(folder.glob("*.jsonl")):
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                for line in fh:
-                    try:
-                        row = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(row, dict):
-                        yield row
+        if folder.name != own:
+            try:
+                settings = json.loads((folder / "settings.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if not isinstance(settings, dict) or (
+                settings.get("agent"),
+                settings.get("model", ""),
+                settings_endpoint(settings),
+            ) != (exp.agent, exp.model, exp.endpoint):
+                continue
+            if steps is not None and settings.get("max_steps", steps) != steps:
+                continue
+        out.append(folder)
+    return out
+
+
+def journal_rows(folder: Path) -> Iterator[dict[str, Any]]:
+    """Every parseable row of the journals in one result-set folder (not its reply stores); torn lines
+    skipped."""
+    for path in sorted(p for p in folder.glob("*.jsonl") if not p.name.endswith(REPLIES_SUFFIX)):
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(row, dict):
+                    yield row
+
+
+def calibrate(journals_dir: Path, exp: Experiment) -> Measured | None:
+    """``measure`` over the finished runs of ``calibration_sources``; ``Measured.sources`` names each
+    folder used and how many of its runs counted."""
+    folders = calibration_sources(journals_dir, exp)
+    per_folder = {f.name: measure(journal_rows(f), agent=exp.agent, model=exp.model) for f in folders}
+    used = {name: m for name, m in per_folder.items() if m is not None}
+    if not used:
+        return None
+    every = measure(
+        (row for f in folders if f.name in used for row in journal_rows(f)), agent=exp.agent, model=exp.model
+    )
+    return every and replace(every, sources=tuple((name, m.runs) for name, m in used.items()))
 
 
 def estimate_experiment(
@@ -335,9 +380,7 @@ def estimate_experiment(
     from giant_assets.batch.records import RETRYABLE
 
     wanted = set(benchmarks) if benchmarks else None
-    steps = exp.max_steps if exp.agent in NAVIGATING else None
-    rows = journal_rows(journals_dir, agent=exp.agent, model=exp.model, max_steps=steps)
-    measured = measure(rows, agent=exp.agent, model=exp.model)
+    measured = calibrate(journals_dir, exp) if exp.agent in MODEL_MODES else None
     out = []
     for name, group in items.groupby("benchmark_name", sort=True):
         if wanted is not None and name not in wanted:
@@ -372,6 +415,11 @@ def estimate_experiment(
             measured=measured,
         )
         one.without_slide = len(group) - len(readable)
+        if measured is None and exp.agent in MODEL_MODES:
+            one.notes.append(
+                f"no finished run of {exp.agent}/{exp.model} at {exp.endpoint} in the journals yet: the "
+                "protocol's token model alone"
+            )
         out.append(one)
     return out
 

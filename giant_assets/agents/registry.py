@@ -16,7 +16,10 @@ from giant_assets.experiments.spec import NAVIGATING, Experiment
 def save_settings(experiment: Experiment, path: Path) -> None:
     """Record a result set's answer-deciding settings beside its journals (no secrets)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    doc = experiment.answer_settings() | {"config_hash": experiment.config_hash()}
+    doc = experiment.answer_settings() | {
+        "config_hash": experiment.config_hash(),
+        "endpoint": experiment.endpoint,
+    }
     path.write_text(json.dumps(doc, indent=2, default=str))
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from urllib.parse import urlsplit
+import re
+from urllib.parse import urlsplit, urlunsplit
 
 REDACTED = "[REDACTED]"
 MIN_PREFIX = 12  # a run of the key's first 12+ characters is redacted; shorter keys only whole
@@ -50,6 +51,23 @@ def is_loopback_url(url: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+_SECRET_PARAM = re.compile(r"key|token|secret|sig|pass|auth|credential", re.IGNORECASE)
+
+
+def public_url(url: str) -> str:
+    """``url`` as it may be stored: no user name or password, the values of query parameters that may
+    carry a credential (``api-key=``, ``token=``, ...) and every key read in this process redacted."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]  # drop user:password@
+    query = "&".join(
+        f"{k}={REDACTED}" if _SECRET_PARAM.search(k) else f"{k}={v}" if sep else k
+        for k, sep, v in (pair.partition("=") for pair in parts.query.split("&") if pair)
+    )
+    return redact_secrets(urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment)))
 
 
 def remember(value: str) -> Secret:

@@ -26,6 +26,10 @@ CELERY_BACKEND_ENV = "GIANT_CELERY_BACKEND_URL"  # Celery result backend (scale-
 CLUSTER_DIR_ENV = "GIANT_CLUSTER_DIR"  # where `make cluster-demo` keeps its servers (default data/cluster)
 VIEWER_URL_ENV = "GIANT_VIEWER_URL"  # where data/viewer is served, for the UI's links (default below)
 DEFAULT_VIEWER_URL = "http://127.0.0.1:8765/"  # what `make view` serves
+# the official SDKs' variables for a provider's API root (a gateway or proxy), honoured as the SDKs do
+# when an experiment sets neither base_url nor server; the effective root is hashed like base_url
+OPENAI_BASE_URL_ENV = "OPENAI_BASE_URL"
+ANTHROPIC_BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 # provider keys are read from the variable an experiment names in api_key_env
 # (default OPENAI_API_KEY / ANTHROPIC_API_KEY), only when a request is made, and never stored
 

@@ -62,7 +62,7 @@ REVIEW_CELL = AssetSelection.assets(
     "predictions", "trajectory_steps", "path_review_regions", "path_review_answers"
 )
 ACROSS = AssetSelection.assets(
-    "leaderboard", "leaderboard_long", "leaderboard_stale", "experiment_comparisons"
+    "leaderboard", "leaderboard_long", "leaderboard_stale", "experiment_comparisons", "paper_figures"
 )
 
 
@@ -197,7 +197,7 @@ def main() -> None:
     finally:
         if server is not None:
             server.stop()
-    _run("leaderboard beside the paper's Table 1, paired comparisons", ACROSS, instance)
+    _run("leaderboard beside the paper's Table 1, paired comparisons, the paper's figures", ACROSS, instance)
     submission = _grade_export(instance, root)
     _report(root, submission)
 
@@ -268,6 +268,7 @@ def _report(root: Path, submission: Path) -> None:
     for sql in queries:
         print(f'  .venv/bin/giant-sql "{sql}"')
     print(f"Results JSON per experiment and the leaderboard chart: {root / 'results'}")
+    print(f"The paper's figures (PNGs and their numbers): {root / 'results' / 'figures'}")
     print(f"Exports per experiment (benchmark_id,prediction): {root / 'exports'}")
     viewer = root / "viewer" / GRADED[0] / "index.html"
     print(f"Trajectory viewer (open in a browser, or `make view` on a remote machine): {viewer.as_uri()}")

@@ -4,6 +4,10 @@ The binding is a small JSON file per name under ``<data_dir>/experiments/``. A l
 name whose answer-deciding settings differ fails, naming every field that differs; speed and scoring
 settings may change freely.
 
+The binding also records the endpoint the model calls go to (``Experiment.endpoint``: ``base_url``, a
+server's address, ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL`` as the SDKs read them, or the provider's
+own API), without credentials; an endpoint other than the provider's is an answer setting (``base_url``).
+
 The file is created whole or not at all (written to a temp file, then linked into place, which fails
 if another run bound the name first), so a full disk never leaves an empty binding; one found empty or
 corrupt (written by an older version) is reported with its path and what to do.
@@ -60,7 +64,12 @@ def bind(experiment: Experiment, data_dir: Path) -> dict[str, Any]:
     """Record the name's answer settings on first use; refuse a later use with different ones."""
     path = binding_path(data_dir, experiment.name)
     current = json.loads(json.dumps(experiment.answer_settings(), default=str))
-    doc = {"name": experiment.name, "config_hash": experiment.config_hash(), "answer_settings": current}
+    doc = {
+        "name": experiment.name,
+        "config_hash": experiment.config_hash(),
+        "endpoint": experiment.endpoint,  # where the model calls go (no credentials; "" offline)
+        "answer_settings": current,
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     if not _create_whole(path, json.dumps(doc, indent=2).encode()):
         bound = read_binding(path)

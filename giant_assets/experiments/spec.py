@@ -21,7 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from giant_assets.core.files import file_sha256
-from giant_assets.core.secrets import is_loopback_url
+from giant_assets.core.secrets import is_loopback_url, public_url
+from giant_assets.core.settings import ANTHROPIC_BASE_URL_ENV, OPENAI_BASE_URL_ENV, env
 from giant_assets.experiments import api_contracts as contracts
 from giant_assets.experiments.prompts import resolve_prompts, texts_sha256
 from giant_assets.slides.access import JPEG_QUALITY
@@ -44,6 +45,9 @@ SERVER_BASE_URLS: dict[str, str] = {
     "ollama": "http://127.0.0.1:11434/v1",
     "llamacpp": "http://127.0.0.1:8080/v1",
 }
+# the API root each provider's SDK uses by default, and the variable that overrides it (as the SDKs read)
+PROVIDER_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+BASE_URL_ENVS = {"openai": OPENAI_BASE_URL_ENV, "anthropic": ANTHROPIC_BASE_URL_ENV}
 # answer fields hashed only when set, so adding them left the hashes of earlier experiments unchanged
 HASHED_WHEN_SET = ("server", "server_image_limit", "send_detail")
 
@@ -225,7 +229,7 @@ class Experiment(BaseModel):
         """Why this experiment may not run as declared without ``budget_usd``; None when it may."""
         if not self.paid or self.budget_usd is not None:
             return None
-        where = self.resolved_base_url or f"{self.provider}'s API"
+        where = public_url(self.resolved_base_url) or f"{self.provider}'s API"
         return (
             f"field 'budget_usd': required for a paid experiment ({self.model} at {where}): set the most "
             "USD one partition (experiment x benchmark) may spend, e.g. budget_usd: 50, or budget_usd: 0 "
@@ -240,8 +244,20 @@ class Experiment(BaseModel):
 
     @property
     def resolved_base_url(self) -> str:
-        """``base_url``, or the server's default address; empty: the provider's own API."""
-        return self.base_url or (SERVER_BASE_URLS[self.server] if self.server else "")
+        """``base_url``, or the server's default address, or (as the official SDKs) the provider's
+        ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``; empty: the provider's own API."""
+        if self.base_url:
+            return self.base_url
+        if self.server:
+            return SERVER_BASE_URLS[self.server]
+        return env(BASE_URL_ENVS[self.provider]).strip() if self.agent in MODEL_MODES else ""
+
+    @property
+    def endpoint(self) -> str:
+        """The API root the model calls go to, as it may be recorded (no credentials); "" offline."""
+        if self.agent not in MODEL_MODES:
+            return ""
+        return public_url(self.resolved_base_url or PROVIDER_BASE_URLS[self.provider]).rstrip("/")
 
     @property
     def resolved_max_images_in_context(self) -> int | None:
@@ -276,8 +292,8 @@ class Experiment(BaseModel):
             fields["api"] = self.resolved_api
             fields["image_size"] = self.resolved_image_size
             fields["serve_calls"] = self.resolved_serve_calls
+            fields["base_url"] = public_url(self.resolved_base_url)  # OPENAI_BASE_URL too: hashed as set
             if self.server:
-                fields["base_url"] = self.resolved_base_url
                 fields["max_images_in_context"] = self.resolved_max_images_in_context
                 fields["reasoning_effort"] = fields["thinking_budget"] = None
             for name in HASHED_WHEN_SET:

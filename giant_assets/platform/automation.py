@@ -1,8 +1,8 @@
 """Declarative automation: the tables across experiments follow the results cells they read.
 
 After a backfill of an experiment row (or any materialization of a cell), the daemon that ``make ui``
-starts materializes ``leaderboard``, ``leaderboard_long``, ``leaderboard_stale`` and
-``experiment_comparisons``, and re-renders
+starts materializes ``leaderboard``, ``leaderboard_long``, ``leaderboard_stale``,
+``experiment_comparisons`` and ``paper_figures``, and re-renders
 a cell's ``trajectory_viewer`` whose inputs changed outside the run that built it; nobody has to
 materialize them by hand.
 """
@@ -45,7 +45,7 @@ AUTOMATION_INTERVAL_S = 15
 automation_sensor = AutomationConditionSensorDefinition(
     "results_automation",
     target=AssetSelection.assets(
-        "leaderboard", "leaderboard_long", "leaderboard_stale", "experiment_comparisons"
+        "leaderboard", "leaderboard_long", "leaderboard_stale", "experiment_comparisons", "paper_figures"
     )
     | AssetSelection.assets("trajectory_viewer"),
     default_status=DefaultSensorStatus.RUNNING,

@@ -8,6 +8,7 @@ from dagster import AssetSelection, Definitions, ExecutorDefinition, Partitioned
 
 from giant_assets.core.shutdown import skip_final_collection
 from giant_assets.experiments.spec import MODEL_MODES
+from giant_assets.platform.assets.figures import paper_figures
 from giant_assets.platform.assets.grading import GRADING_ASSETS, GRADING_SENSORS
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.assets.inventory import slide_inventory
@@ -47,6 +48,7 @@ ALL_ASSETS = [
     *CELL_ASSETS,
     leaderboard,
     experiment_comparisons,
+    paper_figures,
     *GRADING_ASSETS,
     pathologist_reviews,
     review_metrics,

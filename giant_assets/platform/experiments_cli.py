@@ -4,6 +4,7 @@ giant-experiments check            # validate the file (exit 1 with file/experim
 giant-experiments list             # one line per experiment: name, agent, model, config hash
 giant-experiments sync             # add every declared experiment as a partition ($DAGSTER_HOME)
 giant-experiments estimate NAME    # cost and time of what NAME has left to run, per benchmark
+giant-experiments status [NAME]    # per cell: complete, running, waiting on a batch, failed, stale, to do
 giant-experiments batches [NAME] [--cancel]   # provider batches still open (batch mode); cancel them
 giant-experiments stop NAME [--benchmark B]  # cancel NAME's backfills, queued and running runs
 giant-experiments prune            # delete the partitions of experiments no longer declared (files stay)
@@ -28,6 +29,9 @@ COMMANDS = {
     "data folder stay; the leaderboard then no longer lists them as removed)",
     "estimate": "cost and time of what experiment NAME has left to run, per benchmark (ranges from the "
     "protocol's token model, calibrated by finished runs of the same model)",
+    "status": "where each cell (benchmark x experiment) of NAME, or of every experiment, stands: complete, "
+    "running (done, failed, in flight, spent, ETA), waiting on a provider batch, failed (the reason and "
+    "the command to retry), stale, or to do",
     "batches": "the provider batches still open (batch mode), of NAME or of every experiment; --cancel "
     "cancels NAME's",
     "stop": "stop experiment NAME's row (or --benchmark cells): cancel its backfills and its queued and "
@@ -48,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
         command = commands.add_parser(name, help=text, description=text)
         # also after the command; SUPPRESS keeps a --file given before it
         command.add_argument("--file", default=argparse.SUPPRESS, help=file_help)
-        if name in ("estimate", "batches", "stop"):
+        if name in ("estimate", "batches", "stop", "status"):
             command.add_argument("name", nargs="?", help="the experiment")
         if name in ("estimate", "stop"):
             command.add_argument(
@@ -85,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}\t{exp.agent}\t{exp.model or '-'}\truns={exp.runs_per_item}\t{exp.config_hash()}")
     elif args.command == "estimate":
         return _estimate(declared, args.name, args.benchmark)
+    elif args.command == "status":
+        return _status(declared, args.name)
     elif args.command == "batches":
         return _batches(resource, args.name, args.cancel)
     elif args.command == "stop":
@@ -171,6 +177,40 @@ def _stop(name: str | None, benchmarks: list[str] | None) -> int:
         print(f"run {run_id} could not be terminated (started from a shell, no code server to ask): "
               "interrupt its process (Ctrl-C)", file=sys.stderr)  # fmt: skip
     return 1 if stopped.not_stopped else 0
+
+
+def _status(declared: dict, name: str | None) -> int:
+    import os
+
+    from dagster import DagsterInstance
+
+    from giant_assets.core.settings import DAGSTER_HOME_ENV, data_dir
+    from giant_assets.core.storage import ParquetStore
+    from giant_assets.platform.status import STATES, grid_states
+
+    if name and name not in declared:
+        print(
+            f"error: no experiment {name!r} declared (one of: {', '.join(sorted(declared))})", file=sys.stderr
+        )
+        return 2
+    store = ParquetStore(data_dir())
+    if not store.partitions("benchmark_items"):
+        print(
+            f"error: no benchmark_items under {store.root}: materialize benchmark_items first",
+            file=sys.stderr,
+        )
+        return 1
+    instance = DagsterInstance.get() if os.environ.get(DAGSTER_HOME_ENV) else None
+    if instance is None:
+        print(f"note: ${DAGSTER_HOME_ENV} is not set: from the journals and stored results only (no runs)")
+    states = grid_states(
+        instance, store.root, declared, store.read("benchmark_items"), [name] if name else None
+    )
+    for state in states:
+        print(state.line())
+    counts = {s: sum(x.state == s for x in states) for s in STATES}
+    print(", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" of {len(states)} cell(s)")
+    return 0
 
 
 def _batches(resource: ExperimentsResource, name: str | None, cancel: bool) -> int:

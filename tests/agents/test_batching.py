@@ -178,6 +178,11 @@ def test_store_refuses_nothing_silently(tmp_path) -> None:
         fh.write('\n{"kind": "errored"}\n{"custom_id": "x", "kind": "errored", "status": 500}\n')
     again.record_answers([{"custom_id": "x", "kind": "expired"}])
     assert again.answers["x"]["body"] == {"ok": 1} and BatchStore(tmp_path).answers["x"]["body"] == {"ok": 1}
+    broken = BatchStore(tmp_path / "broken")
+    (tmp_path / "broken" / "answers.jsonl").mkdir(parents=True)  # an answer that cannot be stored is an
+    with pytest.raises(OSError):  # error, never dropped
+        broken.record_answers([{"custom_id": "x", "kind": "succeeded"}])
+    assert broken.answers == {}  # not held as answered when it was not stored
 
 
 def test_the_patch_baselines_concurrent_calls_go_into_one_round(slide, tmp_path) -> None:

@@ -94,6 +94,10 @@ def test_ranges_scale_with_items_runs_and_reasoning_effort() -> None:
     thumb = estimate(Experiment(name="t", agent="thumbnail", model="gpt-5"), "tcga", items=10, prices=PRICES)
     assert thumb.calls.low == thumb.calls.high == 10 and thumb.batch_rounds == 1
     assert one.batch_rounds == 8  # one batch round per GIANT step
+    # time: 10 runs, 4 at once (concurrency 4), of 4-8 calls of 8-40 s (a reasoning model): 2.5 waves
+    assert (one.hours.low, one.hours.high) == pytest.approx((2.5 * 4 * 8 / 3600, 2.5 * 8 * 40 / 3600))
+    slow = estimate(GIANT.model_copy(update={"requests_per_minute": 1.0}), "tcga", items=10, prices=PRICES)
+    assert slow.hours.low == pytest.approx(40 / 60)  # 40 calls at one a minute bound it instead
     # price arithmetic at the range's low end: gpt-5 list prices, from the token counts
     p = PRICES.lookup("gpt-5")[1]
     expected = p.usd(int(one.input_tokens.low), int(one.output_tokens.low), int(one.cached_tokens.low))
@@ -180,7 +184,7 @@ def test_cli_estimates_from_materialized_items(data_dir: Path, sample_wsi_root: 
     )
     (n_all,) = every.fetchone()
     assert n_all > readable
-    note = next(line for line in out if line.startswith("note: "))
+    note = next(line for line in out if "no readable slide now" in line)
     assert note.startswith(f"note: {n_all - readable} question(s) have no readable slide now")
     low_now = float(tcga.split("$")[1].split("-")[0])
     low_all = float(note.split("with every slide in place: ")[1].split("$")[1].split("-")[0])

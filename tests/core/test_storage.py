@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import multiprocessing as mp
 import os
 import re
@@ -45,6 +46,51 @@ def test_a_failed_write_leaves_the_old_partition_and_no_temp_file(tmp_path):
         store.write("t", pd.DataFrame({"x": [object()]}), "p")
     assert store.read("t")["x"].tolist() == [1]
     assert [p.name for p in (tmp_path / "t").iterdir()] == ["p.parquet"]
+
+
+_WRITE_PAST_THE_LIMIT = """
+import resource, signal, sys
+from pathlib import Path
+from giant_assets.core.files import atomic_write_bytes
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as on a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+try:
+    atomic_write_bytes(Path(sys.argv[1]), b"new" * 10_000)
+except OSError as exc:
+    print(exc.errno)
+"""
+
+
+def test_a_write_failing_midway_leaves_the_old_file_whole_and_no_temp_file(tmp_path):
+    """The write itself fails after 4 KiB of 30 KB (RLIMIT_FSIZE in a child process): the old file is
+    whole, no temp file is left behind."""
+    target = tmp_path / "report.json"
+    atomic_write_bytes(target, b"old" * 100)
+    child = subprocess.run([sys.executable, "-c", _WRITE_PAST_THE_LIMIT, str(target)], capture_output=True,
+                           text=True, check=True)  # fmt: skip
+    assert child.stdout.strip() == str(errno.EFBIG), child.stderr
+    assert target.read_bytes() == b"old" * 100
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_a_failed_rename_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypatch):
+    """The data is written whole to the temp file, then the rename fails: the old file is untouched."""
+    from giant_assets.core import files
+
+    target = tmp_path / "report.json"
+    atomic_write_bytes(target, b"old")
+    renames = []
+
+    def refuse(src, dst):
+        renames.append(Path(src).read_bytes())  # the new data was in the temp file, whole
+        raise OSError(errno.EXDEV, "rename refused")
+
+    monkeypatch.setattr(files.os, "replace", refuse)
+    with pytest.raises(OSError, match="rename refused"):
+        atomic_write_bytes(target, b"new data")
+    monkeypatch.undo()
+    assert renames == [b"new data"] and target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
 
 
 def test_unsafe_names_are_refused(tmp_path):

@@ -81,6 +81,15 @@ def test_demo_materializes_everything_and_says_where_to_look(demo: tuple[Path, s
     assert sorted(results) == sorted(EXPERIMENTS)
     assert results["demo-giant"]["binding"]["answer_settings"]["runs_per_item"] == 2
     assert len(results["demo-giant"]["metrics"]) == 5 and results["random"]["provenance"]["csv_sha256"]
+    # the paper's figures: the thumbnail baseline at its 1024 px on every benchmark, beside the paper's
+    figures = sql(data, "select figure, experiment, x, benchmark_name, mean, source from paper_figures")
+    thumb = figures[(figures["figure"] == "thumbnail_resolution") & (figures["source"] == "ours")]
+    assert set(thumb["experiment"]) == {"demo-thumbnail"} and set(thumb["x"]) == {1024.0} and len(thumb) == 5
+    boot = sql(data, "select benchmark_name, boot_mean_pct from benchmark_metrics where agent = 'thumbnail'")
+    assert dict(zip(thumb["benchmark_name"], thumb["mean"], strict=True)) == pytest.approx(
+        dict(zip(boot["benchmark_name"], boot["boot_mean_pct"], strict=True))
+    )
+    assert (data / "results" / "figures" / "iterations.png").stat().st_size > 0
 
 
 def test_every_table_in_the_duckdb_file_is_an_asset(demo: tuple[Path, str]) -> None:

@@ -90,7 +90,7 @@ def test_the_daemon_runs_the_automation_sensor_by_default() -> None:
     sensor = defs.get_repository_def().get_sensor_def("results_automation")
     assert sensor.default_status.value == "RUNNING"
     targeted = sensor.asset_selection.resolve(defs.get_repository_def().asset_graph)
-    assert targeted == TABLES | {AssetKey("trajectory_viewer")}
+    assert targeted == TABLES | {AssetKey("trajectory_viewer"), AssetKey("paper_figures")}
 
 
 def test_a_new_csv_launches_no_viewer_for_cells_over_yesterdays_items(

@@ -23,6 +23,7 @@ from giant_assets.multipathqa.errata import errata_summary, errata_text
 from giant_assets.platform.automation import FOLLOWS_RESULTS
 from giant_assets.platform.hooks import retire_on_failure
 from giant_assets.platform.resources import ExperimentsResource, StorageResource
+from giant_assets.platform.status import failed_cells
 from giant_assets.report.viewer.items import disagreeing_items, disagreements_markdown
 
 COMPARISON_COLUMNS_SHOWN = [
@@ -48,7 +49,8 @@ COMPARISON_COLUMNS_SHOWN = [
             automation_condition=FOLLOWS_RESULTS,
         ),
         "leaderboard_stale": AssetOut(
-            description="results set aside (another item set, removed experiment) and what to re-run",
+            description="results set aside (another item set, removed experiment), failed cells with their "
+            "reason, and what to re-run",
             kinds={"pandas"},
             automation_condition=FOLLOWS_RESULTS,
         ),
@@ -77,6 +79,10 @@ def leaderboard(
 
     declared = set(experiments.all())
     shown, stale = split_current(benchmark_metrics, benchmark_items, declared, str(experiments.file))
+    failed = failed_cells(
+        context.instance, storage.root, experiments.all(), benchmark_items, set(stale["partition"])
+    )
+    stale = pd.concat([stale, failed], ignore_index=True) if len(failed) else stale  # beside, with the reason
     long = leaderboard_long(shown)
     table = leaderboard_table(shown)
     out_dir = storage.root / "results"
@@ -107,6 +113,11 @@ def leaderboard(
             "set_aside": len(stale),
             "chart": MetadataValue.path(str(chart)),
             "results_json": MetadataValue.json([str(p) for p in results]),
+            "paper_figures": MetadataValue.md(
+                "The paper's figures (accuracy vs iterations, vs thumbnail resolution, GIANT vs the random "
+                "ablation, x1 vs x5): asset [paper_figures](/assets/paper_figures), PNGs in "
+                f"`{out_dir / 'figures'}`"
+            ),
         },
         output_name="leaderboard",
     )
@@ -116,6 +127,7 @@ def leaderboard(
             "set_aside": len(stale),
             "stale": int((stale["status"] == STALE).sum()),
             "removed": int((stale["status"] == REMOVED).sum()),
+            "failed": len(failed),
             "what_to_rerun": MetadataValue.md(set_aside_markdown(stale)),
         },
         output_name="leaderboard_stale",

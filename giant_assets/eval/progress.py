@@ -1,0 +1,67 @@
+"""How far one cell of the results grid (experiment x benchmark) got, from its journal alone.
+
+The runs a cell needs are today's items with a readable slide times ``runs_per_item``; a journal row
+counts for an item only with the item's fingerprint (or none: an older row). A row is *answered* when it
+ended without a retryable error; *failed* rows are those ``batch.failures`` counts as failures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from giant_assets.batch.failures import FailureReport, failure_report, is_slide_unavailable
+from giant_assets.batch.journal import Journal
+from giant_assets.batch.records import RETRYABLE
+from giant_assets.experiments.spec import Experiment
+
+
+@dataclass
+class JournalProgress:
+    """One cell's journal against today's items."""
+
+    runs_needed: int  # today's items with a readable slide x runs_per_item
+    answered: int
+    failures: FailureReport
+    cost_usd: float  # of the journalled runs of today's items (answered or not)
+    journal: Path
+
+    @property
+    def journalled(self) -> int:
+        return self.answered + self.failures.failed
+
+
+def journal_progress(
+    exp: Experiment, benchmark: str, items: pd.DataFrame, journals_dir: Path
+) -> JournalProgress:
+    """``items``: today's ``benchmark_items`` (any benchmarks; only ``benchmark``'s are used)."""
+    mine = items[items["benchmark_name"].astype(str) == benchmark]
+    if "wsi_status" in mine:
+        mine = mine[mine["wsi_status"] == "ok"]
+    fps = dict(
+        zip(
+            mine["benchmark_id"].astype(str),
+            mine["item_fingerprint"] if "item_fingerprint" in mine else [None] * len(mine),
+            strict=True,
+        )
+    )
+    journal = Journal(journals_dir / exp.config_hash() / f"{benchmark}.jsonl")
+    rows: dict[tuple[str, int], dict] = {}
+    for row in journal.read().values():
+        bid, run = str(row.get("benchmark_id")), int(row.get("run_index", 0) or 0)
+        stored, now = row.get("item_fingerprint"), fps.get(bid, "")
+        if now == "" or run >= exp.runs_per_item or (stored and now and stored != now):
+            continue  # not a run today's items need
+        rows[(bid, run)] = row
+    kept = [r for r in rows.values() if not is_slide_unavailable(r)]
+    answered = sum(r.get("error_kind") not in RETRYABLE for r in kept)
+    cost = sum(float(r.get("cost_usd") or 0.0) for r in rows.values())
+    return JournalProgress(
+        runs_needed=len(fps) * exp.runs_per_item,
+        answered=answered,
+        failures=failure_report(list(rows.values()), exp.max_failed_share),
+        cost_usd=cost,
+        journal=journal.path,
+    )
