@@ -126,7 +126,7 @@ def test_a_rehearsal_at_a_local_server_does_not_calibrate_the_providers_estimate
     after = _tcga(GIANT, journals)
     assert (after.usd, after.hours, after.measured_runs) == (before.usd, before.hours, 0)
     # runs of another result set at the public endpoint do calibrate, and the note names them
-    public = _journal(journals, GIANT.model_copy(update={"max_steps": 12}), 6, 2)
+    public = _journal(journals, GIANT.model_copy(update={"image_quality": 80}), 6, 2)
     calibrated = _tcga(GIANT, journals)
     assert calibrated.measured_runs == 2 and calibrated.calls.low == pytest.approx(10 * 6 * 0.75)
     assert f"journals {public} (2)" in calibrated.notes[0] and local not in calibrated.notes[0]

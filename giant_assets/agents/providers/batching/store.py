@@ -117,17 +117,22 @@ class BatchStore:
     def _keep_answer(self, row: dict[str, Any]) -> bool:
         """Index ``row`` unless it would replace a succeeded answer (a paid answer is never dropped for
         a later error of the same line); True when kept."""
-        old = self.answers.get(row["custom_id"])
-        if old is not None and old["kind"] == "succeeded" and row["kind"] != "succeeded":
+        if not _replaces(self.answers.get(row["custom_id"]), row):
             return False
         self.answers[row["custom_id"]] = row
         return True
 
     def record_answers(self, rows: list[dict[str, Any]]) -> None:
-        """Store result rows; one that would replace a succeeded answer is left out."""
-        kept = [row for row in rows if self._keep_answer(row)]
+        """Store result rows, then hold them as answered (rows that could not be written are not held);
+        one that would replace a succeeded answer is left out."""
+        kept: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            cid = row["custom_id"]
+            if _replaces(kept.get(cid, self.answers.get(cid)), row):
+                kept[cid] = row
         if kept:
-            self._append("answers.jsonl", kept)
+            self._append("answers.jsonl", list(kept.values()))
+            self.answers.update(kept)
 
     def record_intent(self, tag: str, custom_ids: list[str]) -> None:
         """Before a batch is submitted: what it holds, so a batch whose id is lost can be found."""
@@ -157,3 +162,8 @@ class BatchStore:
 
     def open_batches(self) -> list[dict[str, Any]]:
         return [b for b in self.batches.values() if b.get("status") != ENDED]
+
+
+def _replaces(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
+    """Whether ``new`` may stand for its line instead of ``old``: anything but an error after a success."""
+    return old is None or old["kind"] != "succeeded" or new["kind"] == "succeeded"
