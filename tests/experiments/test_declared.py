@@ -252,3 +252,25 @@ def test_the_failure_share_is_a_speed_field_bounded_to_a_share(tmp_path: Path) -
     path = write(tmp_path, "experiments:\n  e: {agent: random, max_failed_share: 1.5}\n")
     with pytest.raises(ExperimentsFileError, match="experiment 'e': field 'max_failed_share'"):
         load_experiments(path)
+
+
+@pytest.mark.parametrize(
+    ("setting", "shown"),
+    [
+        ("budget_usd: yes", "budget_usd"),  # once a $1 cap
+        ("budget_usd: true", "budget_usd"),
+        ("max_failed_share: true", "max_failed_share"),  # once 1.0: never failed
+        ("max_steps: on", "max_steps"),
+        ("requests_per_minute: false", "requests_per_minute"),
+    ],
+)
+def test_yaml_booleans_are_not_numbers(tmp_path: Path, setting: str, shown: str) -> None:
+    path = write(tmp_path, f"experiments:\n  e:\n    agent: random\n    {setting}\n")
+    with pytest.raises(ExperimentsFileError) as err:
+        load_experiments(path)
+    assert f"experiment 'e': field '{shown}'" in str(err.value)
+    assert "a number is required, not the YAML boolean" in str(err.value)
+    # numbers, and booleans where a boolean belongs, are read as before
+    path = write(tmp_path, "experiments:\n  e: {agent: random, budget_usd: 1, max_failed_share: 0, batch: false}\n")
+    exp = load_experiments(path)["e"]
+    assert (exp.budget_usd, exp.max_failed_share, exp.batch) == (1.0, 0.0, False)
