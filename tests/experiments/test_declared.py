@@ -271,6 +271,7 @@ def test_yaml_booleans_are_not_numbers(tmp_path: Path, setting: str, shown: str)
     assert f"experiment 'e': field '{shown}'" in str(err.value)
     assert "a number is required, not the YAML boolean" in str(err.value)
     # numbers, and booleans where a boolean belongs, are read as before
-    path = write(tmp_path, "experiments:\n  e: {agent: random, budget_usd: 1, max_failed_share: 0, batch: false}\n")
+    settings = "{agent: random, budget_usd: 1, max_failed_share: 0, batch: false}"
+    path = write(tmp_path, f"experiments:\n  e: {settings}\n")
     exp = load_experiments(path)["e"]
     assert (exp.budget_usd, exp.max_failed_share, exp.batch) == (1.0, 0.0, False)
