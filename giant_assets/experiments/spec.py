@@ -168,7 +168,7 @@ class Experiment(BaseModel):
         """YAML reads ``true``/``yes``/``on`` as booleans, which pydantic would take as 1 in a number
         field (``budget_usd: yes`` a $1 cap, ``max_failed_share: true`` never failing): refused."""
         if isinstance(value, bool) and info.field_name in _NUMBER_FIELDS:
-            raise ValueError(f"a number is required, not the YAML boolean {value!r} (true/yes/on/false/no/off)")
+            raise ValueError(f"a number is required, not the YAML boolean {value!r} (yes/no, on/off)")
         return value
 
     @field_validator("name")
