@@ -124,7 +124,17 @@ def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None) ->
         )
         return 1
     items = store.read("benchmark_items")
-    prices = load_price_table(env(PRICES_ENV) or None)
+    known = sorted(items["benchmark_name"].astype(str).unique())
+    unknown = sorted(set(benchmarks or ()) - set(known))
+    if unknown:
+        print(f"error: --benchmark {', '.join(unknown)}: not a benchmark of the items (one of: "
+              f"{', '.join(known)})", file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        prices = load_price_table(env(PRICES_ENV) or None)
+    except (OSError, ValueError, TypeError) as exc:  # missing, unreadable or malformed price file
+        print(f"error: {PRICES_ENV}={env(PRICES_ENV)}: {exc}", file=sys.stderr)
+        return 1
 
     def estimates_of(every_item: bool) -> list:
         return estimate_experiment(
