@@ -173,10 +173,18 @@ def _batches(resource: ExperimentsResource, name: str | None, cancel: bool) -> i
     rows = asyncio.run(review_open(data_dir(), resource, name, cancel))
     for b in rows:
         since = time.strftime("%Y-%m-%d %H:%M", time.gmtime(b.get("submitted_at") or 0))
-        print(f"{b.get('partition', '?')}\t{b['batch_id']}\t{b.get('requests', '?')} requests\t"
-              f"since {since} UTC\t{b['provider_status']}\t{b['counts']}")  # fmt: skip
+        head = f"{b.get('partition', '?')}\t{b['batch_id']}\t{b.get('requests', '?')} requests"
+        if "problem" in b:
+            print(f"{head}\tsince {since} UTC\tstatus unknown: {b['problem']}")
+        else:
+            print(f"{head}\tsince {since} UTC\t{b['provider_status']}\t{b['counts']}")
+    problems = sum("problem" in b for b in rows)
     verb = "cancelled" if cancel else "open"
-    print(f"{len(rows)} batch(es) {verb}" + (f" for {name}" if name else ""))
+    shown = len(rows) - problems if cancel else len(rows)
+    summary = f"{shown} batch(es) {verb}" + (f" for {name}" if name else "")
+    if problems:
+        summary += f"; {problems} could not be {'cancelled' if cancel else 'checked'} (see above)"
+    print(summary)
     for o in orphaned_rounds(data_dir()):
         if name and o.get("experiment") != name:
             continue
@@ -184,7 +192,7 @@ def _batches(resource: ExperimentsResource, name: str | None, cancel: bool) -> i
         print(f"{o.get('partition', o['folder'])}: round {o['round_tag']} of {at} UTC has no recorded batch "
               "(its process stopped while submitting): materialize the cell again to adopt it"
               + (" (not cancelled: its batch id is not known yet)" if cancel else ""))  # fmt: skip
-    return 0
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":
