@@ -15,6 +15,11 @@ them into a prompt file (``prompts.PromptSet`` fields as YAML) that an experimen
 
 The official placeholders become the platform's (``{w0}`` -> ``{width}``, ``{steps_remaining}`` ->
 ``{max_steps}``, ``args['x0']`` -> ``{x0}``, ...), so the agent fills them with the same values.
+
+A clone is untrusted input: only the two agent modules are read, each only when it is a regular file
+inside the clone (a symlink is followed only to a file inside the clone: never a FIFO, a device such
+as ``/dev/zero`` or a file elsewhere), at most ``MAX_MODULE_BYTES``; a module nested too deep to parse,
+or a tool definition of another shape, is a clear ``ImportFailed`` naming the file.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
+import os
+import stat
 import string
 import subprocess
 import sys
@@ -32,6 +39,7 @@ import yaml
 
 from giant_assets.experiments.prompts import PLACEHOLDERS, check_template
 
+MAX_MODULE_BYTES = 1 << 20  # the official agent modules are ~28 KB each
 GPT_AGENT = "pathology_agent_streaming_image_tool_manual_context.py"
 CLAUDE_AGENT = "pathology_agent_streaming_image_tool_manual_context_claude.py"
 PATH_REVIEW_SCRIPT = "scripts/run_benchmark_path_review.py"  # REVIEW_PROMPT: sent as is, never formatted
@@ -68,22 +76,59 @@ class ImportFailed(ValueError):
     """The clone lacks a text, or a text has a placeholder with no platform equivalent."""
 
 
+def read_module(repo: Path, name: str) -> bytes:
+    """The bytes of ``repo/name`` if it is a regular file inside the clone of at most MAX_MODULE_BYTES;
+    else ImportFailed saying why. Opened without blocking (a FIFO) and checked on the open file."""
+    path = repo / name
+    try:
+        root = repo.resolve(strict=True)
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:  # missing, or a symlink loop
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ImportFailed(f"{path}: cannot be read ({why}); is --repo a clone?") from None
+    if not real.is_relative_to(root):
+        raise ImportFailed(f"{path}: a link to {real}, outside the clone {root}: not read")
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        raise ImportFailed(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise ImportFailed(f"{path}: not a regular file (a FIFO, device or directory): not read")
+    with os.fdopen(fd, "rb") as fh:
+        if info.st_size > MAX_MODULE_BYTES:
+            raise ImportFailed(
+                f"{path}: {info.st_size:,} bytes, more than an agent module's {MAX_MODULE_BYTES:,}"
+            )
+        data = fh.read(MAX_MODULE_BYTES + 1)
+    if len(data) > MAX_MODULE_BYTES:  # grew while read
+        raise ImportFailed(f"{path}: more than an agent module's {MAX_MODULE_BYTES:,} bytes")
+    return data
+
+
 @dataclass(frozen=True)
 class Source:
     path: Path
     tree: ast.Module
     text: str
+    data: bytes
 
     @classmethod
-    def read(cls, path: Path) -> Source:
+    def read(cls, repo: Path, name: str) -> Source:
+        path = repo / name
+        data = read_module(repo, name)
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ImportFailed(f"{path}: cannot be read ({exc.strerror or exc}); is --repo a clone?") from exc
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ImportFailed(f"{path}: not UTF-8 text (byte {exc.start})") from None
         try:
-            return cls(path, ast.parse(text, filename=str(path)), text)
+            return cls(path, ast.parse(text, filename=str(path)), text, data)
         except SyntaxError as exc:
-            raise ImportFailed(f"{path}:{exc.lineno}: not valid Python ({exc.msg})") from exc
+            line = f":{exc.lineno}" if exc.lineno else ""
+            raise ImportFailed(f"{path}{line}: not valid Python ({exc.msg})") from None
+        except (RecursionError, MemoryError, ValueError) as exc:  # nested too deep; a NUL byte
+            raise ImportFailed(f"{path}: cannot be parsed ({type(exc).__name__}: {exc})") from None
 
     def constant(self, name: str) -> str:
         """A module-level ``NAME = "..."`` string, its placeholders renamed."""
@@ -158,14 +203,20 @@ class Source:
         """The fields describing tool ``name`` (its dict literal, ``{"name": name, ...}``)."""
         for node, value in self.dict_texts("name"):
             if isinstance(value, ast.Constant) and value.value == name:
+                where = f"{self.path}:{node.lineno}: tool {name!r}"
                 try:
                     spec = ast.literal_eval(node)
-                except ValueError as exc:
-                    raise ImportFailed(f"{self.path}:{node.lineno}: tool {name!r} is not a literal") from exc
-                params = (spec.get("parameters") or spec.get("input_schema") or {}).get("properties", {})
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    raise ImportFailed(f"{where} is not a literal") from None
+                schema = spec.get("parameters") or spec.get("input_schema") or {}
+                params = _mapping(schema, f"{where}: its parameters").get("properties", {})
+                params = _mapping(params, f"{where}: its parameters' properties")
                 prefix = "zoom" if name == "slide_zoom" else name
                 found = {f"{prefix}_description": spec.get("description")}
-                found |= {f"{prefix}_{k}": (v or {}).get("description") for k, v in params.items()}
+                found |= {
+                    f"{prefix}_{k}": _mapping(v or {}, f"{where}: parameter {k!r}").get("description")
+                    for k, v in params.items()
+                }
                 return {k: _escape(v) for k, v in found.items() if isinstance(v, str)}
         return {}
 
@@ -175,6 +226,12 @@ class Source:
         if isinstance(node, ast.JoinedStr):
             return _rename_fstring(node, f"{self.path}:{node.lineno} {what}")
         return ""
+
+
+def _mapping(value: object, what: str) -> dict:
+    if not isinstance(value, dict):
+        raise ImportFailed(f"{what} is a {type(value).__name__}, not a mapping")
+    return value
 
 
 def _escape(text: str) -> str:
@@ -212,7 +269,14 @@ def _rename_fstring(node: ast.JoinedStr, where: str) -> str:
 
 def read_official(repo: Path) -> dict[str, str]:
     """The prompt-file fields found in ``repo`` (the Claude agent's texts when that file is there)."""
-    gpt = Source.read(repo / GPT_AGENT)
+    try:
+        return _read_official(repo)
+    except RecursionError:  # ast.unparse or a walk over an expression nested too deep
+        raise ImportFailed(f"{repo}: an agent module nests an expression too deep to read") from None
+
+
+def _read_official(repo: Path) -> dict[str, str]:
+    gpt = Source.read(repo, GPT_AGENT)
     fields = {
         "multi_step": gpt.constant("SYSTEM_PROMPT_MULTI_STEP"),
         "single_step": gpt.constant("SYSTEM_PROMPT_SINGLE_STEP"),
@@ -234,8 +298,8 @@ def read_official(repo: Path) -> dict[str, str]:
     }
     for tool in ("slide_zoom", "note"):
         optional |= {k: v for k, v in gpt.tool(tool).items() if k in PLACEHOLDERS}
-    if (repo / CLAUDE_AGENT).exists():
-        claude = Source.read(repo / CLAUDE_AGENT)
+    if os.path.lexists(repo / CLAUDE_AGENT):
+        claude = Source.read(repo, CLAUDE_AGENT)
         optional["multi_step_first_call"] = claude.constant("SYSTEM_PROMPT_MULTI_STEP")
         optional["extra_call_ignored"] = claude.plain_tool_result()
     if (repo / PATH_REVIEW_SCRIPT).exists():
@@ -249,11 +313,11 @@ def read_official(repo: Path) -> dict[str, str]:
 def write_prompt_file(repo: Path, out: Path) -> list[str]:
     """Write the prompt file; returns the fields not found (those keep the built-in texts)."""
     fields = read_official(repo)
-    files = [p for p in (GPT_AGENT, CLAUDE_AGENT, PATH_REVIEW_SCRIPT) if (repo / p).exists()]
+    files = [p for p in (GPT_AGENT, CLAUDE_AGENT, PATH_REVIEW_SCRIPT) if os.path.lexists(repo / p)]
     source = {
         "repo": str(repo.resolve()),
         "commit": _commit(repo),
-        "files": {p: hashlib.sha256((repo / p).read_bytes()).hexdigest() for p in files},
+        "files": {p: hashlib.sha256(read_module(repo, p)).hexdigest() for p in files},
     }
     doc = {"source": source, **fields}
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,10 @@ panda uses the ISUP grade 0..5. Rules, in order; the first that yields a label d
    Its value may be an int, a numeric string, a letter (4-option questions) or the option text. A value
    that is not a valid label makes the result ``None``: the model's formal answer was invalid.
    A truncated object (``{"answer": 3, "reasoning": "...``) is read by its quoted key and value.
+   The released prompts ask for the JSON "at the end" of the reply and the official code keeps the
+   whole reply, so the answer is the one given last: an object quoted earlier while reasoning does
+   not count. Objects are found by the one bounded scanner for model text (``core/jsonscan.py``, also
+   the GIANT agent's action parser) in the reply's last 64 KiB, whatever its length.
 2. Explicit statement. "answer is/answer:/final answer/correct option is/I choose/I'm going with ..."
    phrases, the last one first; within the sentence after it, the first valid candidate (option text,
    letter, number) wins. A statement naming only invalid candidates (e.g. "Answer: 7" of 4 options)
@@ -40,20 +44,18 @@ equal to a space ("small-cell" = "small cell"); when matches overlap
 
 from __future__ import annotations
 
-import ast
-import json
 import math
 import re
-import warnings
 from dataclasses import dataclass
 from typing import Any
+
+from giant_assets.core.jsonscan import MAX_PARSED_CHARS, json_objects
 
 PANDA = "panda"
 PANDA_GRADE_RANGE = (0, 5)
 LETTERS = "ABCD"
 _OPTION_KEYS = ("answer", "final_answer", "choice", "option")
 _GRADE_KEYS = ("isup_grade", "answer", "final_answer")
-_MAX_JSON_CHARS = 20_000
 PANDA_NULL_REASON = "panda_null_grade"  # every extraction of a null ISUP grade starts with this
 PANDA_NULL_POLICIES = ("benign", "no_answer")
 _NULL_TEXTS = frozenset({"null", "none"})
@@ -134,51 +136,6 @@ def extract_label(
 # --- rule 1: JSON -------------------------------------------------------------------------------
 
 
-def _json_objects(text: str) -> list[dict]:
-    """Top-level dicts in the text, in order: JSON first, then a Python-literal reading (single quotes)."""
-    found: list[dict] = []
-    decoder = json.JSONDecoder()
-    closing = _matching_braces(text)
-    pos = text.find("{")
-    while pos != -1 and pos < _MAX_JSON_CHARS:
-        end = None
-        try:
-            obj, end = decoder.raw_decode(text, pos)
-        except (ValueError, RecursionError):
-            close = closing.get(pos)
-            if close is not None:
-                try:
-                    with warnings.catch_warnings():  # e.g. "invalid decimal literal" on '{1e5x: 2}'
-                        warnings.simplefilter("ignore", SyntaxWarning)
-                        obj = ast.literal_eval(text[pos : close + 1])
-                    end = close + 1
-                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                    obj = None
-        if end is not None and isinstance(obj, dict):
-            found.append(obj)
-            pos = text.find("{", end)
-        else:
-            pos = text.find("{", pos + 1)
-    return found
-
-
-def _matching_braces(text: str) -> dict[int, int]:
-    """Position of each "{" (before ``_MAX_JSON_CHARS``) -> its matching "}" within ``_MAX_JSON_CHARS``.
-
-    One pass with a stack (quotes are not special), so a text of many unclosed braces stays linear.
-    """
-    closing: dict[int, int] = {}
-    stack: list[int] = []
-    for i, char in enumerate(text[: 2 * _MAX_JSON_CHARS]):
-        if char == "{":
-            stack.append(i)
-        elif char == "}" and stack:
-            start = stack.pop()
-            if start < _MAX_JSON_CHARS and i - start < _MAX_JSON_CHARS:
-                closing[start] = i
-    return closing
-
-
 def _find_key(obj: Any, keys: tuple[str, ...]) -> tuple[str, Any] | None:
     """The first of ``keys`` (case-insensitive) in a dict, searching nested dicts breadth-first.
 
@@ -202,7 +159,7 @@ _KEY_VALUE = re.compile(r"""["'](isup_grade|answer|final_answer)["']\s*:\s*["']?
 
 def _from_json(text: str, task: _Task) -> tuple[int | None, str] | None:
     keys = _GRADE_KEYS if task.is_grade else _OPTION_KEYS
-    for obj in reversed(_json_objects(text)):
+    for obj in reversed(json_objects(text, python_literals=True)):
         hit = _find_key(obj, keys)
         if hit is not None:
             key, value = hit
@@ -212,7 +169,7 @@ def _from_json(text: str, task: _Task) -> tuple[int | None, str] | None:
             if label is None:
                 return None, f"JSON {key!r} value {value!r} {what or f'is not a valid {task.valid}'}"
             return label, f"JSON {key!r}: {what}"
-    for match in reversed(list(_KEY_VALUE.finditer(text))):  # truncated or malformed JSON
+    for match in reversed(list(_KEY_VALUE.finditer(text[-MAX_PARSED_CHARS:]))):  # truncated or malformed
         key = match.group(1).lower()
         if key not in keys:
             continue
@@ -439,10 +396,11 @@ def _letters(text: str, *, strict: bool) -> list[_Candidate]:
         before, after = text[max(0, start - 1) : start], text[end : end + 1]
         bracketed = before in "([{" and before != "" and after in ")]}" and after != ""
         prefixed = bool(_LETTER_PREFIX.search(text, max(0, start - _LOOKBACK), start))
-        line_start = not text[text.rfind("\n", 0, start) + 1 : start].strip()
+        line_start = _at_line_start(text, start)
         listed = line_start and after in ").:" and after != ""
-        line_end = text.find("\n", end)
-        own_line = text[start : len(text) if line_end == -1 else line_end].strip(" \t.:;!)]}") == letter
+        line_end = text.find("\n", end, end + _LOOKBACK)
+        line_end = len(text) if line_end == -1 and end + _LOOKBACK >= len(text) else line_end
+        own_line = line_end != -1 and text[start:line_end].strip(" \t.:;!)]}") == letter
         alone = whole == letter or (line_start and own_line and letter.isupper())
         if letter.islower() and not (bracketed or prefixed or alone):
             continue
@@ -455,3 +413,11 @@ def _letters(text: str, *, strict: bool) -> list[_Candidate]:
         k = LETTERS.index(letter.upper()) + 1
         out.append(_Candidate(start, k, f'letter "{letter}" -> option {k}'))
     return out
+
+
+def _at_line_start(text: str, pos: int) -> bool:
+    """Only blanks between the line's start and ``pos``; looks back at most _LOOKBACK characters,
+    so checking every letter of a long line stays linear."""
+    before = text[max(0, pos - _LOOKBACK) : pos]
+    newline = before.rfind("\n")
+    return not before[newline + 1 :].strip() and (newline != -1 or pos <= _LOOKBACK)

@@ -4,13 +4,16 @@ A plain scan (``raw_decode`` at every "{") is quadratic on a degenerate reply of
 (``JSONDecodeError`` counts the lines before its position) and recurses past the limit on objects
 nested 100,000 deep; this one reads at most the last ``MAX_PARSED_CHARS`` and ``DECODE_BUDGET``
 characters in all, and skips a too-deep object whole. Used wherever model text is searched for JSON
-(the GIANT agent's free-JSON actions, tool calls a local server writes in its text).
+(the GIANT agent's free-JSON actions, tool calls a local server writes in its text, answer extraction,
+which also reads single-quoted Python dicts with ``python_literals``).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+import warnings
 from typing import Any
 
 MAX_PARSED_CHARS = 65_536  # a reply's JSON is looked for in its last 64 KiB only
@@ -18,17 +21,22 @@ _DECODE_BUDGET = 8_000_000  # characters the scan may read in all (failed attemp
 _WINDOW = 4096  # a JSON value is first decoded from this many characters
 _DECODER = json.JSONDecoder()
 _OBJECT_START = re.compile(r'\{[ \t\n\r]*["}]')
+_LITERAL_START = re.compile(r"""\{[ \t\n\r]*["'}]""")
+MAX_LITERAL_CHARS = 4096  # a Python-literal dict is read only when its braces span at most this
 
 
-def json_objects(text: str) -> list[dict[str, Any]]:
+def json_objects(text: str, *, python_literals: bool = False) -> list[dict[str, Any]]:
     """Every top-level JSON object embedded in the last MAX_PARSED_CHARS of ``text`` (prose and code
-    fences around them are fine). Bounded: an object nested past the recursion limit is skipped whole,
-    and the scan stops after reading _DECODE_BUDGET characters (a degenerate reply of unclosed braces)."""
+    fences around them are fine), in text order. Bounded: an object nested past the recursion limit is
+    skipped whole, and the scan stops after reading _DECODE_BUDGET characters (a degenerate reply of
+    unclosed braces). ``python_literals``: where JSON fails, a single-quoted Python dict
+    (``{'answer': 3}``) of at most MAX_LITERAL_CHARS between matching braces is read too."""
     text = text[-MAX_PARSED_CHARS:]
+    start = _LITERAL_START if python_literals else _OBJECT_START
     found: list[dict[str, Any]] = []
     closing: dict[int, int] | None = None
     budget = _DECODE_BUDGET
-    i = _next_object(text, 0)
+    i = _next_object(text, 0, start)
     while i != -1 and budget > 0:
         try:
             obj, end, cost = _decode_at(text, i)
@@ -36,19 +44,36 @@ def json_objects(text: str) -> list[dict[str, Any]]:
             closing = _closing_braces(text) if closing is None else closing
             end = closing.get(i, len(text) - 1) + 1  # past the too-deep object, inner objects included
             budget -= len(text) - i
-            i = _next_object(text, end)
+            i = _next_object(text, end, start)
             continue
         budget -= cost
+        if obj is None and python_literals:
+            closing = _closing_braces(text) if closing is None else closing
+            close = closing.get(i)
+            if close is not None and close - i < MAX_LITERAL_CHARS:
+                budget -= close + 1 - i
+                obj = _literal(text[i : close + 1])
+                end = close + 1 if obj is not None else end
         if isinstance(obj, dict):
             found.append(obj)
-        i = _next_object(text, end if obj is not None else i + 1)
+        i = _next_object(text, end if obj is not None else i + 1, start)
     return found
 
 
-def _next_object(text: str, start: int) -> int:
-    """Where the next JSON object may start (a "{" then a key or "}"), or -1."""
-    found = _OBJECT_START.search(text, start)
+def _next_object(text: str, pos: int, start: re.Pattern[str] = _OBJECT_START) -> int:
+    """Where the next object may start (a "{" then a key or "}"), or -1."""
+    found = start.search(text, pos)
     return found.start() if found else -1
+
+
+def _literal(source: str) -> Any:
+    """The Python literal ``source`` spells, or None when it is not one (or nests too deep)."""
+    try:
+        with warnings.catch_warnings():  # e.g. "invalid decimal literal" on '{1e5x: 2}'
+            warnings.simplefilter("ignore", SyntaxWarning)
+            return ast.literal_eval(source)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
 
 
 def _decode_at(text: str, i: int) -> tuple[Any, int, int]:

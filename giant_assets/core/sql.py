@@ -14,6 +14,7 @@ the DuckDB file open in another session and deferred its view (see ``giant_asset
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -78,11 +79,15 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, duckdb.Error, DuckDBDamaged) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_colwidth", 60):
-        shown = printable(frame.head(args.limit))
-        print(shown.to_string(index=False, na_rep=NULL) if len(frame) else "(no rows)")
-    if len(frame) > args.limit:
-        print(f"... {len(frame) - args.limit} more rows (use --limit)")
+    try:
+        with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_colwidth", 60):
+            shown = printable(frame.head(args.limit))
+            print(shown.to_string(index=False, na_rep=NULL) if len(frame) else "(no rows)")
+        if len(frame) > args.limit:
+            print(f"... {len(frame) - args.limit} more rows (use --limit)")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `giant-sql ... | head` stopped reading: end quietly, as other shell tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
     return 0
 
 

@@ -39,7 +39,7 @@ from giant_assets.experiments.binding import read_binding
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 ITEM_KEY = ["benchmark_name", "benchmark_id"]
-EXTRACTOR_VERSION = "4"  # bump when extraction rules change: item_predictions re-scores (code_version)
+EXTRACTOR_VERSION = "5"  # bump when extraction rules change: item_predictions re-scores (code_version)
 
 
 def rescore(predictions: pd.DataFrame, items: pd.DataFrame, panda_null_grade: str = "benign") -> pd.DataFrame:

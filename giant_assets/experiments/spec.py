@@ -16,9 +16,9 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from giant_assets.core.files import file_sha256
 from giant_assets.core.secrets import is_loopback_url, public_url
@@ -175,6 +175,15 @@ class Experiment(BaseModel):
         description="a partition whose runs failed (agent_error, timeout) above this share of its runs "
         "with a slide fails its materialization",
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """YAML reads ``true``/``yes``/``on`` as booleans, which pydantic would take as 1 in a number
+        field (``budget_usd: yes`` a $1 cap, ``max_failed_share: true`` never failing): refused."""
+        if isinstance(value, bool) and info.field_name in _NUMBER_FIELDS:
+            raise ValueError(f"a number is required, not the YAML boolean {value!r} (yes/no, on/off)")
+        return value
 
     @field_validator("name")
     @classmethod
@@ -367,6 +376,12 @@ def _anthropic_contract(exp: Experiment) -> None:
             f"{contracts.MANY_IMAGES_PX} or set max_images_in_context to {contracts.MANY_IMAGES} or less"
         )
 
+
+_NUMBER_FIELDS = frozenset(
+    name
+    for name, field in Experiment.model_fields.items()
+    if {field.annotation, *get_args(field.annotation)} & {int, float}
+)
 
 ANSWER_FIELDS = (
     "agent",

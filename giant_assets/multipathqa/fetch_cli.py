@@ -53,7 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--wsi-root", required=True, type=Path, help="slides go to <root>/<file_id>/<name>")
     parser.add_argument("--base-url", default=DEFAULT_GDC_API, help=f"GDC API (default {DEFAULT_GDC_API})")
     parser.add_argument("--concurrency", type=int, default=4, help="files downloaded at once (default 4)")
-    parser.add_argument("--attempts", type=int, default=5, help="tries per file before giving up (default 5)")
+    parser.add_argument(
+        "--attempts",
+        type=int,
+        default=5,
+        help="failed tries per file before giving up; a resume that brought bytes is free (default 5)",
+    )
     parser.add_argument("--backoff", type=float, default=2.0, help="first retry delay, seconds (default 2)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
@@ -101,6 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(file_ids)} TCGA slide(s) to fetch from {args.base_url} into {wsi_root}", flush=True)
     with bar:
         results = fetcher.run(file_ids)
+    if fetcher.unreachable is not None:
+        print(
+            f"giant-fetch-slides: {fetcher.unreachable}: nothing fetched ({len(file_ids)} slide(s) left); "
+            "check the network connection (or --base-url) and run again",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     print(_summary(results, already, time.monotonic() - started))
     return EXIT_FAILED if any(r.status == "failed" for r in results) else EXIT_OK
 

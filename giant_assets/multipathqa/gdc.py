@@ -5,10 +5,13 @@ comes from ``GET {base}/data/<file_id>`` into ``<file_name>.partial``, resumed w
 after a dropped connection or a killed process, checked against the published size and md5, and only
 then renamed to its final name. 5xx replies and transport errors are retried with exponential backoff;
 a body whose md5 differs is downloaded again. Everything is bounded: a body is cut at the published
-size, and a file gets at most ``attempts`` body requests in all (resumes, retries and md5 re-downloads
-together; a rerun resumes its ``.partial``); a file still wrong then, or one whose metadata cannot be
-used or written (a name too long for the file system, a size of 0), is reported as failed and the
-others go on.
+size, and a file gets at most ``attempts`` body requests that made no progress (retries that brought
+the ``.partial`` no further, and md5 re-downloads; a resume that grew it is free, and the published size
+bounds those; a rerun resumes its ``.partial``); a file still wrong then, or one whose metadata cannot
+be used or written (a name too long for the file system, a size of 0), is reported as failed and the
+others go on. A host that cannot be resolved or connected to before any reply (offline, a wrong
+``base_url``) ends the whole run at once (``GdcFetcher.unreachable`` says why), not each file after
+its retries.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ PARTIAL_SUFFIX = ".partial"
 _MD5_RE = re.compile(r"[0-9a-fA-F]{32}")
 _UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _RETRYABLE = (httpx.TransportError,)  # dropped connections, timeouts, refused connections
+_NO_CONNECTION = (httpx.ConnectError, httpx.ConnectTimeout)  # name not resolved, refused, no route
 MAX_METADATA_BYTES = 1 << 20  # a /files/<id> reply is a few hundred bytes; more is not GDC
 MAX_NAME_BYTES = 255  # a file name's limit on Linux/macOS file systems (the .partial suffix included)
 
@@ -68,12 +72,20 @@ class FetchError(Exception):
     """A file that cannot be fetched (after retries where retrying makes sense)."""
 
 
+class HostUnreachable(FetchError):
+    """The GDC host could not be resolved or connected to, and no request has reached it yet."""
+
+    def __init__(self, base_url: str, exc: Exception) -> None:
+        super().__init__(f"cannot reach {base_url} ({type(exc).__name__}: {exc})")
+
+
 class _Retry(Exception):
     """One attempt failed in a way worth retrying."""
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, retry_after: float | None = None, received: int = 0) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.received = received  # body bytes this attempt wrote
 
 
 def md5_of(path: Path, chunk_bytes: int = 1 << 20) -> str:
@@ -129,6 +141,8 @@ class GdcFetcher:
         self.base_url = base_url.rstrip("/")
         self.policy = policy or FetchPolicy()
         self.on_bytes, self.on_total, self.log = on_bytes, on_total, log
+        self.reached = False  # a reply of the host was seen: a later connect failure is a retryable blip
+        self.unreachable: str | None = None  # why the run ended before reaching the host, else None
 
     def run(self, file_ids: Iterable[str]) -> list[FetchResult]:
         return asyncio.run(self.fetch_all(file_ids))
@@ -145,8 +159,13 @@ class GdcFetcher:
 
             async def one(file_id: str) -> FetchResult:
                 async with gate:
+                    if self.unreachable is not None:
+                        return FetchResult(file_id, "failed", error=f"not tried: {self.unreachable}")
                     try:
                         return await self._fetch_one(client, file_id)
+                    except HostUnreachable as exc:
+                        self.unreachable = self.unreachable or str(exc)
+                        return FetchResult(file_id, "failed", error=str(exc))
                     except FetchError as exc:
                         error = str(exc)
                     except OSError as exc:  # the disk: full, read-only, a name it refuses
@@ -186,6 +205,7 @@ class GdcFetcher:
             try:
                 params = {"fields": "file_name,md5sum,file_size"}
                 async with client.stream("GET", url, params=params) as response:
+                    self.reached = True
                     if response.status_code >= 500:
                         raise _Retry(f"HTTP {response.status_code}", retry_after=_retry_after(response))
                     if response.status_code != 200:
@@ -196,6 +216,8 @@ class GdcFetcher:
                             too_long = f"more than {MAX_METADATA_BYTES} bytes of metadata"
                             raise FetchError(f"{file_id}: GET {url} answered {too_long}")
             except _RETRYABLE as exc:
+                if isinstance(exc, _NO_CONNECTION) and not self.reached:
+                    raise HostUnreachable(self.base_url, exc) from None
                 raise _Retry(f"{type(exc).__name__}: {exc}") from None
             try:
                 payload = json.loads(body)
@@ -224,23 +246,32 @@ class GdcFetcher:
         already = partial.stat().st_size if partial.exists() else 0
         self.on_bytes(min(already, meta.file_size))
         fetched = 0
-        requests = 0  # body requests of this file: every resume, retry and md5 re-download counts
+        failures = 0  # body requests that brought the .partial no further, and md5 re-downloads
+        best = already  # the longest the .partial has been: a request that grows it made progress
         what = f"{meta.file_name} ({file_id})"
         while True:
-            requests += 1
             try:
                 fetched += await self._download_attempt(client, meta, partial)
             except _Retry as exc:
-                await self._back_off(what, exc, requests)
+                fetched += exc.received
+                size = partial.stat().st_size if partial.exists() else 0
+                if size > best:  # progress: resume at once, not counted (the published size bounds it)
+                    best = size
+                    self.log(f"{what}: {exc}; resuming at {size} bytes")
+                    continue
+                failures += 1
+                await self._back_off(what, exc, failures)
                 continue
             digest = await asyncio.to_thread(md5_of, partial, self.policy.chunk_bytes)
             if digest == meta.md5sum:
                 break
             partial.unlink(missing_ok=True)
             self.on_bytes(-meta.file_size)
+            best = 0
+            failures += 1
             message = f"md5 {digest} differs from GDC's {meta.md5sum}"
-            if requests >= self.policy.attempts:
-                raise FetchError(f"{what}: {message} after {requests} downloads")
+            if failures >= self.policy.attempts:
+                raise FetchError(f"{what}: {message} after {failures} downloads")
             self.log(f"{what}: {message}; downloading again")
         os.replace(partial, final)
         self.log(f"downloaded: {final}")
@@ -293,8 +324,10 @@ class GdcFetcher:
                         fh.flush()
                         os.fsync(fh.fileno())
         except _RETRYABLE as exc:
-            raise _Retry(f"{type(exc).__name__} after {received} bytes: {exc}") from None
+            if isinstance(exc, _NO_CONNECTION) and not self.reached:
+                raise HostUnreachable(self.base_url, exc) from None
+            raise _Retry(f"{type(exc).__name__} after {received} bytes: {exc}", received=received) from None
         size = partial.stat().st_size
         if size != meta.file_size:
-            raise _Retry(f"got {size} of {meta.file_size} bytes")
+            raise _Retry(f"got {size} of {meta.file_size} bytes", received=received)
         return received

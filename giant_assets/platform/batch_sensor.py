@@ -37,6 +37,8 @@ from dagster import (
     sensor,
 )
 
+from giant_assets.core.secrets import redact_secrets
+from giant_assets.experiments.declared import ExperimentsFileError
 from giant_assets.platform.resources import ExperimentsResource, StorageResource
 
 
@@ -270,7 +272,16 @@ async def review_open(
     for b in open_batches(root):
         if name and b.get("experiment") != name:
             continue
-        chat = make_chat_model(experiments.get(b.get("experiment", "")), None)
+        try:
+            exp = experiments.get(b.get("experiment", ""))
+        except ExperimentsFileError as exc:
+            out.append(b | {"problem": f"{exc}; the provider was not asked (its settings are not declared)"})
+            continue
+        try:
+            chat = make_chat_model(exp, None)
+        except Exception as exc:  # e.g. the key is not set: say so for this batch, list the others
+            out.append(b | {"problem": redact_secrets(f"{type(exc).__name__}: {exc}")})
+            continue
         try:
             client = batch_client(chat)
             if cancel:
@@ -279,6 +290,11 @@ async def review_open(
                 record = {k: v for k, v in b.items() if k != "folder"} | {"cancel_requested": time.time()}
                 BatchStore(Path(b["folder"])).record_batch(record)
             status = await client.status(b["batch_id"])
+        except Exception as exc:  # the provider is down or refuses: this batch's line says why
+            cause = exc.__cause__ or exc
+            why = f"{type(exc).__name__} ({type(cause).__name__}: {cause})" if cause is not exc else repr(exc)
+            out.append(b | {"problem": redact_secrets(f"the provider could not be asked: {why}")})
+            continue
         finally:
             await chat.aclose()
         out.append(b | {"provider_status": status.status, "counts": status.counts, "ended": status.ended})

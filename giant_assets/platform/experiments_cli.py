@@ -135,7 +135,17 @@ def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None) ->
         )
         return 1
     items = store.read("benchmark_items")
-    prices = load_price_table(env(PRICES_ENV) or None)
+    known = sorted(items["benchmark_name"].astype(str).unique())
+    unknown = sorted(set(benchmarks or ()) - set(known))
+    if unknown:
+        print(f"error: --benchmark {', '.join(unknown)}: not a benchmark of the items (one of: "
+              f"{', '.join(known)})", file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        prices = load_price_table(env(PRICES_ENV) or None)
+    except (OSError, ValueError, TypeError) as exc:  # missing, unreadable or malformed price file
+        print(f"error: {PRICES_ENV}={env(PRICES_ENV)}: {exc}", file=sys.stderr)
+        return 1
 
     def estimates_of(every_item: bool) -> list:
         return estimate_experiment(
@@ -226,14 +236,22 @@ def _batches(resource: ExperimentsResource, name: str | None, cancel: bool) -> i
     rows = asyncio.run(review_open(data_dir(), resource, name, cancel))
     for b in rows:
         since = time.strftime("%Y-%m-%d %H:%M", time.gmtime(b.get("submitted_at") or 0))
-        print(f"{b.get('partition', '?')}\t{b['batch_id']}\t{b.get('requests', '?')} requests\t"
-              f"since {since} UTC\t{b['provider_status']}\t{b['counts']}")  # fmt: skip
+        head = f"{b.get('partition', '?')}\t{b['batch_id']}\t{b.get('requests', '?')} requests"
+        if "problem" in b:
+            print(f"{head}\tsince {since} UTC\tstatus unknown: {b['problem']}")
+        else:
+            print(f"{head}\tsince {since} UTC\t{b['provider_status']}\t{b['counts']}")
         if b.get("ended") and not cancel:
             print("  ended at the provider, its answers not stored yet: the batch sensor (dagster-daemon) "
                   "launches the cell; without a daemon, or if it says the cell cannot go on, materialize "
                   "the cell again")  # fmt: skip
+    problems = sum("problem" in b for b in rows)
     verb = "cancelled" if cancel else "open"
-    print(f"{len(rows)} batch(es) {verb}" + (f" for {name}" if name else ""))
+    shown = len(rows) - problems if cancel else len(rows)
+    summary = f"{shown} batch(es) {verb}" + (f" for {name}" if name else "")
+    if problems:
+        summary += f"; {problems} could not be {'cancelled' if cancel else 'checked'} (see above)"
+    print(summary)
     for o in orphaned_rounds(data_dir()):
         if name and o.get("experiment") != name:
             continue
@@ -241,7 +259,7 @@ def _batches(resource: ExperimentsResource, name: str | None, cancel: bool) -> i
         print(f"{o.get('partition', o['folder'])}: round {o['round_tag']} of {at} UTC has no recorded batch "
               "(its process stopped while submitting): materialize the cell again to adopt it"
               + (" (not cancelled: its batch id is not known yet)" if cancel else ""))  # fmt: skip
-    return 0
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -190,6 +190,26 @@ def test_cli_estimates_from_materialized_items(data_dir: Path, sample_wsi_root: 
     low_all = float(note.split("with every slide in place: ")[1].split("$")[1].split("-")[0])
     assert f"in place: {n_all} items, $" in note and low_all > low_now  # more questions cost more
     assert experiments_cli.main(["estimate", "nope"]) == 2
+    capsys.readouterr()
+    # an unknown benchmark, a missing or malformed price file: a clear error, no table, no traceback
+    assert experiments_cli.main(["estimate", "paid", "--benchmark", "nope"]) == 2
+    err = capsys.readouterr()
+    assert err.err.startswith("error: --benchmark nope: not a benchmark of the items (one of: ")
+    assert "tcga" in err.err and err.out == ""
+    prices = tmp_path / "prices.yaml"
+    for text, message in [
+        (None, "price table file not found"),
+        ("gpt-5: {input_per_mtok: 1.0, output_per_mtok: [\n", "not valid YAML"),
+        ("gpt-5: cheap\n", "expected {input_per_mtok, output_per_mtok}"),
+        ("[1, 2]\n", "expected a mapping of model -> prices"),
+    ]:
+        prices.unlink(missing_ok=True)
+        if text is not None:
+            prices.write_text(text)
+        monkeypatch.setenv("GIANT_PRICES", str(prices))
+        assert experiments_cli.main(["estimate", "paid"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: GIANT_PRICES={prices}: ") and message in err, err
 
 
 def test_runs_journalled_for_another_question_are_still_to_do(tmp_path: Path) -> None:

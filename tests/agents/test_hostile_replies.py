@@ -306,7 +306,9 @@ def test_a_local_servers_text_tool_calls_are_read_in_bounded_time() -> None:
 
     started = time.process_time()
     assert text_tool_calls("{" * 1_000_000, {"slide_zoom"}) == ()
-    assert text_tool_calls("<tool_call>" + '{"a":' * 200_000, {"slide_zoom"}) == ()
+    # a <tool_call> block too deep to read is one unusable call (reported), not silently no call
+    (deep,) = text_tool_calls("<tool_call>" + '{"a":' * 200_000, {"slide_zoom"})
+    assert deep.name == "(unnamed)" and deep.arguments is None
     assert time.process_time() - started < 20
     (call,) = text_tool_calls('ok {"name": "slide_zoom", "arguments": {"x0": 1}}', {"slide_zoom"})
     assert call.name == "slide_zoom" and call.arguments == {"x0": 1}

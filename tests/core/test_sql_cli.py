@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -35,3 +37,21 @@ def test_missing_values_print_as_null(db: Path, capsys: pytest.CaptureFixture[st
 def test_present_values_keep_their_type(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--db", str(db), "select n from t where k = 1"]) == 0
     assert capsys.readouterr().out.split() == ["n", "7"]  # an integer column stays integer (not 7.0)
+
+
+def test_a_reader_that_stops_early_ends_giant_sql_quietly(tmp_path: Path) -> None:
+    """``giant-sql ... | head``: the pipe closes after the first lines; no BrokenPipeError traceback."""
+    db = tmp_path / "giant.duckdb"
+    duckdb.connect(str(db)).close()
+    sql = "select range as n, repeat('x', 50) as pad from range(100000)"
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "giant-sql"), sql, "--db", str(db), "--limit", "100000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # as `head -1` exits
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, err
+    assert first.split() == [b"n", b"pad"] and err == ""

@@ -300,8 +300,9 @@ LONG_PROSE = (
         ("A " * 20_000, None, None),  # once ~20 s: each letter re-scanned the whole prefix
         ("1 " * 20_000, 1, 1),  # once ~30 s: each number re-scanned the whole prefix
         ("{" * 20_000, None, None),  # once ~20 s: a brace-matching scan per unclosed brace
+        ('{"a":' * 30_000 + "1" + "}" * 30_000, 1, 1),  # once ~25 s: each "a" copied its whole line
     ],
-    ids=["prose", "prose-then-answer", "letters", "numbers", "braces"],
+    ids=["prose", "prose-then-answer", "letters", "numbers", "braces", "one-line-of-letters"],
 )
 def test_long_outputs_take_linear_time(text: str, four: int | None, panda: int | None) -> None:
     assert extract_label(text, benchmark_name="tcga", options=FOUR).label == four

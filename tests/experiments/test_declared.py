@@ -254,6 +254,29 @@ def test_the_failure_share_is_a_speed_field_bounded_to_a_share(tmp_path: Path) -
         load_experiments(path)
 
 
+@pytest.mark.parametrize(
+    ("setting", "shown"),
+    [
+        ("budget_usd: yes", "budget_usd"),  # once a $1 cap
+        ("budget_usd: true", "budget_usd"),
+        ("max_failed_share: true", "max_failed_share"),  # once 1.0: never failed
+        ("max_steps: on", "max_steps"),
+        ("requests_per_minute: false", "requests_per_minute"),
+    ],
+)
+def test_yaml_booleans_are_not_numbers(tmp_path: Path, setting: str, shown: str) -> None:
+    path = write(tmp_path, f"experiments:\n  e:\n    agent: random\n    {setting}\n")
+    with pytest.raises(ExperimentsFileError) as err:
+        load_experiments(path)
+    assert f"experiment 'e': field '{shown}'" in str(err.value)
+    assert "a number is required, not the YAML boolean" in str(err.value)
+    # numbers, and booleans where a boolean belongs, are read as before
+    settings = "{agent: random, budget_usd: 1, max_failed_share: 0, batch: false}"
+    path = write(tmp_path, f"experiments:\n  e: {settings}\n")
+    exp = load_experiments(path)["e"]
+    assert (exp.budget_usd, exp.max_failed_share, exp.batch) == (1.0, 0.0, False)
+
+
 def test_the_iteration_scaling_is_declared_as_gpt5_giant_with_other_step_budgets() -> None:
     """The released scaling_experiment.yaml: GPT-5 GIANT at 1, 5, 10, 15, 20 and 25 iterations; its 20
     point is gpt5-giant. Only the step budget (and the money cap) differ from gpt5-giant."""

@@ -7,6 +7,7 @@ import csv
 import hashlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -213,14 +214,16 @@ def test_a_lying_server_gets_attempts_requests_then_the_file_fails(tmp_path, lie
         liar.ignore_range, liar.drop_every = True, len(liar.body) // 2
     with GdcServer(files) as gdc:
         results = _fetch_within(tmp_path / "wsi", gdc.url, files, attempts=3)
-        assert len(gdc.data_requests(liar.file_id)) == 3
+        # the first request grew the empty .partial (progress, not counted), the 3 after it did not
+        assert len(gdc.data_requests(liar.file_id)) == 1 + 3
     assert results[liar.file_id].status == "failed"
     assert (
         f"{liar.file_name} ({liar.file_id}): gave up after 3 failed attempts" in results[liar.file_id].error
     )
     assert results[files[1].file_id].status == "downloaded"
     partial = tmp_path / "wsi" / liar.file_id / (liar.file_name + ".partial")
-    assert partial.stat().st_size <= len(liar.body)  # kept for a rerun to resume, never past the size
+    # kept for a rerun to resume (unless the last answer was a 416 for its range), never past the size
+    assert not partial.exists() or partial.stat().st_size <= len(liar.body)
 
 
 def test_unusable_file_names_and_empty_files_fail_alone_with_the_summary(tmp_path, capsys):
@@ -249,3 +252,44 @@ def test_metadata_beyond_a_megabyte_fails_that_file(tmp_path):
         assert gdc.data_requests(files[0].file_id) == []
     assert "answered more than 1048576 bytes of metadata" in results[files[0].file_id].error
     assert results[files[1].file_id].status == "downloaded"
+
+
+def test_resumes_that_bring_bytes_are_not_failed_attempts(tmp_path):
+    """Every response sends a sixth of the body and drops; Range honoured: each resume makes progress,
+    so 2 --attempts suffice for the 6 requests (once: 'gave up after 2 failed attempts')."""
+    files = _tcga_files(tmp_path)[:1]
+    files[0].drop_every = len(files[0].body) // 6 + 1
+    with GdcServer(files) as gdc:
+        (result,) = _fetch_within(tmp_path / "wsi", gdc.url, files, attempts=2).values()
+        requests = gdc.data_requests(files[0].file_id)
+    assert result.status == "downloaded" and result.bytes_fetched == len(files[0].body)
+    assert len(requests) == 6 and [r.range is None for r in requests] == [True] + [False] * 5
+    assert _landed(tmp_path / "wsi", files[0]) == files[0].body
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_an_unreachable_host_ends_the_run_at_once(tmp_path, capsys):
+    """Offline (here: nothing listens on the port): one connection failure ends the run, with no retry
+    (nothing logged: a retry logs its backoff), the other files failed as not tried."""
+    root = tmp_path / "wsi"
+    root.mkdir()
+    url = f"http://127.0.0.1:{_closed_port()}"
+    logged = []
+    ids = [f.file_id for f in _tcga_files(tmp_path)]
+    policy = FetchPolicy(attempts=5, backoff_s=0.001, concurrency=1)
+    fetcher = GdcFetcher(root, url, policy, log=logged.append)
+    results = fetcher.run(ids)
+    assert fetcher.unreachable.startswith(f"cannot reach {url} (ConnectError: ")
+    assert [r.status for r in results] == ["failed"] * len(ids) and not logged
+    assert sum(r.error.startswith("not tried: cannot reach") for r in results) == len(ids) - 1
+    argv = ["--csv", str(sample_csv_path()), "--wsi-root", str(root), *FAST]
+    assert main([*argv, "--base-url", url]) == 1
+    out = capsys.readouterr()
+    assert out.err.count("\n") == 1 and "Traceback" not in out.err
+    assert out.err.startswith(f"giant-fetch-slides: cannot reach {url} (ConnectError: ")
+    assert f"nothing fetched ({len(ids)} slide(s) left); check the network connection" in out.err

@@ -3,12 +3,17 @@ missing folder is one line and exit 2. (Drawing on first visit: tests/report/tes
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
+
+import pytest
+
+from giant_assets.report.viewer.serve import serve_in_thread
 
 COMMAND = [sys.executable, "-m", "giant_assets.report.viewer.serve"]
 
@@ -38,3 +43,27 @@ def test_giant_view_without_its_folder_says_so_in_one_line(tmp_path: Path) -> No
         [*COMMAND, "--dir", str(tmp_path / "nope")], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "nope" in out.stderr
+
+
+def test_paths_no_file_can_have_get_400_or_404_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "index.html").write_text("<p>experiments</p>")
+    server, thread = serve_in_thread(tmp_path)
+    host, port = server.server_address[:2]
+    try:
+        for method, path, status in [
+            ("GET", "/index.html%00.png", 400),
+            ("HEAD", "/%00", 400),
+            ("GET", "/" + "a/" * 10_000 + "index.html", 404),
+            ("HEAD", "/" + "b" * 5_000, 404),
+            ("GET", "/index.html", 200),  # and the server still serves
+        ]:
+            conn = http.client.HTTPConnection(host, port, timeout=10)
+            conn.request(method, path)
+            assert conn.getresponse().status == status, path[:40]
+            conn.close()
+    finally:
+        server.shutdown()
+        thread.join(10)
+    assert "Traceback" not in capsys.readouterr().err

@@ -220,6 +220,12 @@ class SDKChatModel(abc.ABC):
         if isinstance(exc, sdk.APIConnectionError):
             cause = exc.__cause__ or exc
             return Failure(f"connection failed ({type(cause).__name__}: {self.redact(str(cause))})")
+        if isinstance(exc, UnicodeDecodeError):  # a body in another encoding, or bytes cut mid-character
+            return MalformedResponse(
+                f"{where}: the body is not UTF-8 JSON ({exc.reason} at byte {exc.start}: "
+                f"{self.redact(repr(exc.object[max(0, exc.start - 20) : exc.start + 20]))})",
+                200,
+            )
         if isinstance(
             exc,
             sdk.APIResponseValidationError | json.JSONDecodeError | pydantic.ValidationError | RecursionError,

@@ -134,10 +134,21 @@ def keep_images(messages: Sequence[Message], keep: int | None) -> Sequence[Messa
 
 def text_tool_calls(text: str, offered: set[str]) -> tuple[ToolCall, ...]:
     """The tool calls written in ``text``: ``<tool_call>`` blocks (any tool name: the agent answers an
-    unknown one), else bare JSON objects naming an offered tool; ``()`` when there are none."""
+    unknown one), else bare JSON objects naming an offered tool; ``()`` when there are none.
+
+    A ``<tool_call>`` block with no readable JSON object (malformed, or nested too deep for the bounded
+    scanner) is still a call: it comes back with ``arguments`` None and a ``raw_arguments`` saying so,
+    so the agent reports it to the model and in the trajectory instead of scoring the text as an answer.
+    """
     blocks = _TOOL_CALL.findall(text)
-    found = [obj for block in blocks for obj in json_objects(block)] if blocks else json_objects(text)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    digest = hashlib.sha256(text.encode(errors="replace")).hexdigest()[:12]
+    if blocks:
+        found = []
+        for block in blocks:
+            objects = json_objects(block)
+            found.extend(objects or [_unreadable(block)])
+    else:
+        found = json_objects(text)
     calls: list[ToolCall] = []
     for obj in found:
         name = obj.get("name")
@@ -148,8 +159,22 @@ def text_tool_calls(text: str, offered: set[str]) -> tuple[ToolCall, ...]:
         if isinstance(args, str):
             try:
                 args = json.loads(args)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # RecursionError: a string nested too deep
                 args = None
         arguments = args if isinstance(args, dict) else None
         calls.append(ToolCall(f"call_text_{digest}_{len(calls)}", name, arguments, raw))
     return tuple(calls)
+
+
+_NAME = re.compile(r'"name"\s*:\s*"([^"\\]{1,64})"')
+
+
+def _unreadable(block: str) -> dict[str, Any]:
+    """A ``<tool_call>`` block no JSON object could be read from, as a call without arguments."""
+    name = _NAME.search(block[:4096])
+    head = " ".join(block[:80].split())
+    return {
+        "name": name.group(1) if name else "(unnamed)",
+        "arguments": f"unreadable <tool_call> block of {len(block):,} characters (malformed JSON, or nested "
+        f"too deep): {head}...",
+    }

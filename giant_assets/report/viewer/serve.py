@@ -30,12 +30,28 @@ class ViewerHandler(SimpleHTTPRequestHandler):
     """Static files of the viewer's folder; an item page with a render recipe is drawn first."""
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        self._render_if_pending()
-        super().do_GET()
+        if not self._refused():
+            self._render_if_pending()
+            super().do_GET()
 
     def do_HEAD(self) -> None:  # noqa: N802
-        self._render_if_pending()
-        super().do_HEAD()
+        if not self._refused():
+            self._render_if_pending()
+            super().do_HEAD()
+
+    def _refused(self) -> bool:
+        """A path no file can have is answered here: a NUL byte (``%00``) 400, a name the file system
+        refuses (too long: thousands of segments) 404, instead of an exception and a dropped connection."""
+        path = self.translate_path(self.path)
+        if "\0" in path:
+            self.send_error(400, "Bad request path (NUL byte)")
+            return True
+        try:
+            Path(path).is_dir()
+        except (OSError, ValueError):
+            self.send_error(404, "File not found")
+            return True
+        return False
 
     def _render_if_pending(self) -> None:
         path = Path(self.translate_path(self.path))  # decoded once and confined to the folder, as served

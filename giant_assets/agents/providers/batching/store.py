@@ -73,7 +73,8 @@ class BatchStore:
 
     def _load(self) -> None:
         for row in self._read("batches.jsonl"):
-            self._index_batch(row)
+            if isinstance(row.get("batch_id"), str):  # a row without one (edited by hand) names no batch
+                self._index_batch(row)
         for row in self._read("answers.jsonl"):
             if isinstance(row.get("custom_id"), str) and "kind" in row:
                 self._keep_answer(row)

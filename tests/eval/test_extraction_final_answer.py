@@ -1,0 +1,95 @@
+"""The scored label is the answer a long reply ends with, read by the same scanner as the GIANT agent.
+
+Replies of 25 KB and more with several candidate objects: an object quoted while reasoning (or the
+prompt's example echoed back) comes first, the final answer last, in the released prompts' formats
+(PANDA's ``isup_grade`` block, option numbers, option text).
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from giant_assets.agents.giant import parse_action
+from giant_assets.batch.extraction import extract_label
+from giant_assets.core.jsonscan import MAX_PARSED_CHARS
+
+ORGANS = ["Lung", "Liver", "Kidney", "Skin", "Colon", "Breast"]
+FOUR = ["Adenocarcinoma", "Squamous cell carcinoma", "Small cell carcinoma", "Carcinoid tumor"]
+# prose without digits, braces or option words: padding that is never a candidate itself
+PROSE = "The crop shows tissue architecture under higher magnification; reviewing the region again. "
+
+
+def padding(chars: int) -> str:
+    return (PROSE * (chars // len(PROSE) + 1))[:chars]
+
+
+def test_a_long_reply_is_scored_by_its_final_answer_not_an_early_quoted_one() -> None:
+    text = (
+        'The prompt says to reply like {"answer": 1} for option one. '
+        + padding(25_000)
+        + '\nFinal answer:\n```json\n{"answer": 3}\n```\n'
+    )
+    assert len(text) > 25_000
+    found = extract_label(text, benchmark_name="tcga_slidebench", options=FOUR)
+    assert (found.label, found.reason) == (3, "JSON 'answer': option 3")
+    assert parse_action(text).answer == "3"  # the agent's parser reads the same
+
+
+def test_panda_report_ends_with_the_released_isup_block() -> None:
+    early = '{"primary_pattern": 3, "secondary_pattern": 4, "total_score": 7, "isup_grade": 2}'
+    final = '{\n  "primary_pattern": 4,\n  "secondary_pattern": 4,\n  "total_score": 8,\n  "isup_grade": 4\n}'
+    text = f"At first glance {early} seemed likely. {padding(30_000)}\n```json\n{final}\n```"
+    found = extract_label(text, benchmark_name="panda", options=None)
+    assert (found.label, found.reason) == (4, "JSON 'isup_grade': grade 4")
+
+
+def test_final_option_text_and_python_literal_after_long_prose() -> None:
+    text = '{"answer": "Lung"} was my first guess. ' + padding(40_000) + '\n{"answer": "Kidney"}'
+    assert extract_label(text, benchmark_name="gtex", options=ORGANS).label == 3
+    literal = '{"answer": 2} ' + padding(26_000) + "\nSo: {'answer': 5, 'reasoning': 'keratin pearls'}"
+    assert extract_label(literal, benchmark_name="gtex", options=ORGANS).label == 5
+
+
+def test_a_truncated_final_object_is_read_from_the_end_of_a_long_reply() -> None:
+    text = '{"answer": 1} ' + padding(70_000) + '\n{"answer": 4, "reasoning": "sheets of small cells wi'
+    found = extract_label(text, benchmark_name="tcga", options=FOUR)
+    assert found.label == 4 and found.reason.startswith("JSON-like")
+
+
+def test_json_is_looked_for_in_the_last_64_kib_only() -> None:
+    """The bound is the shared scanner's: a reply's only JSON further back than 64 KiB is not parsed."""
+    text = '{"answer": 2}' + padding(MAX_PARSED_CHARS) + "\nI will go with option 4."
+    found = extract_label(text, benchmark_name="tcga", options=FOUR)
+    assert (found.label, found.reason.startswith("explicit")) == (4, True)
+
+
+answer_objects = st.integers(1, 4).flatmap(
+    lambda k: st.sampled_from(
+        [
+            json.dumps({"answer": k}),
+            json.dumps({"action": "answer", "answer": k}),
+            json.dumps({"answer": str(k), "reasoning": "glands {fused} here"}),
+            "```json\n" + json.dumps({"answer": k}, indent=2) + "\n```",
+        ]
+    ).map(lambda obj: (k, obj))
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    answers=st.lists(answer_objects, min_size=2, max_size=6),
+    gaps=st.lists(st.integers(0, 12_000), min_size=6, max_size=6),
+)
+def test_extraction_agrees_with_the_agents_parser_on_long_multi_answer_replies(
+    answers: list[tuple[int, str]], gaps: list[int]
+) -> None:
+    text = "".join(padding(gap) + "\n" + obj + "\n" for (_, obj), gap in zip(answers, gaps, strict=False))
+    text = padding(max(0, 25_000 - len(text))) + text  # 25 KB at least, the answers near the end
+    last = answers[-1][0]
+    action = parse_action(text)
+    assert action is not None and action.kind == "answer"
+    by_agent = extract_label(action.answer, benchmark_name="tcga", options=FOUR).label
+    assert extract_label(text, benchmark_name="tcga", options=FOUR).label == by_agent == last
