@@ -302,8 +302,8 @@ def _read_official(repo: Path) -> dict[str, str]:
         claude = Source.read(repo, CLAUDE_AGENT)
         optional["multi_step_first_call"] = claude.constant("SYSTEM_PROMPT_MULTI_STEP")
         optional["extra_call_ignored"] = claude.plain_tool_result()
-    if (repo / PATH_REVIEW_SCRIPT).exists():
-        optional["path_review"] = Source.read(repo / PATH_REVIEW_SCRIPT).verbatim("REVIEW_PROMPT")
+    if os.path.lexists(repo / PATH_REVIEW_SCRIPT):
+        optional["path_review"] = Source.read(repo, PATH_REVIEW_SCRIPT).verbatim("REVIEW_PROMPT")
     fields |= {k: v for k, v in optional.items() if v is not None}
     for key, value in fields.items():
         check_template(value, key, f"official prompts in {repo}")

@@ -37,6 +37,7 @@ from dagster import (
     sensor,
 )
 
+from giant_assets.agents.providers.retry import RetryPolicy
 from giant_assets.core.secrets import redact_secrets
 from giant_assets.experiments.declared import ExperimentsFileError
 from giant_assets.platform.resources import ExperimentsResource, StorageResource
@@ -260,6 +261,10 @@ def _relaunches(
     return requests, notes
 
 
+# a person waits on `giant-experiments batches`: one retry, not the poll's patience
+LISTING_RETRY = RetryPolicy(max_attempts=2, max_total_wait_s=5.0)
+
+
 async def review_open(
     root: Path, experiments: ExperimentsResource, name: str | None, cancel: bool
 ) -> list[dict[str, Any]]:
@@ -283,7 +288,7 @@ async def review_open(
             out.append(b | {"problem": redact_secrets(f"{type(exc).__name__}: {exc}")})
             continue
         try:
-            client = batch_client(chat)
+            client = batch_client(chat, LISTING_RETRY)
             if cancel:
                 await client.cancel(b["batch_id"])
                 # the sensor leaves it alone; the cell's next run stores what finished and re-sends the rest
