@@ -64,7 +64,7 @@ class AnthropicChatModel(SDKChatModel):
     ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.name,
-            "max_tokens": anthropic_max_tokens(self.thinking_budget, self.max_tokens),
+            "max_tokens": anthropic_max_tokens(self.name, self.max_tokens),
             "messages": to_messages(messages, cache=self.cache),
         }
         system = "\n\n".join(m.text for m in messages if m.role == "system")

@@ -39,8 +39,9 @@ class OpenAIResponsesModel(OpenAIModel):
     endpoint = "/responses"
     response_type = Response
 
-    def __init__(self, model: str, **kwargs: Any) -> None:
+    def __init__(self, model: str, *, reasoning_summary: str = "detailed", **kwargs: Any) -> None:
         self.summary_dropped: str | None = None  # why reasoning summaries are no longer asked for
+        self.reasoning_summary = reasoning_summary  # the official agents ask for "detailed"
         super().__init__(model, **kwargs)
 
     async def _call(self, body: dict[str, Any], headers: dict[str, Any]) -> tuple[Any, int, float, float]:
@@ -74,7 +75,7 @@ class OpenAIResponsesModel(OpenAIModel):
         if self.reasoning_effort:
             body["reasoning"] = {"effort": self.reasoning_effort}
             if not self.summary_dropped:
-                body["reasoning"]["summary"] = "auto"
+                body["reasoning"]["summary"] = self.reasoning_summary
             body["include"] = ["reasoning.encrypted_content"]
         if cache_key:
             body["prompt_cache_key"] = cache_key
