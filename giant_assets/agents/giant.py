@@ -354,12 +354,13 @@ class GiantAgent:
         first = await self.overviews.get(str(item.wsi_path))
         steps.append(_overview_step(len(steps), first, attempt))
         width, height = first.width, first.height
+        question = self.prompts.first_turn(item.benchmark_name, item.prompt, item.question, item.options)
         if self.protocol == "tools":
-            opening = Message.user(TextPart(item.prompt), first.part)
+            opening = Message.user(TextPart(question), first.part)
         else:
             w, h = first.image_size
             intro = (
-                f"{item.prompt}\n\nThe slide is {width} x {height} level-0 pixels. The overview below shows "
+                f"{question}\n\nThe slide is {width} x {height} level-0 pixels. The overview below shows "
                 f"all of it in {w} x {h} pixels (1 pixel is about {width / w:.1f} level-0 pixels)."
             )
             opening = Message.user(TextPart(intro), first.part, TextPart(_turns_left(self.max_steps)))

@@ -12,6 +12,10 @@ them into a prompt file (``prompts.PromptSet`` fields as YAML) that an experimen
   (``f"...{str(e)}"``), the Claude agent's reply to an ignored extra call, and the descriptions of the
   ``slide_zoom`` and ``note`` tools and of their parameters (their dict literals).
 
+From the benchmark script (``scripts/run_benchmark.py``, when the clone has it): the first user turn
+of tcga_slidebench and tcga_expert_vqa (``TCGA_SLIDEBENCH_PROMPT``, ``TCGA_EXPERT_VQA_PROMPT``; their
+``{question}`` and ``{options}`` kept), so that an imported run asks those questions as officially.
+
 The official placeholders become the platform's (``{w0}`` -> ``{width}``, ``{steps_remaining}`` ->
 ``{max_steps}``, ``args['x0']`` -> ``{x0}``, ...), so the agent fills them with the same values.
 """
@@ -33,6 +37,13 @@ from giant_assets.experiments.prompts import PLACEHOLDERS, check_template
 
 GPT_AGENT = "pathology_agent_streaming_image_tool_manual_context.py"
 CLAUDE_AGENT = "pathology_agent_streaming_image_tool_manual_context_claude.py"
+BENCHMARK_SCRIPT = "scripts/run_benchmark.py"
+# the benchmark script's first-user-turn templates -> prompt-file fields (placeholders kept as they are)
+QUESTION_TEMPLATES = {
+    "TCGA_SLIDEBENCH_PROMPT": "tcga_slidebench_prompt",
+    "TCGA_EXPERT_VQA_PROMPT": "tcga_expert_vqa_prompt",
+}
+QUESTION_NAMES = {"question": "question", "options": "options"}
 # official ``str.format`` placeholders of the system prompts -> the platform's
 FORMAT_NAMES = {
     "w0": "width",
@@ -83,14 +94,16 @@ class Source:
         except SyntaxError as exc:
             raise ImportFailed(f"{path}:{exc.lineno}: not valid Python ({exc.msg})") from exc
 
-    def constant(self, name: str) -> str:
-        """A module-level ``NAME = "..."`` string, its placeholders renamed."""
+    def constant(self, name: str, names: dict[str, str] | None = None) -> str:
+        """A module-level ``NAME = "..."`` string, its placeholders renamed (by ``names``, default the
+        system prompts' ``FORMAT_NAMES``)."""
         for node in self.tree.body:
             if isinstance(node, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == name for t in node.targets
             ):
                 if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-                    return _rename_format(node.value.value, f"{self.path}:{node.lineno} {name}")
+                    where = f"{self.path}:{node.lineno} {name}"
+                    return _rename_format(node.value.value, where, FORMAT_NAMES if names is None else names)
                 raise ImportFailed(f"{self.path}:{node.lineno}: {name} is not a plain string constant")
         raise ImportFailed(f"{self.path}: no module-level string constant {name}")
 
@@ -167,17 +180,17 @@ def _escape(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def _rename_format(text: str, where: str) -> str:
+def _rename_format(text: str, where: str, names: dict[str, str]) -> str:
     """A ``str.format`` template with the official placeholder names replaced by the platform's."""
     out = []
     for literal, name, spec, conversion in string.Formatter().parse(text):
         out.append(_escape(literal))
         if name is None:
             continue
-        if name not in FORMAT_NAMES:
+        if name not in names:
             raise ImportFailed(f"{where}: placeholder {{{name}}} has no platform equivalent")
         conv = f"!{conversion}" if conversion else ""
-        out.append("{" + FORMAT_NAMES[name] + conv + (f":{spec}" if spec else "") + "}")
+        out.append("{" + names[name] + conv + (f":{spec}" if spec else "") + "}")
     return "".join(out)
 
 
@@ -224,6 +237,10 @@ def read_official(repo: Path) -> dict[str, str]:
         claude = Source.read(repo / CLAUDE_AGENT)
         optional["multi_step_first_call"] = claude.constant("SYSTEM_PROMPT_MULTI_STEP")
         optional["extra_call_ignored"] = claude.plain_tool_result()
+    if (repo / BENCHMARK_SCRIPT).exists():
+        script = Source.read(repo / BENCHMARK_SCRIPT)
+        for constant, field in QUESTION_TEMPLATES.items():
+            optional[field] = script.constant(constant, QUESTION_NAMES)
     fields |= {k: v for k, v in optional.items() if v is not None}
     for key, value in fields.items():
         check_template(value, key, f"official prompts in {repo}")
@@ -233,7 +250,7 @@ def read_official(repo: Path) -> dict[str, str]:
 def write_prompt_file(repo: Path, out: Path) -> list[str]:
     """Write the prompt file; returns the fields not found (those keep the built-in texts)."""
     fields = read_official(repo)
-    files = [p for p in (GPT_AGENT, CLAUDE_AGENT) if (repo / p).exists()]
+    files = [p for p in (GPT_AGENT, CLAUDE_AGENT, BENCHMARK_SCRIPT) if (repo / p).exists()]
     source = {
         "repo": str(repo.resolve()),
         "commit": _commit(repo),

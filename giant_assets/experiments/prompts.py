@@ -14,7 +14,11 @@ and an experiment names it in ``prompt_file``. Placeholders per field (``{{``/``
 - ``context_limitation``: ``{images_kept}`` (zoomed images kept besides the overview);
 - ``notes_header``: ``{count}``; ``note_line``: ``{index}`` ``{observation}``; ``note_recorded``:
   ``{observation}``; ``tool_error``: ``{error}``; the others none;
-- ``zoom_*`` and ``note_*``: the ``slide_zoom`` and ``note`` tools' descriptions and their parameters'.
+- ``zoom_*`` and ``note_*``: the ``slide_zoom`` and ``note`` tools' descriptions and their parameters';
+- ``tcga_slidebench_prompt`` / ``tcga_expert_vqa_prompt``: the first user turn of those benchmarks, whose
+  CSV prompt is only the question: ``{question}`` ``{options}`` (the numbered options, a newline after
+  each). Empty (built in): the item's prompt as loaded, the platform's own wording
+  (``multipathqa.prompts.render_prompt``), which is not the official benchmark script's text.
 """
 
 from __future__ import annotations
@@ -22,10 +26,14 @@ from __future__ import annotations
 import hashlib
 import json
 import string
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 import yaml
+
+from giant_assets.multipathqa.prompts import format_options
 
 PLACEHOLDERS: dict[str, frozenset[str]] = {
     "multi_step": frozenset(
@@ -65,6 +73,9 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {
     ),  # fmt: skip
 }
 PLACEHOLDERS["multi_step_first_call"] = PLACEHOLDERS["multi_step"]
+# benchmarks whose CSV prompt is only the question: their first user turn is a template of its own
+QUESTION_BENCHMARKS = ("tcga_slidebench", "tcga_expert_vqa")
+PLACEHOLDERS |= {f"{b}_prompt": frozenset({"question", "options"}) for b in QUESTION_BENCHMARKS}
 
 _ROLE = (
     "You are a pathologist who examines tissue slides with great care. Aim for the most complete "
@@ -164,6 +175,20 @@ class PromptSet:
         "suspicious or cancerous area, a location, any key observation."
     )
     note_observation: str = "the finding to keep"
+    # the first user turn of the question-only benchmarks; empty: the item's prompt (the platform's words)
+    tcga_slidebench_prompt: str = ""
+    tcga_expert_vqa_prompt: str = ""
+
+    def first_turn(
+        self, benchmark: str, prompt: str, question: str | None, options: Sequence[str] | None
+    ) -> str:
+        """The question as the first user turn sends it: the benchmark's template filled in with the
+        CSV's ``question`` and the numbered ``options`` when this set has one, else ``prompt`` (the
+        item's prompt as loaded)."""
+        template = getattr(self, f"{benchmark}_prompt", "") if benchmark in QUESTION_BENCHMARKS else ""
+        if not template or question is None or not options:
+            return prompt
+        return template.format(question=question, options=format_options(options))
 
     def sha256(self) -> str:
         """Content hash of every template (what ``config_hash`` records)."""
@@ -241,6 +266,32 @@ def resolve_prompts(prompt_file: str = "", prompt_path: str = "") -> PromptSet:
         template = load_prompt_template(prompt_path)
         prompts = replace(prompts, multi_step=template, multi_step_first_call=template)
     return prompts
+
+
+def prompt_provenance(prompt_file: str = "", prompt_path: str = "") -> dict[str, Any]:
+    """Where an experiment's texts come from, for the leaderboard's provenance: the system prompt and
+    tool texts, and each question-only benchmark's first user turn (official when a prompt file that
+    ``giant-prompts import`` wrote gives it, else the platform's own words: not the official text)."""
+    prompts = resolve_prompts(prompt_file, prompt_path)
+    own = "built in: the platform's own words, not the official text"
+    source = _import_source(prompt_file) if prompt_file else None
+    if source is not None:
+        given = f"official, from giant-prompts import of {source.get('repo')} @ {source.get('commit') or '?'}"
+    else:
+        given = f"the user's prompt file {prompt_file or prompt_path}"
+    texts = given if (prompt_file or prompt_path) else own
+    questions = {b: given if getattr(prompts, f"{b}_prompt") else own for b in QUESTION_BENCHMARKS}
+    return {"system_and_tool_texts": texts, "first_user_turn": questions}
+
+
+def _import_source(prompt_file: str) -> dict[str, Any] | None:
+    """The ``source`` block ``giant-prompts import`` writes into a prompt file; None without one."""
+    try:
+        doc = yaml.safe_load(Path(prompt_file).expanduser().read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    source = doc.get("source") if isinstance(doc, dict) else None
+    return source if isinstance(source, dict) else None
 
 
 # ---- the random-region ablation (agents/random_regions.py): its texts, in the platform's own words

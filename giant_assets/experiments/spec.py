@@ -160,7 +160,10 @@ class Experiment(BaseModel):
         default=600.0, gt=0, description="per HTTP request (the official code: the SDKs' default, 600 s)"
     )
     request_attempts: int = Field(
-        default=3, ge=1, le=20, description="HTTP attempts per model call (the official: the SDKs' 1 + 2 retries)"
+        default=3,
+        ge=1,
+        le=20,
+        description="HTTP attempts per model call (the SDKs' 1 + 2 retries, as officially)",
     )
     item_timeout_s: float = Field(default=3900.0, gt=0, description="whole run, all attempts: safety net")
     retry_failed: bool = True
