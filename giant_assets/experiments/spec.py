@@ -118,6 +118,11 @@ class Experiment(BaseModel):
         "slide_zoom = the platform's earlier one (the requested box moved to a random place)",
     )
     max_images_in_context: int | None = Field(default=None, ge=1)
+    prune_tool_images: bool | None = Field(
+        default=None,
+        description="max_images_in_context also removes crops (tool results' images); default as the "
+        "official agents: yes for openai, no for anthropic (the Claude agent's pruning never does)",
+    )
     prompt_path: str = Field(default="", description="multi-step system-prompt template; content hashed")
     prompt_file: str = Field(
         default="", description="prompt file (YAML, e.g. from giant-prompts import); content hashed"
@@ -289,8 +294,11 @@ class Experiment(BaseModel):
 
     @property
     def prunes_tool_images(self) -> bool:
-        """Whether ``max_images_in_context`` removes crops: the official GPT agent's pruning does; the
-        Claude agent's never does (its crops sit inside tool results, which its pruning does not look in)."""
+        """Whether ``max_images_in_context`` removes crops: ``prune_tool_images``, else as the official
+        agents: the GPT agent's pruning does; the Claude agent's never does (its crops sit inside tool
+        results, which its pruning does not look into)."""
+        if self.prune_tool_images is not None:
+            return self.prune_tool_images
         return self.provider != "anthropic"
 
     @property
@@ -374,14 +382,16 @@ def _anthropic_contract(exp: Experiment) -> None:
         raise ValueError(
             f"field 'max_images_in_context': max_steps {exp.max_steps} puts up to {per_request} images in "
             f"one request, above Anthropic's {contracts.MAX_IMAGES}; set max_images_in_context to "
-            f"{contracts.MAX_IMAGES} or less"
+            f"{contracts.MAX_IMAGES} or less with prune_tool_images: true (the official Claude agent prunes "
+            "no crop)"
         )
     if per_request > contracts.MANY_IMAGES and exp.resolved_image_size > contracts.MANY_IMAGES_PX:
         raise ValueError(
             f"field 'image_size': {exp.resolved_image_size} px with up to {per_request} images per request "
             f"(max_steps {exp.max_steps}); Anthropic refuses images over {contracts.MANY_IMAGES_PX} px when "
             f"a request holds more than {contracts.MANY_IMAGES}: lower image_size to "
-            f"{contracts.MANY_IMAGES_PX} or set max_images_in_context to {contracts.MANY_IMAGES} or less"
+            f"{contracts.MANY_IMAGES_PX} or set max_images_in_context to {contracts.MANY_IMAGES} or less with "
+            "prune_tool_images: true"
         )
 
 
@@ -408,6 +418,7 @@ ANSWER_FIELDS = (
     "patch_sampler",
     "random_patch_tool",
     "max_images_in_context",
+    "prune_tool_images",
     "prompt_path",
     "prompt_file",
     "note_tool",

@@ -195,7 +195,8 @@ def test_anthropic_tool_use_thinking_cache_control_and_usage(key_env: str) -> No
     assert KEY in (req0.headers.get("x-api-key", "") + req0.headers.get("Authorization", ""))
     body = req1.json
     assert (
-        body["thinking"] == {"type": "enabled", "budget_tokens": 1024} and body["max_tokens"] == 4096 + 1024
+        body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+        and body["max_tokens"] == 30000  # official
     )
     assert body["tools"] == [{"name": "slide_zoom", "description": "zoom", "input_schema": ZOOM.parameters}]
     assert body["system"] == [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}]
