@@ -390,8 +390,8 @@ def _anthropic_contract(exp: Experiment) -> None:
             f"field 'image_size': {exp.resolved_image_size} px with up to {per_request} images per request "
             f"(max_steps {exp.max_steps}); Anthropic refuses images over {contracts.MANY_IMAGES_PX} px when "
             f"a request holds more than {contracts.MANY_IMAGES}: lower image_size to "
-            f"{contracts.MANY_IMAGES_PX} or set max_images_in_context to {contracts.MANY_IMAGES} or less with "
-            "prune_tool_images: true"
+            f"{contracts.MANY_IMAGES_PX} or set max_images_in_context to {contracts.MANY_IMAGES} or less "
+            "with prune_tool_images: true"
         )
 
 

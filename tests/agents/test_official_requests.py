@@ -304,3 +304,17 @@ def test_transparent_areas_are_black_as_officially(sparse_slide: Path) -> None:
     pixels = np.asarray(Image.open(io.BytesIO(crop)).convert("L"), dtype=np.float64)
     assert pixels[30:90, 30:90].mean() < 20  # black, not white (between the guides and the label)
     assert pixels[200:240, 200:240].mean() > 60  # the tiles that are there
+
+
+def test_guide_labels_round_as_the_official_code() -> None:
+    """``add_position_guides`` takes ``w_full = width x down`` first, then ``int(frac x w_full)``:
+    for a 1390 px box shown at 1000 px, 3/5 of the way is 3255 (``int(0.6 x 1000 x 1.39)`` is 3254)."""
+    box, shown = (2421, 209, 1390, 1237), (1000, 890)
+    _, guides = draw_guides(Image.new("RGB", shown), box)
+    down = max(box[2:]) / max(shown)
+    w_full, h_full = shown[0] * down, shown[1] * down
+    fracs = (0.2, 0.4, 0.6, 0.8)
+    assert (
+        [g.level0 for g in guides.x] == [box[0] + int(f * w_full) for f in fracs] == [2699, 2977, 3255, 3533]
+    )
+    assert [g.level0 for g in guides.y] == [box[1] + int(f * h_full) for f in fracs]
