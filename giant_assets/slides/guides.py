@@ -4,7 +4,7 @@ Four evenly spaced lines per axis, labelled with level-0 coordinates, a border a
 
 - line ``i`` (1..4) of an axis sits at ``i/5`` of the image (the float position, which Pillow draws in
   the column or row it truncates to), 1 px wide, pure green;
-- its label is the level-0 coordinate ``x0 + int(i/5 * image_width * ds)`` (``ds`` the long side's
+- its label is the level-0 coordinate ``x0 + int(i/5 * (image_width * ds))`` (``ds`` the long side's
   level-0 pixels per image pixel; the same on y), white text in a black box padded by 3 px: a vertical
   line's label 3 px right of the line and 3 px below the top edge, a horizontal line's 3 px from the
   left edge and its text's height + 6 px above the line;
