@@ -318,3 +318,25 @@ def test_guide_labels_round_as_the_official_code() -> None:
         [g.level0 for g in guides.x] == [box[0] + int(f * w_full) for f in fracs] == [2699, 2977, 3255, 3533]
     )
     assert [g.level0 for g in guides.y] == [box[1] + int(f * h_full) for f in fracs]
+
+
+def test_message_items_and_text_results_are_shaped_as_officially(slide_path: Path) -> None:
+    """Responses: the system and user items carry ``"type": "message"``; Messages: a text-only tool
+    result (the ignored extra call) is a string, a crop's result a list of text and image."""
+    row = item_row(slide_path, "tcga_expert_vqa", QUESTION, OPTIONS)
+    with ScriptedModelServer([answer_reply("1")]) as srv:
+        assert run(experiment(srv), agent_item(row)).error is None
+    system, user = srv.requests[0].json["input"][:2]
+    assert (system["role"], system["type"], user["role"], user["type"]) == (
+        "system",
+        "message",
+        "user",
+        "message",
+    )
+    assert isinstance(system["content"], str)
+    two = Reply("Two.", calls=(("slide_zoom", {"x0": 0, "y0": 0, "w": 900, "h": 900}),) * 2)
+    with ScriptedModelServer([two, answer_reply("1")]) as srv:
+        assert run(experiment(srv, "anthropic"), agent_item(row)).error is None
+    results = [b for b in srv.requests[1].json["messages"][-1]["content"] if b["type"] == "tool_result"]
+    assert [type(r["content"]).__name__ for r in results] == ["list", "str"]
+    assert [b["type"] for b in results[0]["content"]] == ["text", "image"]
