@@ -130,10 +130,14 @@ def test_template_benchmarks_list_the_options_as_the_benchmark_script(slide_path
         'Which organ?\n\nSelect from the following options:\n{options}\n\nAnswer ```{{"answer": N}}```\n'
     )
     row = item_row(slide_path, "tcga", template, OPTIONS)
-    with ScriptedModelServer([answer_reply("2")]) as srv:
-        assert run(experiment(srv), agent_item(row)).error is None
-    assert first_turn_text(srv) == template.format(options=official_options(OPTIONS))
-    assert "4. Cannot determine\n\n\nAnswer" in first_turn_text(srv)
+    assert row["prompt"] == template.format(options=official_options(OPTIONS))
+    # an items table loaded by an older version (options joined without the last newline) sends the same
+    stale = row | {"prompt": template.format(options="\n".join(official_options(OPTIONS).splitlines()))}
+    for loaded in (row, stale):
+        with ScriptedModelServer([answer_reply("2")]) as srv:
+            assert run(experiment(srv), agent_item(loaded)).error is None
+        assert first_turn_text(srv) == template.format(options=official_options(OPTIONS))
+        assert "4. Cannot determine\n\n\nAnswer" in first_turn_text(srv)
 
 
 def test_question_benchmarks_use_the_imported_script_templates(slide_path: Path, tmp_path: Path) -> None:
