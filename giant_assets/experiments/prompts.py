@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from giant_assets.multipathqa.prompts import format_options
+from giant_assets.multipathqa.prompts import OPTIONS_PLACEHOLDER, format_options, render_prompt
 
 PLACEHOLDERS: dict[str, frozenset[str]] = {
     "multi_step": frozenset(
@@ -182,13 +182,16 @@ class PromptSet:
     def first_turn(
         self, benchmark: str, prompt: str, question: str | None, options: Sequence[str] | None
     ) -> str:
-        """The question as the first user turn sends it: the benchmark's template filled in with the
-        CSV's ``question`` and the numbered ``options`` when this set has one, else ``prompt`` (the
-        item's prompt as loaded)."""
-        template = getattr(self, f"{benchmark}_prompt", "") if benchmark in QUESTION_BENCHMARKS else ""
-        if not template or question is None or not options:
+        """The question as the first user turn sends it, from the CSV's prompt ``question`` (``prompt``,
+        the item's prompt as loaded, when that is unknown): a question-only benchmark's template of this
+        set filled with the question and the numbered options, else ``render_prompt`` (as loaded today,
+        so a table of items loaded by an older version cannot send an older text)."""
+        if question is None:
             return prompt
-        return template.format(question=question, options=format_options(options))
+        template = getattr(self, f"{benchmark}_prompt", "") if benchmark in QUESTION_BENCHMARKS else ""
+        if template and options and OPTIONS_PLACEHOLDER not in question:
+            return template.format(question=question, options=format_options(options))
+        return render_prompt(question, options)
 
     def sha256(self) -> str:
         """Content hash of every template (what ``config_hash`` records)."""

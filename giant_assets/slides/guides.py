@@ -95,13 +95,14 @@ def draw_guides(image: Image.Image, box: tuple[int, int, int, int]) -> tuple[Ima
     draw = ImageDraw.Draw(out)
     font = label_font(font_px(out.size))
     xs, ys = [], []
+    full_w, full_h = width * ds, height * ds  # first, as the official code: the float rounding matches
     for frac in guide_fractions():
-        sx, label = frac * width, x0 + int(frac * width * ds)
+        sx, label = frac * width, x0 + int(frac * full_w)
         draw.line([(sx, 0), (sx, height)], fill=GUIDE_COLOR, width=1)
         _label(draw, font, str(label), (sx + LABEL_OFFSET, LABEL_OFFSET), LABEL_PAD)
         xs.append(Guide(int(sx), label))
     for frac in guide_fractions():
-        sy, label = frac * height, y0 + int(frac * height * ds)
+        sy, label = frac * height, y0 + int(frac * full_h)
         draw.line([(0, sy), (width, sy)], fill=GUIDE_COLOR, width=1)
         left, top, right, bottom = draw.textbbox((0, 0), str(label), font=font)
         _label(draw, font, str(label), (LABEL_OFFSET, sy - (bottom - top) - ABOVE_LINE), LABEL_PAD)

@@ -115,13 +115,14 @@ def _summary_refused(exc: ProviderError) -> bool:
 
 def to_input(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Neutral messages as Responses ``input`` items; the system prompt is the first item, a system
-    message, as the official agent sends it (not ``instructions``)."""
+    message, as the official agent sends it (not ``instructions``), and like its user turns typed
+    ``"type": "message"``."""
     items: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "system":
-            items.append({"role": "system", "content": m.text})
+            items.append({"role": "system", "type": "message", "content": m.text})
         elif m.role == "user":
-            items.append({"role": "user", "content": _content(m.parts)})
+            items.append({"role": "user", "type": "message", "content": _content(m.parts)})
         elif m.role == "assistant":
             if m.replay:
                 items.extend(m.replay)
