@@ -41,6 +41,7 @@ from giant_assets.batch.ratelimit import RateLimiter
 from giant_assets.batch.records import SLIDE_UNAVAILABLE
 from giant_assets.core.settings import PRICES_ENV, env
 from giant_assets.eval.voting import majority_vote
+from giant_assets.experiments.prompts import resolve_prompts
 from giant_assets.experiments.spec import Experiment
 from giant_assets.slides.access import SlideError, open_slide
 from giant_assets.slides.clam import clam_patches, load_preset, preset_for
@@ -60,6 +61,7 @@ class _SlideBaseline:
         self.model = chat.name
         self.experiment = experiment
         self.prices = prices or load_price_table()
+        self.prompts = resolve_prompts(experiment.prompt_file, experiment.prompt_path)
 
     async def aclose(self) -> None:
         await self.chat.aclose()
@@ -83,7 +85,8 @@ class _SlideBaseline:
 
     async def _ask(self, item: AgentItem, image: ImagePart) -> ModelReply:
         """One call: the question's prompt and the image in one user turn, nothing else."""
-        return await self.chat.complete([Message.user(TextPart(item.prompt), image)])
+        text = self.prompts.first_turn(item.benchmark_name, item.prompt, item.question, item.options)
+        return await self.chat.complete([Message.user(TextPart(text), image)])
 
     def _step(
         self, index: int, action: str, shown: tuple[Sequence[int], int, Sequence[int]], reply: ModelReply

@@ -163,8 +163,9 @@ def _run_tokens(exp: Experiment, calls: int, question_tokens: float) -> tuple[fl
         return calls * per_call, 0.0
     overview = image_tokens(exp.provider, size, round(size * OVERVIEW_ASPECT), model)
     crop = image_tokens(exp.provider, size, size, model) + TOOL_TURN_TOKENS
-    # pruning keeps the overview and the newest `max_images_in_context - 1` crops as images
-    limit = exp.resolved_max_images_in_context  # a local server's image limit included
+    # pruning keeps the overview and the newest `max_images_in_context - 1` crops as images (none
+    # pruned with Anthropic, as the official Claude agent)
+    limit = exp.resolved_max_images_in_context if exp.prunes_tool_images else None
     kept = None if limit is None else limit - 1
     prefix = SYSTEM_PROMPT_TOKENS + question_tokens + overview
     total = cached = 0.0

@@ -18,7 +18,8 @@ One run of an item:
    than ``attempt_timeout_s`` ends the run with error kind ``timeout``. Every attempt is in the
    trajectory (``Step.attempt``) and in the cost.
 4. ``max_images_in_context`` K keeps the overview and the K-1 newest zoomed images; older images
-   leave the conversation, their text (and the notes) stay.
+   leave the conversation, their text (and the notes) stay. As the official Claude agent's pruning
+   never looks inside tool results, ``prune_tool_images=False`` (Anthropic) keeps every crop.
 
 ``protocol="json"`` keeps the free-JSON actions for models without tool calling. ``random_regions`` is
 the paper's random-region ablation (``agents.random_regions``: the tool ``view_random_region()`` shows
@@ -161,12 +162,13 @@ def split_answer(text: str) -> tuple[str, str, bool]:
     return text.strip(), report, False
 
 
-def prune_images(messages: list[Message], keep: int | None) -> list[Message]:
+def prune_images(messages: list[Message], keep: int | None, tool_images: bool = True) -> list[Message]:
     """The conversation as the official agent prunes it: the overview (the first message with an image)
-    always stays, and of the later images the newest ``keep - 1``; older ones leave, their text stays."""
+    always stays, and of the later images the newest ``keep - 1``; older ones leave, their text stays.
+    ``tool_images=False`` (the official Claude agent) counts and prunes no image of a tool result."""
     if keep is None:
         return messages
-    holders = [i for i, m in enumerate(messages) if m.images]
+    holders = [i for i, m in enumerate(messages) if m.images and (tool_images or m.role != "tool")]
     later = holders[1:]
     drop = set(later[: max(0, len(later) - (keep - 1))])
     return [
@@ -187,6 +189,7 @@ class GiantAgent:
         image_size: int = 1000,
         protocol: str = "tools",
         max_images_in_context: int | None = None,
+        prune_tool_images: bool = True,
         prompts: PromptSet | None = None,
         note_tool: bool = False,
         serve_calls: str = "all",
@@ -215,6 +218,7 @@ class GiantAgent:
         self.image_size = image_size
         self.protocol = protocol
         self.max_images_in_context = max_images_in_context
+        self.prune_tool_images = prune_tool_images
         if random_regions and protocol != "tools":
             raise ValueError("random_regions needs protocol 'tools' (view_random_region is a tool)")
         self.prompts = prompts or BUILT_IN
@@ -350,12 +354,13 @@ class GiantAgent:
         first = await self.overviews.get(str(item.wsi_path))
         steps.append(_overview_step(len(steps), first, attempt))
         width, height = first.width, first.height
+        question = self.prompts.first_turn(item.benchmark_name, item.prompt, item.question, item.options)
         if self.protocol == "tools":
-            opening = Message.user(TextPart(item.prompt), first.part)
+            opening = Message.user(TextPart(question), first.part)
         else:
             w, h = first.image_size
             intro = (
-                f"{item.prompt}\n\nThe slide is {width} x {height} level-0 pixels. The overview below shows "
+                f"{question}\n\nThe slide is {width} x {height} level-0 pixels. The overview below shows "
                 f"all of it in {w} x {h} pixels (1 pixel is about {width / w:.1f} level-0 pixels)."
             )
             opening = Message.user(TextPart(intro), first.part, TextPart(_turns_left(self.max_steps)))
@@ -363,7 +368,7 @@ class GiantAgent:
         notes: list[str] = []
         for call in range(1, self.max_steps + 1):
             index = len(steps)
-            context = prune_images(messages, self.max_images_in_context)
+            context = prune_images(messages, self.max_images_in_context, self.prune_tool_images)
             try:
                 reply = await self.chat.complete(context, self.tools, cache_key)
             except ProviderError as exc:

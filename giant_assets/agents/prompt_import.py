@@ -13,6 +13,10 @@ them into a prompt file (``prompts.PromptSet`` fields as YAML) that an experimen
   ``slide_zoom`` and ``note`` tools and of their parameters (their dict literals);
 - the path-review script's ``REVIEW_PROMPT`` (``path_review``), sent as is (the script never formats it).
 
+From the benchmark script (``scripts/run_benchmark.py``, when the clone has it): the first user turn
+of tcga_slidebench and tcga_expert_vqa (``TCGA_SLIDEBENCH_PROMPT``, ``TCGA_EXPERT_VQA_PROMPT``; their
+``{question}`` and ``{options}`` kept), so that an imported run asks those questions as officially.
+
 The official placeholders become the platform's (``{w0}`` -> ``{width}``, ``{steps_remaining}`` ->
 ``{max_steps}``, ``args['x0']`` -> ``{x0}``, ...), so the agent fills them with the same values.
 
@@ -43,6 +47,13 @@ MAX_MODULE_BYTES = 1 << 20  # the official agent modules are ~28 KB each
 GPT_AGENT = "pathology_agent_streaming_image_tool_manual_context.py"
 CLAUDE_AGENT = "pathology_agent_streaming_image_tool_manual_context_claude.py"
 PATH_REVIEW_SCRIPT = "scripts/run_benchmark_path_review.py"  # REVIEW_PROMPT: sent as is, never formatted
+BENCHMARK_SCRIPT = "scripts/run_benchmark.py"
+# the benchmark script's first-user-turn templates -> prompt-file fields (placeholders kept as they are)
+QUESTION_TEMPLATES = {
+    "TCGA_SLIDEBENCH_PROMPT": "tcga_slidebench_prompt",
+    "TCGA_EXPERT_VQA_PROMPT": "tcga_expert_vqa_prompt",
+}
+QUESTION_NAMES = {"question": "question", "options": "options"}
 # official ``str.format`` placeholders of the system prompts -> the platform's
 FORMAT_NAMES = {
     "w0": "width",
@@ -130,14 +141,16 @@ class Source:
         except (RecursionError, MemoryError, ValueError) as exc:  # nested too deep; a NUL byte
             raise ImportFailed(f"{path}: cannot be parsed ({type(exc).__name__}: {exc})") from None
 
-    def constant(self, name: str) -> str:
-        """A module-level ``NAME = "..."`` string, its placeholders renamed."""
+    def constant(self, name: str, names: dict[str, str] | None = None) -> str:
+        """A module-level ``NAME = "..."`` string, its placeholders renamed (by ``names``, default the
+        system prompts' ``FORMAT_NAMES``)."""
         for node in self.tree.body:
             if isinstance(node, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == name for t in node.targets
             ):
                 if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-                    return _rename_format(node.value.value, f"{self.path}:{node.lineno} {name}")
+                    where = f"{self.path}:{node.lineno} {name}"
+                    return _rename_format(node.value.value, where, FORMAT_NAMES if names is None else names)
                 raise ImportFailed(f"{self.path}:{node.lineno}: {name} is not a plain string constant")
         raise ImportFailed(f"{self.path}: no module-level string constant {name}")
 
@@ -238,17 +251,17 @@ def _escape(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def _rename_format(text: str, where: str) -> str:
+def _rename_format(text: str, where: str, names: dict[str, str]) -> str:
     """A ``str.format`` template with the official placeholder names replaced by the platform's."""
     out = []
     for literal, name, spec, conversion in string.Formatter().parse(text):
         out.append(_escape(literal))
         if name is None:
             continue
-        if name not in FORMAT_NAMES:
+        if name not in names:
             raise ImportFailed(f"{where}: placeholder {{{name}}} has no platform equivalent")
         conv = f"!{conversion}" if conversion else ""
-        out.append("{" + FORMAT_NAMES[name] + conv + (f":{spec}" if spec else "") + "}")
+        out.append("{" + names[name] + conv + (f":{spec}" if spec else "") + "}")
     return "".join(out)
 
 
@@ -304,6 +317,10 @@ def _read_official(repo: Path) -> dict[str, str]:
         optional["extra_call_ignored"] = claude.plain_tool_result()
     if os.path.lexists(repo / PATH_REVIEW_SCRIPT):
         optional["path_review"] = Source.read(repo, PATH_REVIEW_SCRIPT).verbatim("REVIEW_PROMPT")
+    if os.path.lexists(repo / BENCHMARK_SCRIPT):
+        script = Source.read(repo, BENCHMARK_SCRIPT)
+        for constant, field in QUESTION_TEMPLATES.items():
+            optional[field] = script.constant(constant, QUESTION_NAMES)
     fields |= {k: v for k, v in optional.items() if v is not None}
     for key, value in fields.items():
         check_template(value, key, f"official prompts in {repo}")
@@ -313,7 +330,11 @@ def _read_official(repo: Path) -> dict[str, str]:
 def write_prompt_file(repo: Path, out: Path) -> list[str]:
     """Write the prompt file; returns the fields not found (those keep the built-in texts)."""
     fields = read_official(repo)
-    files = [p for p in (GPT_AGENT, CLAUDE_AGENT, PATH_REVIEW_SCRIPT) if os.path.lexists(repo / p)]
+    files = [
+        p
+        for p in (GPT_AGENT, CLAUDE_AGENT, BENCHMARK_SCRIPT, PATH_REVIEW_SCRIPT)
+        if os.path.lexists(repo / p)
+    ]
     source = {
         "repo": str(repo.resolve()),
         "commit": _commit(repo),

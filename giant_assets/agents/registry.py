@@ -63,6 +63,7 @@ def make_giant_agent(experiment: Experiment, limiter: RateLimiter) -> Agent:
         image_size=experiment.resolved_image_size,
         protocol=experiment.protocol,
         max_images_in_context=experiment.resolved_max_images_in_context,
+        prune_tool_images=experiment.prunes_tool_images,
         prompts=resolve_prompts(experiment.prompt_file, experiment.prompt_path),
         note_tool=experiment.note_tool,
         serve_calls=experiment.resolved_serve_calls,

@@ -221,7 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out is not None and (problem := out_problem(args.out)):
         parser.error(problem)  # before the first (paid) call
     prompt = render_prompt(args.question, options)
-    item = AgentItem(benchmark, "giant-run", prompt, options, str(args.slide), width, height)
+    item = AgentItem(
+        benchmark, "giant-run", prompt, options, str(args.slide), width, height, question=args.question
+    )
     from giant_assets.agents.providers import MissingAPIKey
     from giant_assets.core.secrets import redact_secrets
 

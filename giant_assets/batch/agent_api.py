@@ -18,6 +18,7 @@ class AgentItem:
     width: int | None = None  # level-0 slide size, when the slide was opened
     height: int | None = None
     item_fingerprint: str | None = None  # the question about the slide (multipathqa/fingerprint.py)
+    question: str | None = None  # the CSV's prompt before rendering (PromptSet.first_turn's {question})
 
 
 @dataclass

@@ -100,6 +100,7 @@ def agent_item(item: dict[str, Any]) -> AgentItem:
         width=_maybe_int(item.get("width")),
         height=_maybe_int(item.get("height")),
         item_fingerprint=item.get("item_fingerprint") or None,
+        question=item["prompt_template"] if isinstance(item.get("prompt_template"), str) else None,
     )
 
 

@@ -221,10 +221,12 @@ def write_results_json(
     out_dir: Path,
     bindings_dir: Path,
     errata: dict | None = None,
+    prompts: dict[str, dict] | None = None,
 ) -> list[Path]:
     """One ``results/<experiment>/results.json`` per experiment: its answer settings (as bound), the
-    metrics of every benchmark it ran, and provenance (package, git, CSV and prompt hashes, and
-    ``errata``: the dataset's errata mode and the items it touched, multipathqa/errata.py)."""
+    metrics of every benchmark it ran, and provenance (package, git, CSV and prompt hashes,
+    ``errata``: the dataset's errata mode and the items it touched, multipathqa/errata.py, and
+    ``prompts``: where the experiment's texts come from, ``experiments.prompts.prompt_provenance``)."""
     source = raw_csv["source_file"].iloc[0] if "source_file" in raw_csv and len(raw_csv) else None
     csv_sha = None
     if source and Path(source).is_file():
@@ -246,7 +248,7 @@ def write_results_json(
         doc = {
             "experiment": experiment,
             "binding": read_binding(binding) if binding.exists() else None,
-            "provenance": provenance,
+            "provenance": provenance | {"prompts": (prompts or {}).get(str(experiment))},
             "metrics": json.loads(
                 group.sort_values("benchmark_name", key=lambda s: s.map(order)).to_json(orient="records")
             ),

@@ -49,7 +49,8 @@ OUTPUT_LIMITS: dict[str, int] = {
 }
 
 THINKING_MIN = 1024  # Anthropic's smallest thinking budget_tokens
-ANTHROPIC_DEFAULT_MAX_TOKENS = 4096  # the answer's tokens; the thinking budget comes on top
+OFFICIAL_ANTHROPIC_MAX_TOKENS = 30_000  # the official Claude agent's and baselines' max_tokens
+OFFICIAL_CHAT_MAX_TOKENS = 4096  # the official gpt-4o baselines' Chat Completions max_tokens
 MAX_IMAGES = 100
 MANY_IMAGES = 20
 MANY_IMAGES_PX = 2000
@@ -74,6 +75,10 @@ def output_limit(model: str) -> int | None:
     return None if prefix is None else OUTPUT_LIMITS[prefix]
 
 
-def anthropic_max_tokens(thinking_budget: int | None, max_tokens: int | None = None) -> int:
-    """The ``max_tokens`` a Messages request asks for: the answer's tokens plus the thinking budget."""
-    return (max_tokens or ANTHROPIC_DEFAULT_MAX_TOKENS) + (thinking_budget or 0)
+def anthropic_max_tokens(model: str, max_tokens: int | None = None) -> int:
+    """The ``max_tokens`` (thinking included) a Messages request asks for: ``max_tokens`` when given,
+    else the official 30000, lowered to the model's output limit when that is known to be lower."""
+    if max_tokens is not None:
+        return max_tokens
+    limit = output_limit(model)
+    return min(OFFICIAL_ANTHROPIC_MAX_TOKENS, limit) if limit else OFFICIAL_ANTHROPIC_MAX_TOKENS

@@ -17,6 +17,10 @@ and an experiment names it in ``prompt_file``. Placeholders per field (``{{``/``
 - ``zoom_*`` and ``note_*``: the ``slide_zoom`` and ``note`` tools' descriptions and their parameters';
 - ``path_review``: the path-review agent's first user turn (instead of the question), none; empty means
   the built-in ``PATH_REVIEW_PROMPT`` (hashed only when set, so adding it changed no existing hash).
+- ``tcga_slidebench_prompt`` / ``tcga_expert_vqa_prompt``: the first user turn of those benchmarks, whose
+  CSV prompt is only the question: ``{question}`` ``{options}`` (the numbered options, a newline after
+  each). Empty (built in): the item's prompt as loaded, the platform's own wording
+  (``multipathqa.prompts.render_prompt``), which is not the official benchmark script's text.
 """
 
 from __future__ import annotations
@@ -24,10 +28,14 @@ from __future__ import annotations
 import hashlib
 import json
 import string
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 import yaml
+
+from giant_assets.multipathqa.prompts import OPTIONS_PLACEHOLDER, format_options, render_prompt
 
 PLACEHOLDERS: dict[str, frozenset[str]] = {
     "multi_step": frozenset(
@@ -67,6 +75,9 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {
     ),  # fmt: skip
 }
 PLACEHOLDERS["multi_step_first_call"] = PLACEHOLDERS["multi_step"]
+# benchmarks whose CSV prompt is only the question: their first user turn is a template of its own
+QUESTION_BENCHMARKS = ("tcga_slidebench", "tcga_expert_vqa")
+PLACEHOLDERS |= {f"{b}_prompt": frozenset({"question", "options"}) for b in QUESTION_BENCHMARKS}
 PLACEHOLDERS["path_review"] = frozenset()
 HASHED_WHEN_SET = ("path_review",)  # fields added later: an empty one leaves the hash as it was
 
@@ -169,6 +180,23 @@ class PromptSet:
     )
     note_observation: str = "the finding to keep"
     path_review: str = ""  # the path-review agent's request; empty: PATH_REVIEW_PROMPT
+    # the first user turn of the question-only benchmarks; empty: the item's prompt (the platform's words)
+    tcga_slidebench_prompt: str = ""
+    tcga_expert_vqa_prompt: str = ""
+
+    def first_turn(
+        self, benchmark: str, prompt: str, question: str | None, options: Sequence[str] | None
+    ) -> str:
+        """The question as the first user turn sends it, from the CSV's prompt ``question`` (``prompt``,
+        the item's prompt as loaded, when that is unknown): a question-only benchmark's template of this
+        set filled with the question and the numbered options, else ``render_prompt`` (as loaded today,
+        so a table of items loaded by an older version cannot send an older text)."""
+        if question is None:
+            return prompt
+        template = getattr(self, f"{benchmark}_prompt", "") if benchmark in QUESTION_BENCHMARKS else ""
+        if template and options and OPTIONS_PLACEHOLDER not in question:
+            return template.format(question=question, options=format_options(options))
+        return render_prompt(question, options)
 
     def sha256(self) -> str:
         """Content hash of every template (what ``config_hash`` records)."""
@@ -288,6 +316,33 @@ object of exactly this shape (coordinates in level-0 pixels, x and y the top-lef
 ```
 List all 5 regions in "regions", numbered 1 to 5. Keep count of your steps: the JSON must come before \
 they run out."""
+
+
+def prompt_provenance(prompt_file: str = "", prompt_path: str = "") -> dict[str, Any]:
+    """Where an experiment's texts come from, for the leaderboard's provenance: the system prompt and
+    tool texts, and each question-only benchmark's first user turn (official when a prompt file that
+    ``giant-prompts import`` wrote gives it, else the platform's own words: not the official text)."""
+    prompts = resolve_prompts(prompt_file, prompt_path)
+    own = "built in: the platform's own words, not the official text"
+    source = _import_source(prompt_file) if prompt_file else None
+    if source is not None:
+        given = f"official, from giant-prompts import of {source.get('repo')} @ {source.get('commit') or '?'}"
+    else:
+        given = f"the user's prompt file {prompt_file or prompt_path}"
+    texts = given if (prompt_file or prompt_path) else own
+    questions = {b: given if getattr(prompts, f"{b}_prompt") else own for b in QUESTION_BENCHMARKS}
+    return {"system_and_tool_texts": texts, "first_user_turn": questions}
+
+
+def _import_source(prompt_file: str) -> dict[str, Any] | None:
+    """The ``source`` block ``giant-prompts import`` writes into a prompt file; None without one."""
+    try:
+        doc = yaml.safe_load(Path(prompt_file).expanduser().read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    source = doc.get("source") if isinstance(doc, dict) else None
+    return source if isinstance(source, dict) else None
+
 
 # ---- the random-region ablation (agents/random_regions.py): its texts, in the platform's own words
 RANDOM_REGION_TOOL_DESCRIPTION = (

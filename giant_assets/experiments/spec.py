@@ -34,7 +34,11 @@ AgentMode = Literal[
 NAVIGATING = frozenset({"giant", "random_patch", "path_review"})
 MODEL_MODES = frozenset({"thumbnail", "patch"}) | NAVIGATING
 # bump when the agent-side prompting or navigation protocol changes answers for the same settings
-PROTOCOL_VERSION = "3"
+# 4: what the official code sends (docs/agent-protocol.md): views read at round(w / downsample) with
+# transparent areas black, the options list as the benchmark script writes it, Anthropic max_tokens
+# 30000, reasoning summary "detailed", Claude pruning keeps tool-result images, the Chat baselines' 4096
+PROTOCOL_VERSION = "4"
+OFFLINE_PROTOCOL_VERSION = "3"  # the offline agents send nothing to a model: their result sets stay
 SLUG = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 DEFAULT_IMAGE_SIZE = {"openai": 1000, "anthropic": 500}
 Server = Literal["vllm", "sglang", "ollama", "llamacpp"]
@@ -122,6 +126,11 @@ class Experiment(BaseModel):
         "slide_zoom = the platform's earlier one (the requested box moved to a random place)",
     )
     max_images_in_context: int | None = Field(default=None, ge=1)
+    prune_tool_images: bool | None = Field(
+        default=None,
+        description="max_images_in_context also removes crops (tool results' images); default as the "
+        "official agents: yes for openai, no for anthropic (the Claude agent's pruning never does)",
+    )
     prompt_path: str = Field(default="", description="multi-step system-prompt template; content hashed")
     prompt_file: str = Field(
         default="", description="prompt file (YAML, e.g. from giant-prompts import); content hashed"
@@ -131,6 +140,15 @@ class Experiment(BaseModel):
         default=None, description="tool calls served per reply; default all (openai) or first (anthropic)"
     )
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = "high"
+    reasoning_summary: Literal["auto", "concise", "detailed"] = Field(
+        default="detailed", description="OpenAI Responses reasoning summary (the official agents: detailed)"
+    )
+    max_output_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="output tokens per request, thinking included; default as officially: Anthropic "
+        "30000 (within the model's limit), the Chat Completions baselines 4096, otherwise none sent",
+    )
     thinking_budget: int | None = Field(default=1024, ge=0, description="anthropic thinking tokens")
     seed: int = 0
     replay_path: str = ""
@@ -157,6 +175,15 @@ class Experiment(BaseModel):
         description="most USD the whole experiment (all its benchmarks) may spend; None or 0: no cap",
     )
     attempt_timeout_s: float = Field(default=900.0, gt=0, description="per attempt, as officially")
+    request_timeout_s: float = Field(
+        default=600.0, gt=0, description="per HTTP request (the official code: the SDKs' default, 600 s)"
+    )
+    request_attempts: int = Field(
+        default=3,
+        ge=1,
+        le=20,
+        description="HTTP attempts per model call (the SDKs' 1 + 2 retries, as officially)",
+    )
     item_timeout_s: float = Field(default=3900.0, gt=0, description="whole run, all attempts: safety net")
     retry_failed: bool = True
     batch: bool = Field(default=False, description="every model request via the provider's batch API")
@@ -289,6 +316,27 @@ class Experiment(BaseModel):
         return self.serve_calls or ("first" if self.provider == "anthropic" else "all")
 
     @property
+    def resolved_max_output_tokens(self) -> int | None:
+        """``max_output_tokens``, else the official value: Anthropic 30000 (or the model's lower output
+        limit), 4096 for the thumbnail and patch baselines over OpenAI Chat Completions, else none."""
+        if self.max_output_tokens is not None:
+            return self.max_output_tokens
+        if self.provider == "anthropic":
+            return contracts.anthropic_max_tokens(self.model)
+        if self.resolved_api == "chat" and self.agent in ("thumbnail", "patch") and self.server is None:
+            return contracts.OFFICIAL_CHAT_MAX_TOKENS
+        return None
+
+    @property
+    def prunes_tool_images(self) -> bool:
+        """Whether ``max_images_in_context`` removes crops: ``prune_tool_images``, else as the official
+        agents: the GPT agent's pruning does; the Claude agent's never does (its crops sit inside tool
+        results, which its pruning does not look into)."""
+        if self.prune_tool_images is not None:
+            return self.prune_tool_images
+        return self.provider != "anthropic"
+
+    @property
     def resolved_image_size(self) -> int:
         return self.image_size or DEFAULT_IMAGE_SIZE[self.provider]
 
@@ -321,7 +369,8 @@ class Experiment(BaseModel):
                     fields["review_request_sha256"] = hashlib.sha256(request).hexdigest()
             if self.agent == "random_patch" and self.random_patch_tool == "view_random_region":
                 fields["random_region_texts_sha256"] = texts_sha256()
-        return fields | {"protocol_version": PROTOCOL_VERSION}
+        version = PROTOCOL_VERSION if self.agent in MODEL_MODES else OFFLINE_PROTOCOL_VERSION
+        return fields | {"protocol_version": version}
 
     def config_hash(self) -> str:
         """Stable 12-hex id of the result set (journals, exports); no speed setting is part of it.
@@ -344,12 +393,17 @@ def _anthropic_contract(exp: Experiment) -> None:
         )
     limit = contracts.output_limit(exp.model)
     thinks = contracts.reasons("anthropic", exp.model) is not False  # else the budget is never sent
-    asked = contracts.anthropic_max_tokens(budget if thinks else 0)
+    asked = exp.resolved_max_output_tokens or 0
     if limit is not None and asked > limit:
         raise ValueError(
-            f"field 'thinking_budget': {budget} thinking tokens + {contracts.ANTHROPIC_DEFAULT_MAX_TOKENS} "
-            f"for the answer make max_tokens {asked}, above {exp.model}'s output limit of {limit}; use "
-            f"thinking_budget <= {limit - contracts.ANTHROPIC_DEFAULT_MAX_TOKENS}"
+            f"field 'max_output_tokens': {asked} is above {exp.model}'s output limit of {limit} tokens "
+            f"(thinking included); use max_output_tokens <= {limit}"
+        )
+    if thinks and budget and budget >= asked:
+        raise ValueError(
+            f"field 'thinking_budget': {budget} thinking tokens leave nothing of max_tokens {asked} for the "
+            f"answer (Anthropic needs the budget below max_tokens); lower thinking_budget or raise "
+            "max_output_tokens"
         )
     sizes = {"image_size": exp.resolved_image_size}
     if exp.agent == "thumbnail":
@@ -361,19 +415,22 @@ def _anthropic_contract(exp: Experiment) -> None:
             )
     if exp.agent not in NAVIGATING:
         return  # one image per request
-    per_request = min(exp.max_steps, exp.max_images_in_context or exp.max_steps)  # overview + crops
+    keep = exp.max_images_in_context if exp.prunes_tool_images else None
+    per_request = min(exp.max_steps, keep or exp.max_steps)  # overview + crops
     if per_request > contracts.MAX_IMAGES:
         raise ValueError(
             f"field 'max_images_in_context': max_steps {exp.max_steps} puts up to {per_request} images in "
             f"one request, above Anthropic's {contracts.MAX_IMAGES}; set max_images_in_context to "
-            f"{contracts.MAX_IMAGES} or less"
+            f"{contracts.MAX_IMAGES} or less with prune_tool_images: true (the official Claude agent prunes "
+            "no crop)"
         )
     if per_request > contracts.MANY_IMAGES and exp.resolved_image_size > contracts.MANY_IMAGES_PX:
         raise ValueError(
             f"field 'image_size': {exp.resolved_image_size} px with up to {per_request} images per request "
             f"(max_steps {exp.max_steps}); Anthropic refuses images over {contracts.MANY_IMAGES_PX} px when "
             f"a request holds more than {contracts.MANY_IMAGES}: lower image_size to "
-            f"{contracts.MANY_IMAGES_PX} or set max_images_in_context to {contracts.MANY_IMAGES} or less"
+            f"{contracts.MANY_IMAGES_PX} or set max_images_in_context to {contracts.MANY_IMAGES} or less "
+            "with prune_tool_images: true"
         )
 
 
@@ -406,11 +463,14 @@ ANSWER_FIELDS = (
     "patch_sampler",
     "random_patch_tool",
     "max_images_in_context",
+    "prune_tool_images",
     "prompt_path",
     "prompt_file",
     "note_tool",
     "serve_calls",
     "reasoning_effort",
+    "reasoning_summary",
+    "max_output_tokens",
     "thinking_budget",
     "seed",
     "replay_path",
@@ -424,6 +484,8 @@ SPEED_FIELDS = (
     "budget_usd",
     "experiment_budget_usd",
     "attempt_timeout_s",
+    "request_timeout_s",
+    "request_attempts",
     "item_timeout_s",
     "retry_failed",
     "batch",

@@ -1,9 +1,11 @@
 """What the model is asked: the CSV's prompt with its options, in every one of the CSV's two formats.
 
 gtex, tcga and panda prompts are complete ``str.format`` templates: ``{options}`` becomes the numbered
-option list and ``{{``/``}}`` become ``{``/``}``. tcga_slidebench and tcga_expert_vqa prompts hold only
-the question (no ``{options}``, no answer format): those are wrapped as the question, a blank line, the
-numbered options and an instruction to answer with the option number as JSON ``{"answer": N}``.
+option list, each line ended by a newline as the official benchmark script writes it, and ``{{``/``}}``
+become ``{``/``}``. tcga_slidebench and tcga_expert_vqa prompts hold only the question (no ``{options}``,
+no answer format): those are wrapped, in the platform's own words (not the official benchmark script's
+templates, which ``giant-prompts import`` brings: ``experiments.prompts``), as the question, a blank
+line, the numbered options and an instruction to answer with the option number as JSON ``{"answer": N}``.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ OPTIONS_PLACEHOLDER = "{options}"
 
 
 def format_options(options: Sequence[str]) -> str:
-    """Options as the numbered list the model answers from: ``1. Esophagus`` one per line."""
-    return "\n".join(f"{i}. {opt}" for i, opt in enumerate(options, start=1))
+    """Options as the numbered list the model answers from: ``1. Esophagus`` and a newline per option,
+    as the official benchmark script builds ``{options}``."""
+    return "".join(f"{i}. {opt}\n" for i, opt in enumerate(options, start=1))
 
 
 def answer_instruction(n_options: int) -> str:
@@ -42,7 +45,8 @@ def render_prompt(template: str, options: Sequence[str] | None) -> str:
     """The prompt as sent: a template is filled in; a bare question gets its options and answer format."""
     if options and OPTIONS_PLACEHOLDER not in template:
         question = substitute(template, None).strip()
-        return f"{question}\n\nOptions:\n{format_options(options)}\n\n{answer_instruction(len(options))}"
+        listing = format_options(options).rstrip("\n")
+        return f"{question}\n\nOptions:\n{listing}\n\n{answer_instruction(len(options))}"
     return substitute(template, options)
 
 

@@ -205,6 +205,12 @@ def media_type(fmt: str) -> str:
     return _FORMATS[fmt.upper()]
 
 
+def read_size(box: tuple[int, int, int, int], downsample: float) -> tuple[int, int]:
+    """Pixels of a level with ``downsample`` that level-0 ``box`` covers: ``round(w / downsample)`` x
+    ``round(h / downsample)`` (at least 1), as the official code reads; not clipped to the level."""
+    return max(1, round(box[2] / downsample)), max(1, round(box[3] / downsample))
+
+
 def read_scaled(
     slide: openslide.OpenSlide,
     level: int,
@@ -213,12 +219,9 @@ def read_scaled(
     max_read_pixels: int,
 ) -> tuple[Image.Image, tuple[int, int]]:
     """Read a level-0 box at ``level`` and resize it to ``out_size``; large reads go strip by strip."""
-    x, y, w, h = box
+    x, y, _, _ = box
     ds = float(slide.level_downsamples[level])
-    level_w, level_h = slide.level_dimensions[level]
-    lx, ly = int(x / ds), int(y / ds)
-    read_w = max(1, min(math.ceil(w / ds), level_w - lx))
-    read_h = max(1, min(math.ceil(h / ds), level_h - ly))
+    read_w, read_h = read_size(box, ds)
     out_w, out_h = out_size
     if read_w * read_h <= max_read_pixels:
         image = _read_rgb(slide, (x, y), level, (read_w, read_h))
@@ -240,15 +243,10 @@ def read_scaled(
 def _read_rgb(
     slide: openslide.OpenSlide, loc: tuple[int, int], level: int, size: tuple[int, int]
 ) -> Image.Image:
-    """``read_region`` composited over white (transparent areas of sparse slides become white); read
-    from the JPEG tiles directly where that gives the same pixels (``slides.tiles``)."""
+    """``read_region`` as RGB, as the official code converts it: transparent areas (past the level's
+    edge, a sparse slide's missing tiles) become black; read from the JPEG tiles directly where that
+    gives the same pixels (``slides.tiles``)."""
     direct = read_direct(slide, loc, level, size)
     if direct is not None:
         return Image.fromarray(direct)
-    rgba = slide.read_region(loc, level, size)
-    alpha = rgba.getchannel("A")
-    if alpha.getextrema()[0] == 255:
-        return rgba.convert("RGB")
-    rgb = Image.new("RGB", size, (255, 255, 255))
-    rgb.paste(rgba, mask=alpha)
-    return rgb
+    return slide.read_region(loc, level, size).convert("RGB")

@@ -4,7 +4,7 @@ Four evenly spaced lines per axis, labelled with level-0 coordinates, a border a
 
 - line ``i`` (1..4) of an axis sits at ``i/5`` of the image (the float position, which Pillow draws in
   the column or row it truncates to), 1 px wide, pure green;
-- its label is the level-0 coordinate ``x0 + int(i/5 * image_width * ds)`` (``ds`` the long side's
+- its label is the level-0 coordinate ``x0 + int(i/5 * (image_width * ds))`` (``ds`` the long side's
   level-0 pixels per image pixel; the same on y), white text in a black box padded by 3 px: a vertical
   line's label 3 px right of the line and 3 px below the top edge, a horizontal line's 3 px from the
   left edge and its text's height + 6 px above the line;
@@ -95,13 +95,14 @@ def draw_guides(image: Image.Image, box: tuple[int, int, int, int]) -> tuple[Ima
     draw = ImageDraw.Draw(out)
     font = label_font(font_px(out.size))
     xs, ys = [], []
+    full_w, full_h = width * ds, height * ds  # first, as the official code: the float rounding matches
     for frac in guide_fractions():
-        sx, label = frac * width, x0 + int(frac * width * ds)
+        sx, label = frac * width, x0 + int(frac * full_w)
         draw.line([(sx, 0), (sx, height)], fill=GUIDE_COLOR, width=1)
         _label(draw, font, str(label), (sx + LABEL_OFFSET, LABEL_OFFSET), LABEL_PAD)
         xs.append(Guide(int(sx), label))
     for frac in guide_fractions():
-        sy, label = frac * height, y0 + int(frac * height * ds)
+        sy, label = frac * height, y0 + int(frac * full_h)
         draw.line([(0, sy), (width, sy)], fill=GUIDE_COLOR, width=1)
         left, top, right, bottom = draw.textbbox((0, 0), str(label), font=font)
         _label(draw, font, str(label), (LABEL_OFFSET, sy - (bottom - top) - ABOVE_LINE), LABEL_PAD)

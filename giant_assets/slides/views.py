@@ -5,7 +5,10 @@ The rules follow the released GIANT protocol:
 - the image's long side (guides and labels drawn over it, no margin) is exactly ``long_side``, except
   that a region smaller than ``long_side`` at level 0 is shown at its native size (never upsampled);
 - the pyramid level is the one OpenSlide deems best for ``needed downsample x 0.85``, one level finer if
-  that read would come out smaller than the target; the read is then only ever downscaled (Lanczos);
+  that read would come out smaller than the target; the read covers ``round(w / downsample)`` x
+  ``round(h / downsample)`` pixels of that level, as the official code reads (areas past the level's
+  edge or without tissue tiles come out black, as its ``convert("RGB")`` makes them), and is then only
+  ever downscaled (Lanczos) to ``round(read x long_side / long side of the read)``;
 - only the region is read, at the chosen level (large reads in row strips), never a whole level 0;
 - four evenly spaced guide lines per axis, labelled with level-0 coordinates (see ``guides``).
 
@@ -24,7 +27,14 @@ from dataclasses import dataclass
 import openslide
 from PIL import Image
 
-from giant_assets.slides.access import MAX_READ_PIXELS, InvalidRegion, output_size, read_scaled, validate_box
+from giant_assets.slides.access import (
+    MAX_READ_PIXELS,
+    InvalidRegion,
+    output_size,
+    read_scaled,
+    read_size,
+    validate_box,
+)
 from giant_assets.slides.guides import Guides, draw_guides
 
 IMAGE_READS = ("exact", "fast")
@@ -67,12 +77,8 @@ def choose_level(slide: openslide.OpenSlide, box: tuple[int, int, int, int], lon
 def level_read_size(
     slide: openslide.OpenSlide, level: int, box: tuple[int, int, int, int]
 ) -> tuple[int, int]:
-    """Pixels a read of level-0 ``box`` at ``level`` covers (clipped to that level's extent)."""
-    x, y, w, h = box
-    ds = float(slide.level_downsamples[level])
-    level_w, level_h = slide.level_dimensions[level]
-    lx, ly = int(x / ds), int(y / ds)
-    return max(1, min(math.ceil(w / ds), level_w - lx)), max(1, min(math.ceil(h / ds), level_h - ly))
+    """Pixels a read of level-0 ``box`` at ``level`` covers: ``round(w / downsample)``, as officially."""
+    return read_size(box, float(slide.level_downsamples[level]))
 
 
 def overview(
@@ -166,8 +172,8 @@ def _view(
         raise ValueError(f"image_read must be one of {IMAGE_READS}, got {image_read!r}")
     level = choose_level(slide, box, long_side)
     read = level_read_size(slide, level, box)
-    # only ever downscale: the target size, unless the read itself is smaller (then the read as is)
-    out = output_size(box[2], box[3], long_side) if max(read) > long_side else read
+    # only ever downscale: the read scaled to the target, unless it is no larger (then the read as is)
+    out = output_size(read[0], read[1], long_side) if max(read) > long_side else read
     if image_read == "fast" and level + 1 < slide.level_count:
         level += 1  # the same output size from a coarser read
     image, read = read_scaled(slide, level, box, out, max_read_pixels)

@@ -79,7 +79,8 @@ def test_thinking_only_for_claude_models_that_think(model: str, thinking: bool) 
         ask(AnthropicChatModel(model, base_url=srv.base_url, thinking_budget=2048))
     body = srv.requests[0].json
     assert ("thinking" in body) is thinking
-    assert body["max_tokens"] == 4096 + (2048 if thinking else 0)
+    # the official 30000 (thinking included), within the model's output limit (claude-3-5: 8192)
+    assert body["max_tokens"] == (30000 if thinking else 8192)
 
 
 def test_a_refused_reasoning_summary_is_dropped_once_and_recorded() -> None:
@@ -95,7 +96,7 @@ def test_a_refused_reasoning_summary_is_dropped_once_and_recorded() -> None:
 
         first, second = asyncio.run(go())
     reasoning = [r.json["reasoning"] for r in srv.requests]
-    assert reasoning == [{"effort": "high", "summary": "auto"}, {"effort": "high"}, {"effort": "high"}]
+    assert reasoning == [{"effort": "high", "summary": "detailed"}, {"effort": "high"}, {"effort": "high"}]
     assert first.text == "first" and second.text == "second"
     for reply in (first, second):
         (note,) = reply.notes
@@ -186,14 +187,18 @@ def check(tmp_path: Path, settings: str) -> None:
     [
         ("model: claude-sonnet-4-5, thinking_budget: 500", "field 'thinking_budget': 500 is below .* 1024"),
         (
-            "model: claude-sonnet-4-5, thinking_budget: 64000",
-            r"field 'thinking_budget': .* max_tokens 68096, above claude-sonnet-4-5's output limit of 64000",
+            "model: claude-sonnet-4-5, max_output_tokens: 64001",
+            r"field 'max_output_tokens': 64001 is above claude-sonnet-4-5's output limit of 64000",
         ),
         (
             "model: claude-opus-4-1, thinking_budget: 30000",
-            "field 'thinking_budget': .*output limit of 32000; use thinking_budget <= 27904",
+            "field 'thinking_budget': 30000 thinking tokens leave nothing of max_tokens 30000",
         ),
         ("model: claude-sonnet-4-5, max_steps: 150", "field 'max_images_in_context': .* 150 images .* 100"),
+        (  # the official Claude agent's pruning keeps every crop: all 150 images stay
+            "model: claude-sonnet-4-5, max_steps: 150, max_images_in_context: 100",
+            "field 'max_images_in_context': .* 150 images .* prune_tool_images: true",
+        ),
         ("model: claude-sonnet-4-5, max_steps: 30, image_size: 2500", "field 'image_size': 2500 px .* 2000"),
         ("model: claude-sonnet-4-5, image_size: 8192, max_steps: 5", "field 'image_size': 8192 px .* 8000"),
         ("model: claude-sonnet-4-5, agent: thumbnail, thumbnail_size: 10000", "field 'thumbnail_size'"),
@@ -210,9 +215,11 @@ def test_settings_the_provider_would_refuse_fail_the_check(
     "settings",
     [
         "model: claude-sonnet-4-5, thinking_budget: 0",
-        "model: claude-sonnet-4-5, thinking_budget: 59904",
-        "model: claude-sonnet-4-5, max_steps: 150, max_images_in_context: 100",
-        "model: claude-sonnet-4-5, max_steps: 30, image_size: 2500, max_images_in_context: 20",
+        "model: claude-sonnet-4-5, thinking_budget: 29999",
+        "model: claude-sonnet-4-5, thinking_budget: 59904, max_output_tokens: 64000",
+        "model: claude-sonnet-4-5, max_steps: 150, max_images_in_context: 100, prune_tool_images: true",
+        "model: claude-sonnet-4-5, max_steps: 30, image_size: 2500, max_images_in_context: 20, "
+        "prune_tool_images: true",
         "model: claude-3-5-sonnet-20241022, thinking_budget: 64000",  # never sent to a model without thinking
     ],
 )

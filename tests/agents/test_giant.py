@@ -259,7 +259,8 @@ def test_prompt_template_placeholders(slide_path: Path, key_env: str, tmp_path: 
         agent = agent_for(srv, key_env, max_steps=5, prompts=replace(BUILT_IN, multi_step=template))
         run_items(agent, [item(slide_path)])
     system = srv.requests[0].json["input"][0]
-    assert system == {"role": "system", "content": "Slide 4096x3072; 5 turns, 4 zooms, 1000 px. {json}"}
+    text = "Slide 4096x3072; 5 turns, 4 zooms, 1000 px. {json}"
+    assert system == {"role": "system", "type": "message", "content": text}
     bad = tmp_path / "bad.txt"
     bad.write_text("Hello {width} {magnification}")
     with pytest.raises(ValueError, match=r"bad.txt: multi_step has unknown placeholder \{magnification\}"):

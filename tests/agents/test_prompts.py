@@ -166,6 +166,7 @@ def test_imported_prompts_are_what_the_agent_sends(tmp_path: Path) -> None:
     assert ans.error is None
     assert srv.requests[0].json["input"][0] == {
         "role": "system",
+        "type": "message",
         "content": "Fixture navigator {sic}. Slide 4096 by 3072.\nBudget 4, zooms 3.\nKEEP: overview + 2 "
         "latest.\nNOTES: use note. Pruned images: notes matter.\n<report>findings\n- cite notes</report>"
         "<response>answer</response>\n",

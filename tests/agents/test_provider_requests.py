@@ -146,7 +146,7 @@ def test_post_sends_what_the_typed_create_sends(
     assert new.headers == old.headers
     assert (
         new.headers["content-type"] == "application/json"
-        and new.headers["x-stainless-read-timeout"] == "300.0"
+        and new.headers["x-stainless-read-timeout"] == "600.0"  # the SDKs' default, as officially
     )
     auth = new.headers.get("authorization", "") + new.headers.get("x-api-key", "")
     if keyed:

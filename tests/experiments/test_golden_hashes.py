@@ -11,26 +11,34 @@ import pytest
 from giant_assets.experiments.declared import load_experiments
 
 EXPERIMENTS_YAML = Path(__file__).resolve().parents[2] / "experiments.yaml"
-GOLDEN = {
-    "claude-giant": "9b07477e562e",
-    "demo-giant": "4714e25bc879",
-    "demo-patch": "9aa39ab27043",
-    "demo-thumbnail": "3b59563215cd",
-    "gpt5-giant": "7cfea0eb6a44",
-    "gpt5-giant-x5": "7cfea0eb6a44",  # runs_per_item is not hashed: x5 reuses x1's run 0
-    "gpt5-patch": "0cd8566aa25e",
-    "gpt5-random-patch": "9e095adc2ab8",
-    "gpt5-thumbnail": "a5d510a93e35",
-    "gpt5-thumbnail-1000": "53b13c55fbbb",
-    "gpt5-thumbnail-2000": "8aa383f2c805",
-    "gpt5-thumbnail-250": "b9e118ac7d0d",
-    "gpt5-thumbnail-3000": "545ca3875e65",
-    "gpt5-thumbnail-4000": "c02228cf09d2",
-    "gpt5-thumbnail-500": "9bbabb9edce9",
+GOLDEN = {  # PROTOCOL_VERSION 4 (model agents; offline agents keep 3): the official request options
+    "claude-giant": "98bfad2247db",
+    "claude-path-review": "630e464a91b9",
+    "demo-giant": "2189fd054c2e",
+    "demo-patch": "7d1338e103c8",
+    "demo-path-review": "79f1b8581010",
+    "demo-thumbnail": "03f35119ac85",
+    "gpt5-giant": "aa6f6150c0fb",
+    "gpt5-giant-steps-1": "6f2803fa0571",
+    "gpt5-giant-steps-10": "f96281258865",
+    "gpt5-giant-steps-15": "431a658159f3",
+    "gpt5-giant-steps-25": "03157ecf2642",
+    "gpt5-giant-steps-5": "ba2c5a93a4e1",
+    "gpt5-giant-x5": "aa6f6150c0fb",  # runs_per_item is not hashed: x5 reuses x1's run 0
+    "gpt5-patch": "b55cfab886d4",
+    "gpt5-path-review": "b82393405b90",
+    "gpt5-random-patch": "8edd9d1904cb",
+    "gpt5-thumbnail": "f2c763c73dde",
+    "gpt5-thumbnail-1000": "91a04831f7c3",
+    "gpt5-thumbnail-2000": "4f3843c731f6",
+    "gpt5-thumbnail-250": "4faf6226ef03",
+    "gpt5-thumbnail-3000": "672df120de9f",
+    "gpt5-thumbnail-4000": "699b16177317",
+    "gpt5-thumbnail-500": "b3e483c68765",
     "majority": "ac0c694ef5f1",
-    "ollama-qwen3vl-giant": "f745f45fe385",
+    "ollama-qwen3vl-giant": "28bfdf7aada3",
     "random": "42d2ed1dfc49",
-    "vllm-qwen3vl-giant": "d5239fbd065d",
+    "vllm-qwen3vl-giant": "e462fd4eec3d",
 }
 
 

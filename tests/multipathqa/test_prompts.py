@@ -7,14 +7,16 @@ OPTIONS = ["Esophagus", "Lung", "Liver"]
 
 
 def test_options_become_a_numbered_list_and_double_braces_single():
+    """Each option line ends with a newline, as the official benchmark script builds ``{options}``
+    (so the gtex/tcga templates' blank line after the options is followed by one more)."""
     template = 'Pick one:\n{options}\nAnswer as ```json\n{{"answer": N}}\n```'
     out = render_prompt(template, OPTIONS)
-    assert out == 'Pick one:\n1. Esophagus\n2. Lung\n3. Liver\nAnswer as ```json\n{"answer": N}\n```'
+    assert out == 'Pick one:\n1. Esophagus\n2. Lung\n3. Liver\n\nAnswer as ```json\n{"answer": N}\n```'
 
 
 def test_other_braces_do_not_crash_and_stay_as_they_are():
     template = "Return {isup_grade} or {0} or a lone { brace } and {options}"
-    assert render_prompt(template, ["A"]) == "Return {isup_grade} or {0} or a lone { brace } and 1. A"
+    assert render_prompt(template, ["A"]) == "Return {isup_grade} or {0} or a lone { brace } and 1. A\n"
 
 
 def test_no_options_and_no_placeholder():

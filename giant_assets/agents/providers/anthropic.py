@@ -64,7 +64,7 @@ class AnthropicChatModel(SDKChatModel):
     ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.name,
-            "max_tokens": anthropic_max_tokens(self.thinking_budget, self.max_tokens),
+            "max_tokens": anthropic_max_tokens(self.name, self.max_tokens),
             "messages": to_messages(messages, cache=self.cache),
         }
         system = "\n\n".join(m.text for m in messages if m.role == "system")
@@ -122,7 +122,10 @@ def to_messages(messages: Sequence[Message], cache: bool = True) -> list[dict[st
             wire.append({"role": "assistant", "content": content})
             continue
         if m.role == "tool":
-            blocks = [{"type": "tool_result", "tool_use_id": m.call_id, "content": _content(m.parts)}]
+            content: str | list[dict[str, Any]] = _content(m.parts)
+            if len(m.parts) == 1 and isinstance(m.parts[0], TextPart):
+                content = m.parts[0].text  # a text-only result as a string, as the official agent sends it
+            blocks = [{"type": "tool_result", "tool_use_id": m.call_id, "content": content}]
         else:
             blocks = _content(m.parts)
         if wire and wire[-1]["role"] == "user":

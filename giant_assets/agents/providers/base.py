@@ -55,7 +55,7 @@ class SDKChatModel(abc.ABC):
         api_key_env: str = "",
         limiter: RateLimiter | None = None,
         retry: RetryPolicy | None = None,
-        timeout_s: float = 300.0,
+        timeout_s: float = 600.0,  # the SDKs' default, as the official code has it
         max_tokens: int | None = None,
         require_key: bool | None = None,
         seed: int | None = None,

@@ -7,6 +7,7 @@ import importlib
 from typing import Any
 
 from giant_assets.agents.providers.base import SDKChatModel
+from giant_assets.agents.providers.retry import RetryPolicy
 from giant_assets.batch.ratelimit import RateLimiter
 from giant_assets.experiments.spec import Experiment
 
@@ -25,13 +26,17 @@ def model_class(api: str) -> type[SDKChatModel]:
 
 
 def make_chat_model(experiment: Experiment, limiter: RateLimiter | None, **kwargs: Any) -> SDKChatModel:
-    """The experiment's model client; ``kwargs`` (retry, timeout_s, max_tokens, ...) go to the class."""
+    """The experiment's model client; ``kwargs`` (retry, timeout_s, max_tokens, ...) override the
+    experiment's (``request_timeout_s``, ``request_attempts``, ``resolved_max_output_tokens``)."""
     api = experiment.resolved_api
     common: dict[str, Any] = {
         "base_url": experiment.resolved_base_url,
         "api_key_env": experiment.api_key_env,
         "limiter": limiter,
         "seed": experiment.seed,
+        "timeout_s": experiment.request_timeout_s,
+        "retry": RetryPolicy(max_attempts=experiment.request_attempts),
+        "max_tokens": experiment.resolved_max_output_tokens,
     }
     if experiment.server:
         from giant_assets.agents.providers.local import LocalChatModel
@@ -41,9 +46,11 @@ def make_chat_model(experiment: Experiment, limiter: RateLimiter | None, **kwarg
             "max_images": experiment.server_image_limit,
             "send_detail": experiment.resolved_send_detail,
         }
-        return LocalChatModel(experiment.model, **common, **local, **kwargs)
+        return LocalChatModel(experiment.model, **(common | local | kwargs))
     if api == "messages":
         common["thinking_budget"] = experiment.thinking_budget
     else:
         common["reasoning_effort"] = experiment.reasoning_effort
-    return model_class(api)(experiment.model, **common, **kwargs)
+    if api == "responses":
+        common["reasoning_summary"] = experiment.reasoning_summary
+    return model_class(api)(experiment.model, **(common | kwargs))

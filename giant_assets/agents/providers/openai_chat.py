@@ -21,13 +21,14 @@ from giant_assets.agents.providers.messages import (
     Usage,
 )
 from giant_assets.agents.providers.openai_base import OpenAIModel, tool_arguments
+from giant_assets.experiments.api_contracts import reasons
 
 
 class OpenAIChatModel(OpenAIModel):
     api = "chat"
     endpoint = "/chat/completions"
     response_type = ChatCompletion
-    max_tokens_field = "max_completion_tokens"  # OpenAI's name; local servers all take max_tokens
+    max_tokens_field = "max_completion_tokens"  # OpenAI's name for reasoning models; local servers max_tokens
     tool_choice: str | None = None  # None: not sent (OpenAI's default with tools is auto)
 
     def _body(
@@ -45,8 +46,13 @@ class OpenAIChatModel(OpenAIModel):
         if self.reasoning_effort:
             body["reasoning_effort"] = self.reasoning_effort
         if self.max_tokens is not None:
-            body[self.max_tokens_field] = self.max_tokens
+            body[self._max_tokens_field()] = self.max_tokens
         return body
+
+    def _max_tokens_field(self) -> str:
+        """``max_tokens`` for a model known not to reason (as the official gpt-4o baseline sends it; the
+        reasoning models refuse that name), else ``max_tokens_field``."""
+        return "max_tokens" if reasons(self.provider, self.name) is False else self.max_tokens_field
 
     def _reply(self, response: Any) -> ModelReply:
         message = response.choices[0].message

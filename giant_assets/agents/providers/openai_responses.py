@@ -39,8 +39,9 @@ class OpenAIResponsesModel(OpenAIModel):
     endpoint = "/responses"
     response_type = Response
 
-    def __init__(self, model: str, **kwargs: Any) -> None:
+    def __init__(self, model: str, *, reasoning_summary: str = "detailed", **kwargs: Any) -> None:
         self.summary_dropped: str | None = None  # why reasoning summaries are no longer asked for
+        self.reasoning_summary = reasoning_summary  # the official agents ask for "detailed"
         super().__init__(model, **kwargs)
 
     async def _call(self, body: dict[str, Any], headers: dict[str, Any]) -> tuple[Any, int, float, float]:
@@ -74,7 +75,7 @@ class OpenAIResponsesModel(OpenAIModel):
         if self.reasoning_effort:
             body["reasoning"] = {"effort": self.reasoning_effort}
             if not self.summary_dropped:
-                body["reasoning"]["summary"] = "auto"
+                body["reasoning"]["summary"] = self.reasoning_summary
             body["include"] = ["reasoning.encrypted_content"]
         if cache_key:
             body["prompt_cache_key"] = cache_key
@@ -114,13 +115,14 @@ def _summary_refused(exc: ProviderError) -> bool:
 
 def to_input(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Neutral messages as Responses ``input`` items; the system prompt is the first item, a system
-    message, as the official agent sends it (not ``instructions``)."""
+    message, as the official agent sends it (not ``instructions``), and like its user turns typed
+    ``"type": "message"``."""
     items: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "system":
-            items.append({"role": "system", "content": m.text})
+            items.append({"role": "system", "type": "message", "content": m.text})
         elif m.role == "user":
-            items.append({"role": "user", "content": _content(m.parts)})
+            items.append({"role": "user", "type": "message", "content": _content(m.parts)})
         elif m.role == "assistant":
             if m.replay:
                 items.extend(m.replay)

@@ -29,7 +29,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    max_attempts: int = 6
+    max_attempts: int = 3  # the SDKs' default (1 + 2 retries), as the official code has it
     base_delay_s: float = 1.0  # first backoff; doubles each attempt
     max_delay_s: float = 60.0  # cap of one computed backoff
     max_total_wait_s: float = 300.0  # give up rather than sleep more than this in total

@@ -19,6 +19,8 @@ from giant_assets.eval.itemsets import (
 )
 from giant_assets.eval.leaderboard import leaderboard_long, leaderboard_markdown, leaderboard_table
 from giant_assets.eval.scoring import write_results_json
+from giant_assets.experiments.prompts import prompt_provenance
+from giant_assets.experiments.spec import MODEL_MODES
 from giant_assets.multipathqa.errata import errata_summary, errata_text
 from giant_assets.platform.automation import FOLLOWS_RESULTS
 from giant_assets.platform.hooks import retire_on_failure
@@ -99,6 +101,7 @@ def leaderboard(
         out_dir,
         storage.root / "experiments",
         errata=errata,
+        prompts=_prompt_sources(experiments),
     )
     if len(stale):
         context.log.warning(f"leaderboard: {len(stale)} result(s) set aside:\n{set_aside_markdown(stale)}")
@@ -133,6 +136,18 @@ def leaderboard(
         output_name="leaderboard_stale",
     )
     return table, long, stale
+
+
+def _prompt_sources(experiments: ExperimentsResource) -> dict[str, dict]:
+    """Per declared model experiment, where its texts come from (the built-in ones are not official)."""
+    out = {}
+    for name, exp in experiments.all().items():
+        if exp.agent in MODEL_MODES:
+            try:
+                out[name] = prompt_provenance(exp.prompt_file, exp.prompt_path)
+            except ValueError as exc:  # an unreadable prompt file: said, not fatal for the leaderboard
+                out[name] = {"error": str(exc)}
+    return out
 
 
 @asset(
