@@ -17,11 +17,15 @@ from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, demo_policy
 from giant_assets.demo.scripted.review import reported_regions, zooms
 from giant_assets.eval.path_review import MIN_IOU
+from giant_assets.eval.qupath import CROP_CLASS, REPORTED_CLASS
+from giant_assets.eval.qupath_cli import main as qupath_main
+from giant_assets.eval.reviews import ReviewFiles, load_queue
 from giant_assets.experiments.prompts import BUILT_IN, PATH_REVIEW_PROMPT
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.assets.path_review import path_review
 from giant_assets.platform.assets.predictions import predictions, trajectory_steps
 from giant_assets.platform.partitions import result_key
+from giant_assets.report.review.cli import main as review_main
 from tests.support.dagster_env import add_experiments, resources_for, write_experiments
 
 PARTITION = "tcga"
@@ -81,11 +85,11 @@ def reviewed(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
         for name in (GOOD, BROKEN, PLAIN)
         for t in ("predictions", "trajectory_steps", "path_review_regions", "path_review_answers")
     }
-    return tables, results, requests
+    return tables, results, requests, data
 
 
 def test_the_review_request_replaces_the_question(reviewed) -> None:
-    _, _, requests = reviewed
+    _, _, requests, _ = reviewed
     firsts = [r for r in requests[GOOD] if r.assistant_turns == 0]
     assert firsts
     for r in firsts:
@@ -98,7 +102,7 @@ def test_the_review_request_replaces_the_question(reviewed) -> None:
 
 def test_regions_match_the_reply_and_shapely(reviewed) -> None:
     """Every reported region is stored as sent; its best IoU with the crops shown is shapely's."""
-    tables, _, requests = reviewed
+    tables, _, requests, _ = reviewed
     runs = tables[GOOD, "predictions"]
     regions, answers, steps = (
         tables[GOOD, t] for t in ("path_review_regions", "path_review_answers", "trajectory_steps")
@@ -156,7 +160,7 @@ def _size_of(request: RecordedRequest) -> tuple[int, int]:
 
 
 def test_a_malformed_region_is_reported_with_its_item_and_field(reviewed) -> None:
-    tables, results, _ = reviewed
+    tables, results, _, _ = reviewed
     regions, answers = tables[BROKEN, "path_review_regions"], tables[BROKEN, "path_review_answers"]
     answered = answers[answers.parsed]
     assert len(answered) >= 2
@@ -184,6 +188,65 @@ def test_a_malformed_region_is_reported_with_its_item_and_field(reviewed) -> Non
 
 
 def test_another_agent_gets_empty_review_tables(reviewed) -> None:
-    tables, results, _ = reviewed
+    tables, results, _, _ = reviewed
     assert tables[PLAIN, "path_review_regions"].empty and tables[PLAIN, "path_review_answers"].empty
     assert len(tables[PLAIN, "predictions"]) == 3
+
+
+def _box(x: float, y: float, w: float, h: float) -> shapely.Polygon:
+    return shapely.box(x, y, x + w, y + h)
+
+
+def test_qupath_export_and_the_review_queue_read_the_stored_regions(reviewed, tmp_path: Path) -> None:
+    """Without a hand-made --reported file, giant-qupath export and giant-review prepare take a
+    path-review experiment's regions from the stored path_review_regions table: every valid region once,
+    its polygon the stored box (shapely), its texts as properties; invalid regions and other agents none."""
+    tables, _, _, data = reviewed
+    for name in (GOOD, BROKEN, PLAIN):
+        out = tmp_path / name
+        args = ["--data-dir", str(data), "export", "--experiment", name, "--benchmark", PARTITION]
+        assert qupath_main([*args, "--out", str(out)]) == 0
+        features = [f for p in sorted(out.glob("*.geojson")) for f in json.loads(p.read_text())["features"]]
+        reported = [f for f in features if f["properties"]["classification"]["name"] == REPORTED_CLASS]
+        stored = tables[name, "path_review_regions"]
+        valid = stored[stored["valid"].fillna(False).astype(bool)] if len(stored) else stored
+        assert len(reported) == len(valid) and (len(valid) > 0) == (name != PLAIN)
+        if name == BROKEN:
+            assert len(valid) == 3 * len(tables[name, "path_review_answers"].query("parsed"))
+        got = {
+            (f["properties"]["benchmark_id"], f["properties"]["run"], f["properties"]["region_number"]): f
+            for f in reported
+        }
+        for row in valid.itertuples():
+            feature = got[(row.benchmark_id, row.run_index, row.region_number)]
+            polygon = shapely.geometry.shape(feature["geometry"])
+            assert polygon.equals(_box(row.x, row.y, row.width, row.height))
+            props = feature["properties"]
+            assert (props["finding"], props["why_zoomed"]) == (row.observations, row.why_zoomed)
+            assert props["best_iou"] == pytest.approx(row.best_iou) and props["viewed"] == bool(row.viewed)
+        crops = [f for f in features if f["properties"]["classification"]["name"] == CROP_CLASS]
+        assert len(crops) == (tables[name, "trajectory_steps"]["action"] == "crop").sum()
+
+    reviews = ["--data-dir", str(data), "prepare", "--benchmark", PARTITION]
+    assert review_main([*reviews, "--experiment", GOOD, "--experiment", PLAIN]) == 0
+    units = {
+        (u["experiment"], u["benchmark_id"], u["run_index"]): u
+        for u in load_queue(ReviewFiles(data / "reviews"))
+    }
+    good = tables[GOOD, "path_review_regions"]
+    for run in tables[GOOD, "predictions"].itertuples():
+        mine = good[(good.benchmark_id == run.benchmark_id) & (good.run_index == run.run_index)]
+        shown = units[(GOOD, run.benchmark_id, run.run_index)]["shown"]["regions"]
+        assert [r["reason"] for r in shown] == mine["observations"].tolist()
+        assert [_box(*r["box"]) for r in shown] == [
+            _box(*b) for b in mine[["x", "y", "width", "height"]].to_numpy()
+        ]
+    steps = tables[PLAIN, "trajectory_steps"]
+    for run in tables[PLAIN, "predictions"].itertuples():
+        crops = steps[
+            (steps.benchmark_id == run.benchmark_id)
+            & (steps.run_index == run.run_index)
+            & (steps.action == "crop")
+        ]
+        shown = units[(PLAIN, run.benchmark_id, run.run_index)]["shown"]["regions"]
+        assert [r["step"] for r in shown] == crops["step"].tolist()  # another agent: its crops
