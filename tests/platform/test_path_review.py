@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import shapely
-from dagster import DagsterInstance, materialize
+from dagster import AssetSelection, DagsterInstance, materialize
 
 from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, demo_policy
@@ -24,12 +24,13 @@ from giant_assets.experiments.prompts import BUILT_IN, PATH_REVIEW_PROMPT
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.assets.path_review import path_review
 from giant_assets.platform.assets.predictions import predictions, trajectory_steps
+from giant_assets.platform.definitions import ALL_ASSETS, ALL_CHECKS
 from giant_assets.platform.partitions import result_key
 from giant_assets.report.review.cli import main as review_main
 from tests.support.dagster_env import add_experiments, resources_for, write_experiments
 
 PARTITION = "tcga"
-GOOD, BROKEN, PLAIN = "review-ok", "review-broken", "giant-plain"
+GOOD, BROKEN, PLAIN, RANDOM = "review-ok", "review-broken", "giant-plain", "random-plain"
 
 
 def broken(request: RecordedRequest) -> Reply:
@@ -49,7 +50,7 @@ def reviewed(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
     mp = pytest.MonkeyPatch()
     mp.setenv("GIANT_DATA_DIR", str(data))
     instance = DagsterInstance.ephemeral()
-    add_experiments(instance, GOOD, BROKEN, PLAIN)
+    add_experiments(instance, GOOD, BROKEN, PLAIN, RANDOM)
     declared = data.parent / "experiments.yaml"
     resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
     assets = [multipathqa_csv, benchmark_items, predictions, trajectory_steps, path_review]
@@ -64,6 +65,7 @@ def reviewed(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
                     GOOD: settings | {"base_url": good.openai_base_url},
                     BROKEN: settings | {"base_url": bad.openai_base_url},
                     PLAIN: {"agent": "giant", "model": "scripted-review", "base_url": good.openai_base_url},
+                    RANDOM: {"agent": "random", "seed": 3},
                 },
             )
             for name in (GOOD, BROKEN, PLAIN):
@@ -85,11 +87,21 @@ def reviewed(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
         for name in (GOOD, BROKEN, PLAIN)
         for t in ("predictions", "trajectory_steps", "path_review_regions", "path_review_answers")
     }
-    return tables, results, requests, data
+
+    def run(selection: list[str], key: str | None = None) -> None:
+        assert materialize(
+            [*ALL_ASSETS, *ALL_CHECKS],
+            selection=AssetSelection.assets(*selection),
+            partition_key=key,
+            resources=resources,
+            instance=instance,
+        ).success
+
+    return tables, results, requests, data, run
 
 
 def test_the_review_request_replaces_the_question(reviewed) -> None:
-    _, _, requests, _ = reviewed
+    _, _, requests, _, _ = reviewed
     firsts = [r for r in requests[GOOD] if r.assistant_turns == 0]
     assert firsts
     for r in firsts:
@@ -102,7 +114,7 @@ def test_the_review_request_replaces_the_question(reviewed) -> None:
 
 def test_regions_match_the_reply_and_shapely(reviewed) -> None:
     """Every reported region is stored as sent; its best IoU with the crops shown is shapely's."""
-    tables, _, requests, _ = reviewed
+    tables, _, requests, _, _ = reviewed
     runs = tables[GOOD, "predictions"]
     regions, answers, steps = (
         tables[GOOD, t] for t in ("path_review_regions", "path_review_answers", "trajectory_steps")
@@ -160,7 +172,7 @@ def _size_of(request: RecordedRequest) -> tuple[int, int]:
 
 
 def test_a_malformed_region_is_reported_with_its_item_and_field(reviewed) -> None:
-    tables, results, _, _ = reviewed
+    tables, results, _, _, _ = reviewed
     regions, answers = tables[BROKEN, "path_review_regions"], tables[BROKEN, "path_review_answers"]
     answered = answers[answers.parsed]
     assert len(answered) >= 2
@@ -188,7 +200,7 @@ def test_a_malformed_region_is_reported_with_its_item_and_field(reviewed) -> Non
 
 
 def test_another_agent_gets_empty_review_tables(reviewed) -> None:
-    tables, results, _, _ = reviewed
+    tables, results, _, _, _ = reviewed
     assert tables[PLAIN, "path_review_regions"].empty and tables[PLAIN, "path_review_answers"].empty
     assert len(tables[PLAIN, "predictions"]) == 3
 
@@ -201,7 +213,7 @@ def test_qupath_export_and_the_review_queue_read_the_stored_regions(reviewed, tm
     """Without a hand-made --reported file, giant-qupath export and giant-review prepare take a
     path-review experiment's regions from the stored path_review_regions table: every valid region once,
     its polygon the stored box (shapely), its texts as properties; invalid regions and other agents none."""
-    tables, _, _, data = reviewed
+    tables, _, _, data, _ = reviewed
     for name in (GOOD, BROKEN, PLAIN):
         out = tmp_path / name
         args = ["--data-dir", str(data), "export", "--experiment", name, "--benchmark", PARTITION]
@@ -250,3 +262,28 @@ def test_qupath_export_and_the_review_queue_read_the_stored_regions(reviewed, tm
         ]
         shown = units[(PLAIN, run.benchmark_id, run.run_index)]["shown"]["regions"]
         assert [r["step"] for r in shown] == crops["step"].tolist()  # another agent: its crops
+
+
+def test_a_path_review_gets_no_leaderboard_row_and_no_comparison(reviewed) -> None:
+    """Backfilled like any cell (its item_predictions and benchmark_metrics materialized: no option in a
+    review JSON, so near zero), a path-review experiment still gets no leaderboard row, no long cell, no
+    stale entry, no results.json and no paired comparison; the answering experiments do."""
+    _, _, _, data, run = reviewed
+    scoring = ["item_predictions", "benchmark_metrics"]
+    for name in (GOOD, PLAIN):
+        run(scoring, result_key(name, PARTITION))
+    run(["predictions", "trajectory_steps", *scoring], result_key(RANDOM, PARTITION))
+    run(["leaderboard", "leaderboard_long", "leaderboard_stale", "experiment_comparisons"])
+    store = ParquetStore(data)
+    metrics = store.read("benchmark_metrics").set_index("experiment")
+    assert {GOOD, PLAIN, RANDOM} <= set(metrics.index) and metrics.at[GOOD, "value_pct"] == 0.0
+    board = store.read("leaderboard")
+    assert sorted(board.loc[board.source == "ours", "experiment"]) == sorted([PLAIN, RANDOM])
+    assert GOOD not in set(store.read("leaderboard_long").experiment)
+    stale = store.read("leaderboard_stale")
+    assert GOOD not in set(stale.experiment) if len(stale) else True
+    pairs = store.read("experiment_comparisons")
+    assert sorted(zip(pairs.experiment_a, pairs.experiment_b, strict=True)) == [
+        tuple(sorted([PLAIN, RANDOM]))
+    ]
+    assert not (data / "results" / GOOD).exists() and (data / "results" / PLAIN / "results.json").is_file()
