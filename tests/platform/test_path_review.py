@@ -8,6 +8,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import shapely
@@ -31,6 +32,7 @@ from tests.support.dagster_env import add_experiments, resources_for, write_expe
 
 PARTITION = "tcga"
 GOOD, BROKEN, PLAIN, RANDOM = "review-ok", "review-broken", "giant-plain", "random-plain"
+SAMPLED = "review-sampled"  # item_sample: 2 of the benchmark's 3 items
 
 
 def broken(request: RecordedRequest) -> Reply:
@@ -50,7 +52,7 @@ def reviewed(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
     mp = pytest.MonkeyPatch()
     mp.setenv("GIANT_DATA_DIR", str(data))
     instance = DagsterInstance.ephemeral()
-    add_experiments(instance, GOOD, BROKEN, PLAIN, RANDOM)
+    add_experiments(instance, GOOD, BROKEN, PLAIN, RANDOM, SAMPLED)
     declared = data.parent / "experiments.yaml"
     resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
     assets = [multipathqa_csv, benchmark_items, predictions, trajectory_steps, path_review]
@@ -66,9 +68,11 @@ def reviewed(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
                     BROKEN: settings | {"base_url": bad.openai_base_url},
                     PLAIN: {"agent": "giant", "model": "scripted-review", "base_url": good.openai_base_url},
                     RANDOM: {"agent": "random", "seed": 3},
+                    SAMPLED: settings
+                    | {"base_url": good.openai_base_url, "item_sample": {"n": 2, "seed": 42}},
                 },
             )
-            for name in (GOOD, BROKEN, PLAIN):
+            for name in (GOOD, BROKEN, PLAIN, SAMPLED):
                 before = len(good.requests)
                 results[name] = materialize(
                     assets,
@@ -84,7 +88,7 @@ def reviewed(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
     store = ParquetStore(data)
     tables = {
         (name, t): store.read(t, [f"{name}/{PARTITION}"])
-        for name in (GOOD, BROKEN, PLAIN)
+        for name in (GOOD, BROKEN, PLAIN, SAMPLED)
         for t in ("predictions", "trajectory_steps", "path_review_regions", "path_review_answers")
     }
 
@@ -287,3 +291,17 @@ def test_a_path_review_gets_no_leaderboard_row_and_no_comparison(reviewed) -> No
         tuple(sorted([PLAIN, RANDOM]))
     ]
     assert not (data / "results" / GOOD).exists() and (data / "results" / PLAIN / "results.json").is_file()
+
+
+def test_an_item_sample_runs_only_the_sampled_items(reviewed) -> None:
+    """item_sample {n: 2, seed: 42}: the cell runs the two items pandas' sample(n=2, random_state=42)
+    picks from the benchmark's items in CSV order (the released script's draw), no other."""
+    tables, _, _, data, _ = reviewed
+    items = ParquetStore(data).read("benchmark_items")
+    tcga = items[items.benchmark_name == PARTITION].sort_values("row_number").reset_index(drop=True)
+    assert len(tcga) == 3
+    picked = np.random.RandomState(42).choice(len(tcga), size=2, replace=False)
+    expected = set(tcga.loc[picked, "benchmark_id"].astype(str))
+    runs = tables[SAMPLED, "predictions"]
+    assert set(runs.benchmark_id.astype(str)) == expected and len(runs) == 2
+    assert set(tables[GOOD, "predictions"].benchmark_id.astype(str)) == set(tcga.benchmark_id.astype(str))

@@ -18,6 +18,7 @@ from giant_assets.batch.records import records_frame, steps_frame
 from giant_assets.batch.runner import BatchSettings, run_batch
 from giant_assets.experiments.binding import bind
 from giant_assets.experiments.declared import unbudgeted
+from giant_assets.experiments.itemsample import sample_items
 from giant_assets.experiments.spec import Experiment
 from giant_assets.platform.partitions import cell, results_partitions
 from giant_assets.platform.resources import ExperimentsResource, StorageResource
@@ -73,6 +74,7 @@ def predictions(
         raise Failure(description=problem)
     bind(experiment, storage.root)
     items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
+    items = sample_items(items, experiment.item_sample)  # a path review's sample (item_sample), else all
     config_hash = experiment.config_hash()
     limiter = make_rate_limiter(  # shared through Redis when GIANT_RATE_LIMIT_REDIS_URL is set
         experiment.provider, experiment.model, experiment.api_key_env or f"{experiment.provider}-default",
