@@ -27,6 +27,7 @@ from giant_assets.batch.replies import StoreWriteFailed
 from giant_assets.batch.runner import BatchOutcome, BatchSettings, run_batch, usd_as_set
 from giant_assets.experiments.binding import bind
 from giant_assets.experiments.declared import unbudgeted
+from giant_assets.experiments.itemsample import sample_items
 from giant_assets.experiments.spec import MODEL_MODES, Experiment
 
 
@@ -65,6 +66,7 @@ def run_cell(
         raise CellFailed(problem)
     bind(experiment, data_root)
     items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
+    items = sample_items(items, experiment.item_sample)  # a path review's sample (item_sample), else all
     config_hash = experiment.config_hash()
     limiter = make_rate_limiter(  # shared through Redis when GIANT_RATE_LIMIT_REDIS_URL is set
         experiment.provider, experiment.model, experiment.api_key_env or f"{experiment.provider}-default",

@@ -35,6 +35,7 @@ from typing import Any
 from giant_assets.agents.pricing import PriceTable, image_tokens
 from giant_assets.batch.replies import SUFFIX as REPLIES_SUFFIX
 from giant_assets.core.secrets import public_url
+from giant_assets.experiments.itemsample import sample_items
 from giant_assets.experiments.spec import MODEL_MODES, NAVIGATING, PROVIDER_BASE_URLS, Experiment
 
 BATCH_DISCOUNT = 0.5
@@ -386,6 +387,7 @@ def estimate_experiment(
     for name, group in items.groupby("benchmark_name", sort=True):
         if wanted is not None and name not in wanted:
             continue
+        group = sample_items(group, exp.item_sample)  # a path review's sample: only those items run
         readable = group[group["wsi_status"] == "ok"] if "wsi_status" in group and not every_item else group
         ids = readable["benchmark_id"].astype(str).tolist()
         # the item's fingerprint per id: a run journalled for another question or slide is still to do

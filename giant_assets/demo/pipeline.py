@@ -12,8 +12,10 @@ writing Parquet + DuckDB under $GIANT_DATA_DIR (default ./data):
    trajectory pictures and the static trajectory viewer;
 3. the path review (`demo-path-review`) on gtex and tcga: reported regions set against the crops viewed;
    the leaderboard beside the paper's rows and paired comparisons between experiments;
-4. one GIANT export graded as a submission, the same number as `benchmark_metrics`;
-5. where to look: the DuckDB file with queries for the DuckDB CLI and `giant-sql`, results JSON, chart.
+4. a bundled review: two scripted reviewers rate the demo-giant runs through the review's real files
+   (demo/reviewers.py), so `pathologist_reviews` and `review_metrics` show shares, kappa and alpha;
+5. one GIANT export graded as a submission, the same number as `benchmark_metrics`;
+6. where to look: the DuckDB file with queries for the DuckDB CLI and `giant-sql`, results JSON, chart.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from dagster import AssetSelection, DagsterInstance, materialize
 
 from giant_assets.core.settings import DAGSTER_HOME_ENV, DEMO_KEY_ENV, PRICES_ENV, data_dir, env
 from giant_assets.core.storage import ParquetStore
+from giant_assets.demo.reviewers import REVIEWERS, bundle_review
 from giant_assets.demo.scripted import DEMO_MODEL, ScriptedModelServer, demo_policy, scripted_model_at
 from giant_assets.demo.scripted.policy import READABLE_DARK
 from giant_assets.demo.serve_cli import DEMO_PORT
@@ -50,6 +53,7 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 # the demo is small: every run's pictures drawn up front, so its viewer opens complete from file://
 DRAW_ALL = {"ops": {"trajectory_pictures": {"config": {"render": "all"}}}}
 GRADED = ("demo-giant", "tcga")
+REVIEWED_RUNS = "demo-giant"  # the bundled review's experiment
 # the demo's experiments (declared in experiments.yaml); the model ones talk to the scripted model on a
 # stable port, so their base URL, hence config hash, is the same across demo runs: a second `make demo`
 # reuses their journals instead of asking the model again
@@ -61,6 +65,7 @@ REVIEW, REVIEWED = "demo-path-review", ("gtex", "tcga")
 REVIEW_CELL = AssetSelection.assets(
     "predictions", "trajectory_steps", "path_review_regions", "path_review_answers"
 )
+REVIEW_ASSETS = AssetSelection.assets("pathologist_reviews", "review_metrics")
 ACROSS = AssetSelection.assets(
     "leaderboard", "leaderboard_long", "leaderboard_stale", "experiment_comparisons", "paper_figures"
 )
@@ -198,8 +203,23 @@ def main() -> None:
         if server is not None:
             server.stop()
     _run("leaderboard beside the paper's Table 1, paired comparisons, the paper's figures", ACROSS, instance)
+    _bundled_review(instance, root)
     submission = _grade_export(instance, root)
     _report(root, submission)
+
+
+def _bundled_review(instance: DagsterInstance, root: Path) -> None:
+    """Two scripted reviewers' ratings of the demo-giant runs, then the review's assets."""
+    _, references = RESOURCES["dataset"].reference_regions()
+    if references is None:
+        return
+    done = bundle_review(root, REVIEWED_RUNS, references)
+    print(
+        f"  ok  {' and '.join(REVIEWERS)} reviewed {done['units']} {REVIEWED_RUNS} runs "
+        f"({done['appended']} new reviews stored under {root / 'reviews'})",
+        flush=True,
+    )
+    _run("pathologist_reviews and review_metrics of the bundled review", REVIEW_ASSETS, instance)
 
 
 def _report(root: Path, submission: Path) -> None:
@@ -251,6 +271,7 @@ def _report(root: Path, submission: Path) -> None:
         f"them where a crop was viewed (IoU >= 0.5); {review['problems']} problems in the replies "
         "(path_review_regions, path_review_answers)."
     )
+    _report_review(store)
     db = root / "giant.duckdb"
     print(f"\nDuckDB file: {db} (views over the Parquet files beside it; every experiment side by side).")
     queries = (
@@ -272,3 +293,24 @@ def _report(root: Path, submission: Path) -> None:
     print(f"Exports per experiment (benchmark_id,prediction): {root / 'exports'}")
     viewer = root / "viewer" / GRADED[0] / "index.html"
     print(f"Trajectory viewer (open in a browser, or `make view` on a remote machine): {viewer.as_uri()}")
+
+
+def _report_review(store: ParquetStore) -> None:
+    if "review_metrics" not in store.tables():
+        return
+    metrics = store.query(
+        "select benchmark_name, runs_reviewed runs, round(share_regions_relevant, 2) regions_relevant, "
+        "round(share_answers_correct, 2) answers_correct, round(cohen_kappa_answer, 2) kappa_answer, "
+        "round(alpha_answer, 2) alpha_answer, round(alpha_regions, 2) alpha_regions, "
+        "round(mean_best_iou_drawn, 2) iou_drawn from review_metrics where experiment = ? order by 1",
+        [REVIEWED_RUNS],
+    )
+    if metrics.empty:
+        return
+    print(
+        f"\nBundled review of {REVIEWED_RUNS} by two scripted reviewers ({' and '.join(REVIEWERS)}: rules "
+        "on each viewed region's overlap with the sample's reference regions, demo-b with seeded noise; "
+        "shares, Cohen's kappa and Krippendorff's alpha from review_metrics, NaN where undefined):"
+    )
+    print(metrics.to_string(index=False))
+    print("A real review: giant-review add-reviewer / prepare / serve (docs/pathologists.md).")

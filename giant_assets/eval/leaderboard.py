@@ -13,10 +13,14 @@ and the paper's results (:func:`giant_assets.eval.paper.paper_results`):
   ``item_set_fingerprint`` (over its cells' item sets, eval/itemsets.py: equal values, equal items).
 
 Which rows come in (today's item set, declared experiments) is the caller's choice: see the
-``leaderboard`` asset and :func:`giant_assets.eval.itemsets.split_current`.
+``leaderboard`` asset and :func:`giant_assets.eval.itemsets.split_current`; experiments of an agent that
+answers no benchmark question (``UNSCORED_AGENTS``: the path review) are left out
+(:func:`without_experiments`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection, Mapping
 
 import pandas as pd
 
@@ -25,6 +29,9 @@ from giant_assets.eval.paper import paper_models, paper_results
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 OURS, PAPER = "ours", "paper"
+# agents whose runs answer with a review JSON, not an option: their benchmark_metrics (near zero: no
+# option is extracted) are no result, so they get no leaderboard row and no paired comparison
+UNSCORED_AGENTS = frozenset({"path_review"})
 REQUIRED_COLUMNS = (
     "experiment",
     "benchmark_name",
@@ -47,6 +54,18 @@ WIDE_COLUMNS = (
     "cost_usd",
     ITEM_SET,
 )
+
+
+def unscored_experiments(agents: Mapping[str, str]) -> set[str]:
+    """Of the experiments given as name -> agent, those of an agent in ``UNSCORED_AGENTS``."""
+    return {name for name, agent in agents.items() if agent in UNSCORED_AGENTS}
+
+
+def without_experiments(frame: pd.DataFrame, names: Collection[str]) -> pd.DataFrame:
+    """``frame`` (rows with an ``experiment`` column) without the rows of ``names``."""
+    if not names or "experiment" not in frame.columns:
+        return frame
+    return frame[~frame["experiment"].astype(str).isin(set(names))]
 
 
 def _checked(benchmark_metrics: pd.DataFrame) -> pd.DataFrame:

@@ -2,9 +2,10 @@
 pathologist's own annotations back as reference regions (``roi_evaluation``, the geometry evaluators).
 
 Export: one FeatureCollection per slide, ``<out>/<slide file name>.geojson`` (the name QuPath gives its
-own exports), holding every crop of every run of the slide's items (class ``GIANT crop``) and, when given,
-the regions a path-review run reported (class ``GIANT reported region``): plain level-0 boxes with
-properties, see :func:`reported_features`.
+own exports), holding every crop of every run of the slide's items (class ``GIANT crop``) and, for a
+path-review experiment, the regions its runs reported (class ``GIANT reported region``), read from the
+stored ``path_review_regions`` table (:func:`stored_reported_regions`) or given as plain level-0 boxes
+with properties (:func:`reported_features`).
 
 Import: QuPath exports (several files per slide allowed) become rows of a reference regions file
 (``geometry.roi.load_reference_regions``) for every item of the slide: an area annotation as a
@@ -26,6 +27,7 @@ import shapely
 from giant_assets.batch.records import parse_trajectory
 from giant_assets.core.files import atomic_write_bytes
 from giant_assets.core.paths import confined_path
+from giant_assets.core.storage import ParquetStore
 from giant_assets.geometry.qupath import (
     QuPathFileError,
     QuPathObject,
@@ -88,6 +90,7 @@ def reported_features(regions: Iterable[Mapping[str, Any]]) -> dict[str, list[di
     properties of the feature.
     """
     out: dict[str, list[dict[str, Any]]] = {}
+    per_run: dict[tuple[str, int], int] = {}  # regions so far of each run: the next one's number
     for i, region in enumerate(regions):
         region = dict(region)
         box = region.pop("box", None)
@@ -97,14 +100,14 @@ def reported_features(regions: Iterable[Mapping[str, Any]]) -> dict[str, list[di
             raise ValueError(f"reported region {i}: needs a level-0 box [x, y, w, h], got {box!r}")
         item, run = str(region.pop("benchmark_id")), int(region.pop("run_index"))
         region.pop("benchmark_name", None)
-        index = len(out.get(item, []))
+        number = per_run[item, run] = per_run.get((item, run), 0) + 1
         out.setdefault(item, []).append(
             annotation_feature(
                 [box_ring(*box)],
-                name=f"{item} run {run} region {index + 1}",
+                name=f"{item} run {run} region {number}",
                 classification=REPORTED_CLASS,
                 color=REPORTED_COLOR,
-                measurements={"run": run, "region": index + 1},
+                measurements={"run": run, "region": number},
                 properties={"benchmark_id": item, "run": run, **region},
             )
         )
@@ -126,6 +129,48 @@ def read_reported_regions(path: Path, benchmark: str) -> list[dict[str, Any]]:
         if missing:
             raise ValueError(f"{path}: region {i}: missing field(s) {missing}")
     return [r for r in regions if r.get("benchmark_name", benchmark) == benchmark]
+
+
+REPORTED_TABLE = "path_review_regions"
+_REPORTED_TEXTS = ("why_zoomed", "diagnostic_relevance")
+
+
+def regions_from_table(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """The valid regions of a ``path_review_regions`` table as :func:`export_qupath` and the review's queue
+    take them: a level-0 ``box``, the model's ``observations`` as the ``finding``, its other texts, the
+    region's number and how well a viewed crop overlaps it. Invalid regions (no usable box; each named in
+    the table's ``problem``) are left out."""
+    if table.empty:
+        return []
+    valid = table[table["valid"].fillna(False).astype(bool)]
+    out = []
+    for row in valid.itertuples(index=False):
+        region: dict[str, Any] = {
+            "benchmark_name": str(row.benchmark_name),
+            "benchmark_id": str(row.benchmark_id),
+            "run_index": int(row.run_index),
+            "box": [float(row.x), float(row.y), float(row.width), float(row.height)],
+            "region_number": None if pd.isna(row.region_number) else int(row.region_number),
+            "finding": "" if pd.isna(row.observations) else str(row.observations),
+        }
+        for name in _REPORTED_TEXTS:
+            value = getattr(row, name)
+            region[name] = "" if pd.isna(value) else str(value)
+        region["best_iou"] = None if pd.isna(row.best_iou) else float(row.best_iou)
+        region["viewed"] = None if pd.isna(row.viewed) else bool(row.viewed)
+        if "experiment" in table.columns:
+            region["experiment"] = str(row.experiment)
+        out.append(region)
+    return out
+
+
+def stored_reported_regions(store: ParquetStore, experiment: str, benchmark: str) -> list[dict[str, Any]]:
+    """The regions a path-review experiment reported on a benchmark, from the stored
+    ``path_review_regions`` table; none for a cell it does not hold (another agent, not materialized)."""
+    cell = f"{experiment}/{benchmark}"
+    if cell not in store.partitions(REPORTED_TABLE):
+        return []
+    return regions_from_table(store.read(REPORTED_TABLE, [cell]))
 
 
 def export_qupath(

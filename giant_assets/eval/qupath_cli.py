@@ -1,6 +1,7 @@
 """``giant-qupath``: agent regions out to QuPath, a pathologist's annotations back as reference regions.
 
 giant-qupath export --experiment demo-giant --benchmark tcga    # data/qupath/demo-giant/tcga/*.geojson
+giant-qupath export --experiment demo-path-review --benchmark tcga   # + the regions it reported
 giant-qupath import annotations/ --out data/qupath/reference_regions.json
 GIANT_REGIONS_PATH=data/qupath/reference_regions.json  # then roi_evaluation scores against them
 """
@@ -21,6 +22,7 @@ from giant_assets.eval.qupath import (
     export_qupath,
     import_qupath,
     read_reported_regions,
+    stored_reported_regions,
     write_reference_regions,
 )
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
@@ -61,9 +63,13 @@ def run_export(args: argparse.Namespace, root: Path) -> str:
     items = _table(store, ITEMS_TABLE)
     items = items[items["benchmark_name"] == args.benchmark]
     out = args.out or root / "qupath" / args.experiment / args.benchmark
-    reported = read_reported_regions(args.reported, args.benchmark) if args.reported else []
+    if args.reported:
+        reported = read_reported_regions(args.reported, args.benchmark)
+    else:
+        reported = stored_reported_regions(store, args.experiment, args.benchmark)
     written = export_qupath(predictions, items, out, reported=reported)
-    return f"wrote {len(written)} QuPath GeoJSON file(s), one per slide, to {out}"
+    regions = f" and {len(reported)} reported region(s)" if reported else ""
+    return f"wrote {len(written)} QuPath GeoJSON file(s), one per slide, with every crop{regions}, to {out}"
 
 
 def run_import(args: argparse.Namespace, root: Path) -> str:
@@ -96,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     exp.add_argument(
         "--reported",
         type=Path,
-        help="regions a path-review run reported: a JSON list of {benchmark_id, run_index, box, ...}",
+        help="instead of the stored path_review_regions of a path-review experiment (read by default): "
+        "reported regions as a JSON list of {benchmark_id, run_index, box, ...}",
     )
     imp = sub.add_parser("import", help="QuPath GeoJSON exports -> a reference regions file")
     imp.add_argument("paths", nargs="+", type=Path, help="GeoJSON files or folders of them")

@@ -24,6 +24,7 @@ from giant_assets.core.files import file_sha256
 from giant_assets.core.secrets import is_loopback_url, public_url
 from giant_assets.core.settings import ANTHROPIC_BASE_URL_ENV, OPENAI_BASE_URL_ENV, env
 from giant_assets.experiments import api_contracts as contracts
+from giant_assets.experiments.itemsample import ItemSample
 from giant_assets.experiments.prompts import resolve_prompts, texts_sha256
 from giant_assets.slides.access import JPEG_QUALITY
 
@@ -195,6 +196,11 @@ class Experiment(BaseModel):
     batch_poll_s: float = Field(default=60.0, gt=0, description="seconds between looks at a running batch")
     batch_max_requests: int | None = Field(default=None, ge=1, description="per batch; default: provider max")
     batch_max_line_attempts: int = Field(default=3, ge=1, le=20, description="submissions of a failing line")
+    item_sample: ItemSample | None = Field(
+        default=None,
+        description="path review only: a seeded sample of each benchmark's items, {n, seed, exclude} "
+        "(experiments/itemsample.py); default every item",
+    )
     max_failed_share: float = Field(
         default=0.2,
         ge=0,
@@ -232,6 +238,11 @@ class Experiment(BaseModel):
             and self.protocol == "json"
         ):
             raise ValueError("random_patch_tool 'view_random_region' is a tool: use protocol 'tools'")
+        if self.item_sample is not None and self.agent != "path_review":
+            raise ValueError(
+                "item_sample: only for agent 'path_review' (its runs are not scored); the other agents are "
+                "scored over every item of a benchmark"
+            )
         if self.agent == "replay" and not self.replay_path:
             raise ValueError("agent 'replay' needs replay_path")
         api = self.resolved_api
@@ -494,6 +505,7 @@ SPEED_FIELDS = (
     "batch_max_requests",
     "batch_max_line_attempts",
     "max_failed_share",
+    "item_sample",  # which items run, not how an item is answered
 )
 
 

@@ -256,3 +256,23 @@ def test_runs_of_another_step_budget_do_not_calibrate(tmp_path: Path) -> None:
     [e20] = estimate_experiment(twenty, _items(tcga=4), journals_dir=journals, prices=PRICES)
     assert e20.runs_pending == 3  # item 0 is journalled
     assert e20.measured_runs == 1 and e20.calls.high == pytest.approx(3 * 19 * 1.25)
+
+
+def test_a_path_review_sample_is_estimated_for_its_items_only(tmp_path: Path) -> None:
+    """item_sample {n: 25}: a 40-item benchmark is estimated for 25 items, a 10-item one for all 10."""
+    items = _items(gtex=40, tcga=10)
+    items["row_number"] = range(len(items))
+    items["image_path"] = [
+        f"{b}-{i}.svs" for b, i in zip(items.benchmark_name, items.benchmark_id, strict=True)
+    ]
+    review = Experiment(name="r", agent="path_review", model="gpt-5", item_sample={"n": 25})
+    got = {
+        e.benchmark_name: e for e in estimate_experiment(review, items, journals_dir=tmp_path, prices=PRICES)
+    }
+    assert (got["gtex"].items, got["tcga"].items) == (25, 10)
+    assert got["gtex"].runs_total == 25
+    (whole,) = estimate_experiment(
+        review.model_copy(update={"item_sample": None}), items[items.benchmark_name == "gtex"],
+        journals_dir=tmp_path, prices=PRICES,
+    )  # fmt: skip
+    assert whole.items == 40

@@ -12,9 +12,12 @@ import sys
 from pathlib import Path
 
 import duckdb
+import krippendorff
+import numpy as np
 import pandas as pd
 import pytest
 import shapely
+from sklearn.metrics import cohen_kappa_score
 
 from giant_assets.multipathqa.sample import sample_regions_path
 from giant_assets.platform.definitions import defs
@@ -259,3 +262,74 @@ def test_the_demo_path_review_reports_where_it_looked(demo: tuple[Path, str]) ->
     assert said in stdout and f"with {5 * len(answered)} regions" in stdout and "0 problems" in stdout
     metrics = sql(data, "select distinct experiment from benchmark_metrics")
     assert "demo-path-review" not in set(metrics.experiment)  # no leaderboard row
+
+
+def test_the_bundled_review_follows_its_rules_and_agrees_with_sklearn_and_krippendorff(
+    demo: tuple[Path, str],
+) -> None:
+    """The demo's two scripted reviewers rated every answered demo-giant run of an item with reference
+    regions once; demo-a's region ratings follow the overlap rule (shapely); review_metrics' kappa and
+    alpha per benchmark are scikit-learn's and the krippendorff package's on the same ratings."""
+    data, stdout = demo
+    reviews = sql(data, "select * from pathologist_reviews")
+    metrics = sql(data, "select * from review_metrics").set_index("benchmark_name")
+    assert set(reviews.experiment) == {"demo-giant"} and set(metrics.experiment) == {"demo-giant"}
+    refs = pd.read_csv(sample_regions_path(), dtype={"benchmark_id": str})
+    with_refs = set(zip(refs.benchmark_name, refs.benchmark_id, strict=True))
+    runs = sql(
+        data,
+        "select benchmark_name, benchmark_id, run_index from predictions "
+        "where experiment = 'demo-giant' and error_kind is null",
+    )
+    expected = {(b, i, r) for b, i, r in runs.itertuples(index=False) if (b, i) in with_refs}
+    for reviewer in ("demo-a", "demo-b"):
+        mine = reviews[reviews.reviewer == reviewer]
+        assert set(zip(mine.benchmark_name, mine.benchmark_id, mine.run_index, strict=True)) == expected
+    assert len(expected) == 20 and (reviews.n_submissions == 1).all()
+    ratings = {"relevant": 0, "partly": 0, "not relevant": 0}
+    for row in reviews[reviews.reviewer == "demo-a"].itertuples():
+        mine = refs[(refs.benchmark_name == row.benchmark_name) & (refs.benchmark_id == row.benchmark_id)]
+        ref_boxes = [shapely.box(x, y, x + w, y + h) for x, y, w, h in mine["coords"].map(json.loads)]
+        for (x, y, w, h), rating in zip(
+            json.loads(row.agent_regions), json.loads(row.region_ratings), strict=True
+        ):
+            view = shapely.box(x, y, x + w, y + h)
+            inter = [view.intersection(r).area for r in ref_boxes]
+            hit = any(
+                i / view.union(r).area >= 0.1 or i >= 0.5 * r.area or i >= 0.5 * view.area
+                for i, r in zip(inter, ref_boxes, strict=True)
+            )
+            want = "relevant" if hit else "partly" if max(inter) > 0 else "not relevant"
+            assert rating == want
+            ratings[rating] += 1
+        assert [shapely.box(x, y, x + w, y + h) for x, y, w, h in json.loads(row.drawn)] == ref_boxes
+    assert ratings["relevant"] and ratings["not relevant"]  # the rules give a mix
+    order = {"wrong": 0, "partly": 1, "correct": 2}
+    region_order = {"not relevant": 0, "partly": 1, "relevant": 2}
+    kappas = []
+    for benchmark, group in reviews.groupby("benchmark_name"):
+        answers = group.pivot(index="unit", columns="reviewer", values="answer")
+        kappa = cohen_kappa_score(answers["demo-a"], answers["demo-b"])
+        got = metrics.loc[benchmark]
+        assert got.cohen_kappa_answer == pytest.approx(kappa, abs=1e-12, nan_ok=True)
+        kappas.append(kappa)
+        answer_matrix = [[order[v] for v in answers[r]] for r in ("demo-a", "demo-b")]
+        alpha = krippendorff.alpha(
+            reliability_data=answer_matrix, level_of_measurement="ordinal", value_domain=[0, 1, 2]
+        )
+        assert got.alpha_answer == pytest.approx(alpha, abs=1e-12, nan_ok=True)
+        regions = group.pivot(index="unit", columns="reviewer", values="region_ratings")
+        region_matrix = [
+            [region_order[v] for unit in regions.index for v in json.loads(regions.at[unit, r])]
+            for r in ("demo-a", "demo-b")
+        ]
+        alpha = krippendorff.alpha(
+            reliability_data=region_matrix, level_of_measurement="ordinal", value_domain=[0, 1, 2]
+        )
+        assert got.alpha_regions == pytest.approx(alpha, abs=1e-12, nan_ok=True)
+        assert got.reviewers == 2 and got.runs_reviewed == len(answers)
+    assert any(np.isfinite(kappas)) and not all(k == 1 for k in kappas)  # disagreement, and a kappa
+    printed = stdout.split("Bundled review of demo-giant", 1)[1]
+    for benchmark in metrics.index:
+        line = next(ln for ln in printed.splitlines() if ln.split()[:1] == [benchmark])
+        assert str(int(metrics.loc[benchmark].runs_reviewed)) in line.split()

@@ -8,24 +8,31 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import shapely
-from dagster import DagsterInstance, materialize
+from dagster import AssetSelection, DagsterInstance, materialize
 
 from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, demo_policy
 from giant_assets.demo.scripted.review import reported_regions, zooms
 from giant_assets.eval.path_review import MIN_IOU
+from giant_assets.eval.qupath import CROP_CLASS, REPORTED_CLASS
+from giant_assets.eval.qupath_cli import main as qupath_main
+from giant_assets.eval.reviews import ReviewFiles, load_queue
 from giant_assets.experiments.prompts import BUILT_IN, PATH_REVIEW_PROMPT
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.assets.path_review import path_review
 from giant_assets.platform.assets.predictions import predictions, trajectory_steps
+from giant_assets.platform.definitions import ALL_ASSETS, ALL_CHECKS
 from giant_assets.platform.partitions import result_key
+from giant_assets.report.review.cli import main as review_main
 from tests.support.dagster_env import add_experiments, resources_for, write_experiments
 
 PARTITION = "tcga"
-GOOD, BROKEN, PLAIN = "review-ok", "review-broken", "giant-plain"
+GOOD, BROKEN, PLAIN, RANDOM = "review-ok", "review-broken", "giant-plain", "random-plain"
+SAMPLED = "review-sampled"  # item_sample: 2 of the benchmark's 3 items
 
 
 def broken(request: RecordedRequest) -> Reply:
@@ -45,7 +52,7 @@ def reviewed(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
     mp = pytest.MonkeyPatch()
     mp.setenv("GIANT_DATA_DIR", str(data))
     instance = DagsterInstance.ephemeral()
-    add_experiments(instance, GOOD, BROKEN, PLAIN)
+    add_experiments(instance, GOOD, BROKEN, PLAIN, RANDOM, SAMPLED)
     declared = data.parent / "experiments.yaml"
     resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
     assets = [multipathqa_csv, benchmark_items, predictions, trajectory_steps, path_review]
@@ -60,9 +67,12 @@ def reviewed(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
                     GOOD: settings | {"base_url": good.openai_base_url},
                     BROKEN: settings | {"base_url": bad.openai_base_url},
                     PLAIN: {"agent": "giant", "model": "scripted-review", "base_url": good.openai_base_url},
+                    RANDOM: {"agent": "random", "seed": 3},
+                    SAMPLED: settings
+                    | {"base_url": good.openai_base_url, "item_sample": {"n": 2, "seed": 42}},
                 },
             )
-            for name in (GOOD, BROKEN, PLAIN):
+            for name in (GOOD, BROKEN, PLAIN, SAMPLED):
                 before = len(good.requests)
                 results[name] = materialize(
                     assets,
@@ -78,14 +88,24 @@ def reviewed(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
     store = ParquetStore(data)
     tables = {
         (name, t): store.read(t, [f"{name}/{PARTITION}"])
-        for name in (GOOD, BROKEN, PLAIN)
+        for name in (GOOD, BROKEN, PLAIN, SAMPLED)
         for t in ("predictions", "trajectory_steps", "path_review_regions", "path_review_answers")
     }
-    return tables, results, requests
+
+    def run(selection: list[str], key: str | None = None) -> None:
+        assert materialize(
+            [*ALL_ASSETS, *ALL_CHECKS],
+            selection=AssetSelection.assets(*selection),
+            partition_key=key,
+            resources=resources,
+            instance=instance,
+        ).success
+
+    return tables, results, requests, data, run
 
 
 def test_the_review_request_replaces_the_question(reviewed) -> None:
-    _, _, requests = reviewed
+    _, _, requests, _, _ = reviewed
     firsts = [r for r in requests[GOOD] if r.assistant_turns == 0]
     assert firsts
     for r in firsts:
@@ -98,7 +118,7 @@ def test_the_review_request_replaces_the_question(reviewed) -> None:
 
 def test_regions_match_the_reply_and_shapely(reviewed) -> None:
     """Every reported region is stored as sent; its best IoU with the crops shown is shapely's."""
-    tables, _, requests = reviewed
+    tables, _, requests, _, _ = reviewed
     runs = tables[GOOD, "predictions"]
     regions, answers, steps = (
         tables[GOOD, t] for t in ("path_review_regions", "path_review_answers", "trajectory_steps")
@@ -156,7 +176,7 @@ def _size_of(request: RecordedRequest) -> tuple[int, int]:
 
 
 def test_a_malformed_region_is_reported_with_its_item_and_field(reviewed) -> None:
-    tables, results, _ = reviewed
+    tables, results, _, _, _ = reviewed
     regions, answers = tables[BROKEN, "path_review_regions"], tables[BROKEN, "path_review_answers"]
     answered = answers[answers.parsed]
     assert len(answered) >= 2
@@ -184,6 +204,104 @@ def test_a_malformed_region_is_reported_with_its_item_and_field(reviewed) -> Non
 
 
 def test_another_agent_gets_empty_review_tables(reviewed) -> None:
-    tables, results, _ = reviewed
+    tables, results, _, _, _ = reviewed
     assert tables[PLAIN, "path_review_regions"].empty and tables[PLAIN, "path_review_answers"].empty
     assert len(tables[PLAIN, "predictions"]) == 3
+
+
+def _box(x: float, y: float, w: float, h: float) -> shapely.Polygon:
+    return shapely.box(x, y, x + w, y + h)
+
+
+def test_qupath_export_and_the_review_queue_read_the_stored_regions(reviewed, tmp_path: Path) -> None:
+    """Without a hand-made --reported file, giant-qupath export and giant-review prepare take a
+    path-review experiment's regions from the stored path_review_regions table: every valid region once,
+    its polygon the stored box (shapely), its texts as properties; invalid regions and other agents none."""
+    tables, _, _, data, _ = reviewed
+    for name in (GOOD, BROKEN, PLAIN):
+        out = tmp_path / name
+        args = ["--data-dir", str(data), "export", "--experiment", name, "--benchmark", PARTITION]
+        assert qupath_main([*args, "--out", str(out)]) == 0
+        features = [f for p in sorted(out.glob("*.geojson")) for f in json.loads(p.read_text())["features"]]
+        reported = [f for f in features if f["properties"]["classification"]["name"] == REPORTED_CLASS]
+        stored = tables[name, "path_review_regions"]
+        valid = stored[stored["valid"].fillna(False).astype(bool)] if len(stored) else stored
+        assert len(reported) == len(valid) and (len(valid) > 0) == (name != PLAIN)
+        if name == BROKEN:
+            assert len(valid) == 3 * len(tables[name, "path_review_answers"].query("parsed"))
+        got = {
+            (f["properties"]["benchmark_id"], f["properties"]["run"], f["properties"]["region_number"]): f
+            for f in reported
+        }
+        for row in valid.itertuples():
+            feature = got[(row.benchmark_id, row.run_index, row.region_number)]
+            polygon = shapely.geometry.shape(feature["geometry"])
+            assert polygon.equals(_box(row.x, row.y, row.width, row.height))
+            props = feature["properties"]
+            assert (props["finding"], props["why_zoomed"]) == (row.observations, row.why_zoomed)
+            assert props["best_iou"] == pytest.approx(row.best_iou) and props["viewed"] == bool(row.viewed)
+        crops = [f for f in features if f["properties"]["classification"]["name"] == CROP_CLASS]
+        assert len(crops) == (tables[name, "trajectory_steps"]["action"] == "crop").sum()
+
+    reviews = ["--data-dir", str(data), "prepare", "--benchmark", PARTITION]
+    assert review_main([*reviews, "--experiment", GOOD, "--experiment", PLAIN]) == 0
+    units = {
+        (u["experiment"], u["benchmark_id"], u["run_index"]): u
+        for u in load_queue(ReviewFiles(data / "reviews"))
+    }
+    good = tables[GOOD, "path_review_regions"]
+    for run in tables[GOOD, "predictions"].itertuples():
+        mine = good[(good.benchmark_id == run.benchmark_id) & (good.run_index == run.run_index)]
+        shown = units[(GOOD, run.benchmark_id, run.run_index)]["shown"]["regions"]
+        assert [r["reason"] for r in shown] == mine["observations"].tolist()
+        assert [_box(*r["box"]) for r in shown] == [
+            _box(*b) for b in mine[["x", "y", "width", "height"]].to_numpy()
+        ]
+    steps = tables[PLAIN, "trajectory_steps"]
+    for run in tables[PLAIN, "predictions"].itertuples():
+        crops = steps[
+            (steps.benchmark_id == run.benchmark_id)
+            & (steps.run_index == run.run_index)
+            & (steps.action == "crop")
+        ]
+        shown = units[(PLAIN, run.benchmark_id, run.run_index)]["shown"]["regions"]
+        assert [r["step"] for r in shown] == crops["step"].tolist()  # another agent: its crops
+
+
+def test_a_path_review_gets_no_leaderboard_row_and_no_comparison(reviewed) -> None:
+    """Backfilled like any cell (its item_predictions and benchmark_metrics materialized: no option in a
+    review JSON, so near zero), a path-review experiment still gets no leaderboard row, no long cell, no
+    stale entry, no results.json and no paired comparison; the answering experiments do."""
+    _, _, _, data, run = reviewed
+    scoring = ["item_predictions", "benchmark_metrics"]
+    for name in (GOOD, PLAIN):
+        run(scoring, result_key(name, PARTITION))
+    run(["predictions", "trajectory_steps", *scoring], result_key(RANDOM, PARTITION))
+    run(["leaderboard", "leaderboard_long", "leaderboard_stale", "experiment_comparisons"])
+    store = ParquetStore(data)
+    metrics = store.read("benchmark_metrics").set_index("experiment")
+    assert {GOOD, PLAIN, RANDOM} <= set(metrics.index) and metrics.at[GOOD, "value_pct"] == 0.0
+    board = store.read("leaderboard")
+    assert sorted(board.loc[board.source == "ours", "experiment"]) == sorted([PLAIN, RANDOM])
+    assert GOOD not in set(store.read("leaderboard_long").experiment)
+    stale = store.read("leaderboard_stale")
+    assert GOOD not in set(stale.experiment) if len(stale) else True
+    pairs = store.read("experiment_comparisons")
+    assert sorted(zip(pairs.experiment_a, pairs.experiment_b, strict=True)) == [
+        tuple(sorted([PLAIN, RANDOM]))
+    ]
+    assert not (data / "results" / GOOD).exists() and (data / "results" / PLAIN / "results.json").is_file()
+
+
+def test_an_item_sample_runs_only_the_sampled_items(reviewed) -> None:
+    """item_sample {n: 2, seed: 42}: the cell runs the two items pandas' sample(n=2, random_state=42)
+    picks from the benchmark's items in CSV order (the released script's draw), no other."""
+    tables, _, _, data, _ = reviewed
+    items = ParquetStore(data).read("benchmark_items")
+    tcga = items[items.benchmark_name == PARTITION].sort_values("row_number").reset_index(drop=True)
+    assert len(tcga) == 3
+    picked = np.random.RandomState(42).choice(len(tcga), size=2, replace=False)
+    expected = set(tcga.loc[picked, "benchmark_id"].astype(str))
+    runs = tables[SAMPLED, "predictions"]
+    assert set(runs.benchmark_id.astype(str)) == expected and len(runs) == 2
+    assert set(tables[GOOD, "predictions"].benchmark_id.astype(str)) == set(tcga.benchmark_id.astype(str))

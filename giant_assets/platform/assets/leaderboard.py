@@ -1,7 +1,8 @@
 """Assets across experiments: the leaderboard with the paper's rows, and paired comparisons.
 
-Both show only results over today's items of declared experiments (eval/itemsets.py); a failed rebuild
-retires their tables (platform/hooks.py), so a view never serves an outdated build.
+Both show only results over today's items of declared experiments (eval/itemsets.py), never those of a
+path-review experiment (it answers with a review JSON, not an option); a failed rebuild retires their
+tables (platform/hooks.py), so a view never serves an outdated build.
 """
 
 import pandas as pd
@@ -17,7 +18,13 @@ from giant_assets.eval.itemsets import (
     set_aside_markdown,
     split_current,
 )
-from giant_assets.eval.leaderboard import leaderboard_long, leaderboard_markdown, leaderboard_table
+from giant_assets.eval.leaderboard import (
+    leaderboard_long,
+    leaderboard_markdown,
+    leaderboard_table,
+    unscored_experiments,
+    without_experiments,
+)
 from giant_assets.eval.scoring import write_results_json
 from giant_assets.experiments.prompts import prompt_provenance
 from giant_assets.experiments.spec import MODEL_MODES
@@ -36,6 +43,11 @@ COMPARISON_COLUMNS_SHOWN = [
     "diff_pct",
     "p_le_0",
 ]
+
+
+def _unscored(experiments: ExperimentsResource) -> set[str]:
+    """Declared experiments that answer no benchmark question (the path review): no row, no pair."""
+    return unscored_experiments({name: e.agent for name, e in experiments.all().items()})
 
 
 @multi_asset(
@@ -80,6 +92,7 @@ def leaderboard(
     from giant_assets.report.charts import leaderboard_chart_png, png_markdown  # matplotlib: when drawing
 
     declared = set(experiments.all())
+    benchmark_metrics = without_experiments(benchmark_metrics, _unscored(experiments))
     shown, stale = split_current(benchmark_metrics, benchmark_items, declared, str(experiments.file))
     failed = failed_cells(
         context.instance, storage.root, experiments.all(), benchmark_items, set(stale["partition"])
@@ -169,6 +182,7 @@ def experiment_comparisons(
     Only results over today's item set of declared experiments are compared; the others are named in
     the ``set_aside`` metadata (and the run's log) with what to re-run (eval/itemsets.py)."""
     declared = set(experiments.all())
+    item_predictions = without_experiments(item_predictions, _unscored(experiments))
     rows, stale = split_current(item_predictions, benchmark_items, declared, str(experiments.file))
     table = compare_experiments(rows)
     shown = [c for c in COMPARISON_COLUMNS_SHOWN if c in table.columns]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from giant_assets.core.settings import data_dir
 from giant_assets.core.storage import ParquetStore
-from giant_assets.eval.qupath import read_reported_regions
+from giant_assets.eval.qupath import read_reported_regions, stored_reported_regions
 from giant_assets.eval.reviews import ReviewError, ReviewFiles, add_reviewer, build_units, write_queue
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.report.review.serve import DEFAULT_PORT, ReviewServer
@@ -27,14 +27,17 @@ def prepare(
     if not store.partitions("benchmark_items"):
         raise ReviewError(f"no benchmark_items under {root}: materialize it first")
     items = store.read("benchmark_items")
-    regions = read_reported_regions(reported, benchmark) if reported else []
+    given = read_reported_regions(reported, benchmark) if reported else None
     units = []
     for experiment in experiments:
         cell = f"{experiment}/{benchmark}"
         if cell not in store.partitions("predictions"):
             raise ReviewError(f"no predictions for {cell} under {root}: materialize that cell first")
         runs = store.read("predictions", [cell])
-        mine = [r for r in regions if r.get("experiment", experiment) == experiment]
+        if given is None:  # a path-review experiment's stored regions; none for another agent
+            mine = stored_reported_regions(store, experiment, benchmark)
+        else:
+            mine = [r for r in given if r.get("experiment", experiment) == experiment]
         units += build_units(files.secret(), experiment, runs, items, reported=mine)
     total = write_queue(files, units)
     return f"added {len(units)} run(s) of {', '.join(experiments)} on {benchmark}; the queue holds {total}"
@@ -52,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     prep.add_argument(
         "--reported",
         type=Path,
-        help="path-review runs' reported regions, shown instead of their crops: a JSON list of "
-        "{benchmark_id, run_index, box, finding, experiment}",
+        help="instead of the stored path_review_regions (read by default, shown instead of a path-review "
+        "run's crops): a JSON list of {benchmark_id, run_index, box, finding, experiment}",
     )
     serve = sub.add_parser("serve", help="serve the review pages")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT)
