@@ -20,5 +20,5 @@ class PathReviewAgent(GiantAgent):
     """GIANT with the review request as the first user turn (the item's question is not sent)."""
 
     async def answer(self, item: AgentItem, run_index: int) -> AgentAnswer:
-        request = replace(item, prompt=self.prompts.review_request, options=None)
+        request = replace(item, prompt=self.prompts.review_request, question=None, options=None)
         return await super().answer(request, run_index)
