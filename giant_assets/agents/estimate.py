@@ -126,7 +126,7 @@ class Estimate:
 
 
 def _reasoning_range(exp: Experiment) -> tuple[int, int]:
-    if exp.provider == "anthropic":
+    if exp.family in ("anthropic", "gemini"):
         budget = exp.thinking_budget or 0
         return (int(budget * 0.3), budget)
     return REASONING_TOKENS.get(exp.resolved_reasoning_effort, (0, 0))
@@ -152,12 +152,12 @@ def _run_tokens(exp: Experiment, calls: int, question_tokens: float) -> tuple[fl
     model = exp.model
     if exp.agent == "thumbnail":
         t = exp.thumbnail_size
-        return question_tokens + image_tokens(exp.provider, t, round(t * OVERVIEW_ASPECT), model), 0.0
+        return question_tokens + image_tokens(exp.family, t, round(t * OVERVIEW_ASPECT), model), 0.0
     if exp.agent == "patch":
-        per_call = question_tokens + image_tokens(exp.provider, exp.patch_size, exp.patch_size, model)
+        per_call = question_tokens + image_tokens(exp.family, exp.patch_size, exp.patch_size, model)
         return calls * per_call, 0.0
-    overview = image_tokens(exp.provider, size, round(size * OVERVIEW_ASPECT), model)
-    crop = image_tokens(exp.provider, size, size, model) + TOOL_TURN_TOKENS
+    overview = image_tokens(exp.family, size, round(size * OVERVIEW_ASPECT), model)
+    crop = image_tokens(exp.family, size, size, model) + TOOL_TURN_TOKENS
     # pruning keeps the overview and the newest `max_images_in_context - 1` crops as images
     limit = exp.resolved_max_images_in_context  # a local server's image limit included
     kept = None if limit is None else limit - 1

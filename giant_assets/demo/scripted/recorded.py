@@ -5,22 +5,15 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from PIL import Image
 
 from giant_assets.demo.scripted import chat, messages, responses
+from giant_assets.demo.scripted.routes import route
 from giant_assets.demo.scripted.turns import Turn
-
-WIRES = {
-    "/v1/responses": "responses",
-    "/responses": "responses",
-    "/v1/chat/completions": "chat",
-    "/chat/completions": "chat",
-    "/v1/messages": "messages",
-}
 
 
 class Headers(dict):
@@ -47,11 +40,22 @@ class RecordedRequest:
     headers: dict[str, str]
     body: bytes
     received_at: float  # time.monotonic()
+    query: dict[str, str] = field(default_factory=dict)  # the URL's query parameters
 
     @property
     def wire(self) -> str:
-        """ "responses", "chat" or "messages"."""
-        return WIRES.get(self.path, "")
+        """ "responses", "chat", "messages" or "gemini"."""
+        return route(self.path)[0]
+
+    @property
+    def provider(self) -> str:
+        """Whose route the request came to: openai, azure, anthropic, bedrock, vertex or gemini."""
+        return route(self.path)[1]
+
+    @property
+    def route_params(self) -> dict[str, str]:
+        """The route's path parameters (``deployment``, ``model``, ``project``, ``region``)."""
+        return route(self.path)[2]
 
     @cached_property
     def json(self) -> Any:

@@ -1,0 +1,147 @@
+"""Azure OpenAI, OpenRouter, Claude on Bedrock and Vertex AI, and Gemini: the GIANT loop over a real
+generated slide, through each provider's SDK client, against the scripted loopback server at the
+provider's own routes (``demo/scripted/routes.py`` refuses what the provider would refuse there), with
+each provider's error bodies; and the request rules ``giant-experiments check`` refuses."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from giant_assets.agents.giant import GiantAgent
+from giant_assets.agents.pricing import load_price_table
+from giant_assets.agents.registry import make_agent
+from giant_assets.batch.agent_api import AgentAnswer, AgentItem
+from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply, crop_reply
+from giant_assets.experiments.spec import Experiment
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+
+REPO = Path(__file__).resolve().parents[2]
+OPTIONS = ["Lung", "Liver", "Skin"]
+PROMPT = 'Which organ?\n1. Lung\n2. Liver\n3. Skin\nAnswer as JSON {"answer": N}.'
+AZURE_KEY = "azure-key-0123456789abcdef0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def slide_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_pyramidal_slide(tmp_path_factory.mktemp("cloud") / "slide.tiff", ONE_LESION_DESIGN, levels=4)
+
+
+def run(exp: Experiment, slide: Path) -> AgentAnswer:
+    agent = make_agent(exp, pd.DataFrame(), None)
+    assert isinstance(agent, GiantAgent)
+
+    async def go() -> AgentAnswer:
+        try:
+            return await agent.answer(AgentItem("tcga", "item-1", PROMPT, OPTIONS, str(slide)), 0)
+        finally:
+            await agent.aclose()
+
+    return asyncio.run(go())
+
+
+def three_steps() -> list[Reply]:
+    """A crop, a second crop, then the answer: images and tool calls both ways, on any wire."""
+    return [crop_reply(0, 0, 2048, 1536), crop_reply(2048, 1536, 2048, 1536), answer_reply(2)]
+
+
+def priced(ans: AgentAnswer, model: str) -> float:
+    """The run's cost from its steps' tokens at ``model``'s list price (the independent sum)."""
+    price = load_price_table().lookup(model)
+    assert price is not None
+    return sum(
+        price[1].usd(s.input_tokens, s.output_tokens, s.cached_input_tokens or 0, s.cache_write_tokens or 0)
+        for s in ans.steps
+    )
+
+
+# ---------------------------------------------------------------- Azure OpenAI
+
+
+def azure(srv: ScriptedModelServer, **fields: Any) -> Experiment:
+    settings = {"agent": "giant", "provider": "azure", "model": "gpt-5", "deployment": "giant-gpt5-eu",
+                "azure_endpoint": srv.base_url, "max_steps": 6, "image_size": 560} | fields  # fmt: skip
+    return Experiment(name="az", **settings)
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_azure_runs_the_protocol_at_its_deployment_routes(
+    slide_path: Path, api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", AZURE_KEY)
+    with ScriptedModelServer(three_steps()) as srv:
+        ans = run(azure(srv, api=api), slide_path)
+    assert ans.error is None and json.loads(ans.text) == {"answer": 2}
+    assert [s.action for s in ans.steps] == ["thumbnail", "crop", "crop", "answer"]
+    path = "/openai/responses" if api == "responses" else "/openai/deployments/giant-gpt5-eu/chat/completions"
+    assert [r.path for r in srv.requests] == [path] * 3 and srv.refused == []
+    for r in srv.requests:
+        assert r.query == {"api-version": "2025-03-01-preview"}
+        assert r.headers["api-key"] == AZURE_KEY and "authorization" not in r.headers
+        assert r.json["model"] == "giant-gpt5-eu"  # the deployment; the price goes by the model
+    assert [len(r.images) for r in srv.requests] == [1, 2, 3]
+    assert ans.cost_usd == pytest.approx(priced(ans, "gpt-5")) and ans.cost_usd > 0
+
+
+def test_azure_route_without_api_version_is_refused_as_azure_would() -> None:
+    """The loopback route checks what Azure checks: no api-version, no answer (the test above's oracle)."""
+    import httpx
+
+    with ScriptedModelServer([answer_reply(1)]) as srv:
+        reply = httpx.post(f"{srv.base_url}/openai/responses", json={"model": "d", "input": "hi"})
+    assert reply.status_code == 400 and "api-version" in reply.text
+    assert len(srv.refused) == 1 and srv.requests == []
+
+
+FILTERED_PROMPT = {
+    "error": {
+        "message": "The response was filtered due to the prompt triggering Azure OpenAI's content management "
+        "policy. Please modify your prompt and retry.",
+        "type": None, "param": "prompt", "code": "content_filter", "status": 400,
+        "innererror": {
+            "code": "ResponsibleAIPolicyViolation",
+            "content_filter_result": {
+                "hate": {"filtered": False, "severity": "safe"},
+                "self_harm": {"filtered": False, "severity": "safe"},
+                "sexual": {"filtered": False, "severity": "safe"},
+                "violence": {"filtered": True, "severity": "medium"},
+            },
+        },
+    }
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_azure_content_filter_is_recorded_as_such(
+    slide_path: Path, api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filtered prompt (400 ``content_filter``) ends the run with error kind content_filtered, after
+    one request (not retried, not re-run), and never with the filter's text as the answer."""
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", AZURE_KEY)
+    blocked = Reply(status=400, body=json.dumps(FILTERED_PROMPT).encode())
+    with ScriptedModelServer([crop_reply(0, 0, 2048, 1536), blocked]) as srv:
+        ans = run(azure(srv, api=api, max_attempts=3), slide_path)
+    assert ans.error_kind == "content_filtered" and ans.text == ""
+    assert "content filter blocked the prompt (filtered: violence)" in ans.error
+    assert len(srv.requests) == 2  # no retry, no second attempt
+
+
+def test_azure_filtered_answer_is_not_an_answer(slide_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chat Completions: a reply cut by the filter (``finish_reason: content_filter``) is no answer."""
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", AZURE_KEY)
+    cut = {
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-5",
+        "choices": [{"index": 0, "finish_reason": "content_filter",
+                     "message": {"role": "assistant", "content": "<report>partial"},
+                     "content_filter_results": {"violence": {"filtered": True, "severity": "high"}}}],
+        "usage": {"prompt_tokens": 900, "completion_tokens": 3, "total_tokens": 903},
+    }  # fmt: skip
+    with ScriptedModelServer([Reply(body=json.dumps(cut).encode())]) as srv:
+        ans = run(azure(srv, api="chat"), slide_path)
+    assert ans.error_kind == "content_filtered" and ans.text == "" and "blocked the answer" in ans.error
+    assert "partial" not in json.dumps(ans.steps_as_dicts())
