@@ -145,3 +145,57 @@ def test_azure_filtered_answer_is_not_an_answer(slide_path: Path, monkeypatch: p
         ans = run(azure(srv, api="chat"), slide_path)
     assert ans.error_kind == "content_filtered" and ans.text == "" and "blocked the answer" in ans.error
     assert "partial" not in json.dumps(ans.steps_as_dicts())
+
+
+# ---------------------------------------------------------------- OpenRouter
+
+OPENROUTER_KEY = "sk-or-v1-" + "0123456789abcdef" * 4
+
+
+def openrouter(srv: ScriptedModelServer, **fields: Any) -> Experiment:
+    settings = {"agent": "giant", "provider": "openrouter", "model": "openai/gpt-5", "max_steps": 6,
+                "image_size": 560, "base_url": f"{srv.base_url}/api/v1"} | fields  # fmt: skip
+    return Experiment(name="or", **settings)
+
+
+def test_openrouter_runs_the_protocol_with_its_headers_and_names(
+    slide_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENROUTER_API_KEY", OPENROUTER_KEY)
+    with ScriptedModelServer(three_steps()) as srv:
+        ans = run(openrouter(srv), slide_path)
+    assert ans.error is None and json.loads(ans.text) == {"answer": 2}
+    assert [r.path for r in srv.requests] == ["/api/v1/chat/completions"] * 3
+    for r in srv.requests:
+        assert (
+            r.headers["authorization"] == f"Bearer {OPENROUTER_KEY}"
+            and r.headers["x-title"] == "giant-assets"
+        )
+        assert r.json["model"] == "openai/gpt-5"
+        assert r.json["reasoning"] == {"effort": "high"} and "reasoning_effort" not in r.json
+    assert ans.cost_usd == pytest.approx(priced(ans, "gpt-5")) and ans.cost_usd > 0
+
+
+@pytest.mark.parametrize(
+    ("model", "price_key", "reasons"),
+    [("openai/gpt-4o", "gpt-4o", False), ("anthropic/claude-sonnet-4.5", "claude-sonnet-4-5", True)],
+)
+def test_openrouter_names_map_to_the_vendors_rules_and_prices(
+    slide_path: Path, model: str, price_key: str, reasons: bool
+) -> None:
+    with ScriptedModelServer([answer_reply(1)]) as srv:
+        ans = run(openrouter(srv, model=model), slide_path)
+    assert ans.error is None and ("reasoning" in srv.requests[0].json) is reasons
+    assert load_price_table().lookup(model)[0] == price_key
+    assert ans.cost_usd == pytest.approx(priced(ans, price_key)) and ans.cost_usd > 0
+
+
+def test_openrouter_moderation_is_recorded_as_such(slide_path: Path) -> None:
+    metadata = {"reasons": ["violence"], "flagged_input": "...", "provider_name": "OpenAI",
+                "model_slug": "openai/gpt-5"}  # fmt: skip
+    message = "openai/gpt-5 requires moderation on OpenAI. Your input was flagged"
+    flagged = {"error": {"code": 403, "message": message, "metadata": metadata}}
+    with ScriptedModelServer([Reply(status=403, body=json.dumps(flagged).encode())]) as srv:
+        ans = run(openrouter(srv, max_attempts=2), slide_path)
+    assert ans.error_kind == "content_filtered" and "moderation flagged the prompt (violence)" in ans.error
+    assert len(srv.requests) == 1

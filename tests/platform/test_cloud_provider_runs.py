@@ -34,10 +34,20 @@ def _azure(url: str) -> dict[str, Any]:
     return {"azure_endpoint": url}
 
 
+def _openrouter(url: str) -> dict[str, Any]:
+    return {"base_url": f"{url}/api/v1"}
+
+
+OPENROUTER_KEY = "sk-or-v1-SECRET-0123456789abcdef0123456789abcdef"
 CASES: dict[str, tuple[Callable[[str], dict[str, Any]], dict[str, str], str]] = {
     "azure-gpt5-giant": (_azure, {"AZURE_OPENAI_API_KEY": AZURE_KEY}, "/openai/responses"),
+    "openrouter-gpt5-giant": (
+        _openrouter,
+        {"OPENROUTER_API_KEY": OPENROUTER_KEY},
+        "/api/v1/chat/completions",
+    ),
 }
-SECRETS = [AZURE_KEY]
+SECRETS = [AZURE_KEY, OPENROUTER_KEY]
 
 
 def declared(name: str) -> dict[str, Any]:
