@@ -15,11 +15,14 @@ import pytest
 
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import load_price_table
+from giant_assets.agents.providers import MissingAPIKey
 from giant_assets.agents.registry import make_agent
 from giant_assets.batch.agent_api import AgentAnswer, AgentItem
+from giant_assets.core.secrets import REDACTED, redact_secrets
 from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.experiments.spec import Experiment
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from tests.support.cloud import AWS_ENV, AWS_SECRET, service_account
 
 REPO = Path(__file__).resolve().parents[2]
 OPTIONS = ["Lung", "Liver", "Skin"]
@@ -199,3 +202,99 @@ def test_openrouter_moderation_is_recorded_as_such(slide_path: Path) -> None:
         ans = run(openrouter(srv, max_attempts=2), slide_path)
     assert ans.error_kind == "content_filtered" and "moderation flagged the prompt (violence)" in ans.error
     assert len(srv.requests) == 1
+
+
+# ---------------------------------------------------------------- Claude on Bedrock and Vertex AI
+
+
+def cloud_claude(provider: str, base_url: str, **fields: Any) -> Experiment:
+    region = "us-east-1" if provider == "bedrock" else "us-east5"
+    settings = {"agent": "giant", "provider": provider, "model": "claude-sonnet-4-5", "max_steps": 6,
+                "region": region, "base_url": base_url}  # fmt: skip
+    return Experiment(name="cc", **(settings | fields))
+
+
+def sigv4_oracle(request: Any, url: str) -> str:
+    """The Authorization header botocore computes for the recorded request (its own time and body)."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    names = request.headers["authorization"].split("SignedHeaders=")[1].split(",")[0].split(";")
+    signed = {k: request.headers[k] for k in names}
+    aws = AWSRequest(method="POST", url=url, headers=signed, data=request.body)
+    aws.context["timestamp"] = request.headers["x-amz-date"]
+    SigV4Auth(Credentials(AWS_ENV["AWS_ACCESS_KEY_ID"], AWS_SECRET), "bedrock", "us-east-1").add_auth(aws)
+    return aws.headers["Authorization"]
+
+
+def test_bedrock_runs_the_protocol_signed_at_its_invoke_route(
+    slide_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for k, v in AWS_ENV.items():
+        monkeypatch.setenv(k, v)
+    with ScriptedModelServer(three_steps()) as srv:
+        ans = run(cloud_claude("bedrock", srv.base_url), slide_path)
+    assert ans.error is None and json.loads(ans.text) == {"answer": 2}
+    model_id = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"  # an inference profile: Bedrock's rule
+    assert [r.path for r in srv.requests] == [f"/model/{model_id}/invoke"] * 3 and srv.refused == []
+    for r in srv.requests:
+        assert r.json["anthropic_version"] == "bedrock-2023-05-31" and "model" not in r.json
+        assert r.json["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+        assert r.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/")
+        assert "/us-east-1/bedrock/aws4_request" in r.headers["authorization"]
+        assert r.headers["authorization"] == sigv4_oracle(r, f"{srv.base_url}{r.path}")
+        assert AWS_SECRET not in json.dumps(dict(r.headers))
+    assert [len(r.images) for r in srv.requests] == [1, 2, 3]
+    assert ans.cost_usd == pytest.approx(priced(ans, "claude-sonnet-4-5")) and ans.cost_usd > 0
+    assert redact_secrets(f"boom {AWS_SECRET}") == f"boom {REDACTED}"  # remembered from the chain
+
+
+def test_bedrock_throttling_is_retried_and_a_validation_error_is_not(
+    slide_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for k, v in AWS_ENV.items():
+        monkeypatch.setenv(k, v)
+    throttled = Reply(status=429, headers={"x-amzn-ErrorType": "ThrottlingException:http://internal.amazon.com/"},
+                      text="Too many requests, please wait before trying again.")  # fmt: skip
+    too_long = Reply(status=400, headers={"x-amzn-ErrorType": "ValidationException:http://internal.amazon.com/"},
+                     text="Input is too long for requested model.")  # fmt: skip
+    with ScriptedModelServer([throttled, answer_reply(1)]) as srv:
+        ans = run(cloud_claude("bedrock", srv.base_url), slide_path)
+    assert ans.error is None and len(srv.requests) == 2
+    with ScriptedModelServer([too_long]) as srv:
+        ans = run(cloud_claude("bedrock", srv.base_url, max_attempts=1), slide_path)
+    assert "HTTP 400 (not retryable): Input is too long for requested model." in ans.error
+    assert len(srv.requests) == 1
+
+
+def test_vertex_runs_the_protocol_with_adc_at_its_raw_predict_route(
+    slide_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Application Default Credentials as Google's chain finds them (GOOGLE_APPLICATION_CREDENTIALS), the
+    token fetched from the key file's token endpoint (here the loopback), the project from the file."""
+    with ScriptedModelServer(three_steps()) as srv:
+        key = service_account(tmp_path / "sa.json", f"{srv.base_url}/token")
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+        ans = run(cloud_claude("vertex", f"{srv.base_url}/v1"), slide_path)
+    assert ans.error is None and json.loads(ans.text) == {"answer": 2}
+    route = "/v1/projects/giant-test-project/locations/us-east5/publishers/anthropic/models"
+    assert [r.path for r in srv.requests] == [f"{route}/claude-sonnet-4-5@20250929:rawPredict"] * 3
+    assert len(srv.token_requests) == 1 and srv.refused == []
+    for r in srv.requests:
+        assert r.json["anthropic_version"] == "vertex-2023-10-16" and "model" not in r.json
+        assert r.headers["authorization"] == f"Bearer {srv.access_token}"
+    assert ans.cost_usd == pytest.approx(priced(ans, "claude-sonnet-4-5")) and ans.cost_usd > 0
+    assert srv.access_token not in redact_secrets(f"token {srv.access_token}")
+
+
+def test_cloud_credentials_missing_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(MissingAPIKey, match="no AWS credentials found"):
+        make_agent(
+            cloud_claude("bedrock", "https://bedrock-runtime.us-east-1.amazonaws.com"), pd.DataFrame(), None
+        )

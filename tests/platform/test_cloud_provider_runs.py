@@ -22,6 +22,7 @@ from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.assets.predictions import predictions
 from giant_assets.platform.partitions import result_key
+from tests.support.cloud import AWS_ENV, AWS_SECRET, service_account
 from tests.support.dagster_env import add_experiments, resources_for, write_experiments
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,15 +40,37 @@ def _openrouter(url: str) -> dict[str, Any]:
 
 
 OPENROUTER_KEY = "sk-or-v1-SECRET-0123456789abcdef0123456789abcdef"
+
+
+def _bedrock(url: str) -> dict[str, Any]:
+    return {"base_url": url}
+
+
+def _vertex(url: str) -> dict[str, Any]:
+    return {"base_url": f"{url}/v1"}
+
+
+VERTEX = "/v1/projects/YOUR-GCP-PROJECT/locations/us-east5/publishers/anthropic/models"
+BEDROCK = "/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/invoke"
 CASES: dict[str, tuple[Callable[[str], dict[str, Any]], dict[str, str], str]] = {
     "azure-gpt5-giant": (_azure, {"AZURE_OPENAI_API_KEY": AZURE_KEY}, "/openai/responses"),
     "openrouter-gpt5-giant": (
-        _openrouter,
-        {"OPENROUTER_API_KEY": OPENROUTER_KEY},
-        "/api/v1/chat/completions",
+        _openrouter, {"OPENROUTER_API_KEY": OPENROUTER_KEY}, "/api/v1/chat/completions"
     ),
-}
-SECRETS = [AZURE_KEY, OPENROUTER_KEY]
+    "bedrock-claude-giant": (_bedrock, AWS_ENV, BEDROCK),
+    "vertex-claude-giant": (_vertex, {}, f"{VERTEX}/claude-sonnet-4-5@20250929:rawPredict"),
+}  # fmt: skip
+SECRETS = [AZURE_KEY, OPENROUTER_KEY, AWS_SECRET]
+
+
+def environment(name: str, server: ScriptedModelServer, tmp_path: Path) -> dict[str, str]:
+    """The case's credentials; for Vertex, a key file whose token endpoint is ``server``."""
+    environ = dict(CASES[name][1])
+    if name.startswith("vertex"):
+        key = service_account(tmp_path / "sa.json", f"{server.base_url}/token")
+        environ["GOOGLE_APPLICATION_CREDENTIALS"] = str(key)
+        SECRETS.append(server.access_token)
+    return environ
 
 
 def declared(name: str) -> dict[str, Any]:
@@ -56,12 +79,10 @@ def declared(name: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_declared_cloud_example_materializes(tmp_path: Path, sample_wsi_root: Path, name: str) -> None:
-    point, environ, path = CASES[name]
+    point, _, path = CASES[name]
     data = tmp_path / "data"
     mp = pytest.MonkeyPatch()
     mp.setenv("GIANT_DATA_DIR", str(data))
-    for k, v in environ.items():
-        mp.setenv(k, v)
     instance = DagsterInstance.ephemeral()
     add_experiments(instance, name)
     experiments_file = tmp_path / "experiments.yaml"
@@ -69,6 +90,8 @@ def test_declared_cloud_example_materializes(tmp_path: Path, sample_wsi_root: Pa
     try:
         assert materialize([multipathqa_csv, benchmark_items], resources=resources, instance=instance).success
         with ScriptedModelServer(rule=demo_policy) as server:
+            for k, v in environment(name, server, tmp_path).items():
+                mp.setenv(k, v)
             write_experiments(experiments_file, {name: declared(name) | point(server.base_url)})
             result = materialize(
                 [multipathqa_csv, benchmark_items, predictions],
@@ -96,11 +119,12 @@ GIANT_RUN = Path(sys.executable).parent / "giant-run"
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_declared_cloud_example_through_giant_run(tmp_path: Path, sample_wsi_root: Path, name: str) -> None:
-    point, environ, path = CASES[name]
+    point, _, path = CASES[name]
     settings = declared(name)
     slide = next(sample_wsi_root.rglob("*.tiff"))
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")} | environ
     with ScriptedModelServer(rule=demo_policy) as server:
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        env |= environment(name, server, tmp_path)
         flags = {"provider": settings["provider"], "model": settings["model"]} | {
             k: v for k, v in (settings | point(server.base_url)).items()
             if k in ("azure_endpoint", "deployment", "region", "project", "base_url", "api_version")

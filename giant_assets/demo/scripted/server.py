@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import secrets
 import socket
 import threading
 import time
@@ -27,6 +28,7 @@ from giant_assets.demo.scripted.routes import refusal
 from giant_assets.demo.scripted.turns import Turn
 
 IDENTITY_PATH = "/scripted-model"
+TOKEN_PATH = "/token"  # an OAuth token endpoint (a service account's token_uri may point here)
 
 Rule = Callable[[RecordedRequest], Reply]
 
@@ -45,6 +47,8 @@ class ScriptedModelServer(LoopbackServer):
         self.requests: list[RecordedRequest] = []
         self.replies: list[Reply] = []  # what was sent, parallel to ``requests``
         self.refused: list[RecordedRequest] = []  # refused at their route (``routes.refusal``)
+        self.token_requests: list[RecordedRequest] = []  # at TOKEN_PATH
+        self.access_token = f"ya29.scripted-{secrets.token_hex(16)}"  # what TOKEN_PATH hands out
         self._prefixes: set[str] = set()  # hashes of conversation prefixes seen (the "prompt cache")
         self._lock = threading.Lock()
         self._serve(_Server(("127.0.0.1", port), _handler(self)))
@@ -183,6 +187,11 @@ def _handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             path, _, raw_query = self.path.partition("?")
             query = dict(parse_qsl(raw_query))
             request = RecordedRequest(path, Headers(self.headers.items()), body, time.monotonic(), query)
+            if path == TOKEN_PATH:  # Google's OAuth token endpoint, for credentials whose token_uri is here
+                server.token_requests.append(request)
+                token = {"access_token": server.access_token, "expires_in": 3600, "token_type": "Bearer"}
+                self._send(200, json.dumps(token).encode(), {})
+                return
             if not request.wire:
                 self._send(404, json.dumps({"error": {"message": f"no route {path}"}}).encode(), {})
                 return
