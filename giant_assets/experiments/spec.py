@@ -12,6 +12,7 @@ The API key's *variable name* (``api_key_env``) is a speed field: the key itself
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import re
@@ -200,6 +201,12 @@ class Experiment(BaseModel):
                 "starting with a letter or digit"
             )
         return value
+
+    @field_validator("api_version", mode="before")
+    @classmethod
+    def _version_text(cls, value: Any) -> Any:
+        """YAML reads ``api_version: 2024-10-21`` as a date: it is the version's text."""
+        return value.isoformat() if isinstance(value, datetime.date) else value
 
     @model_validator(mode="after")
     def _coherent(self) -> Experiment:

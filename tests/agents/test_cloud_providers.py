@@ -6,6 +6,7 @@ each provider's error bodies; and the request rules ``giant-experiments check`` 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from giant_assets.agents.registry import make_agent
 from giant_assets.batch.agent_api import AgentAnswer, AgentItem
 from giant_assets.core.secrets import REDACTED, redact_secrets
 from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply, crop_reply
+from giant_assets.experiments.declared import ExperimentsFileError, load_experiments
 from giant_assets.experiments.spec import Experiment
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 from tests.support.cloud import AWS_ENV, AWS_SECRET, service_account
@@ -298,3 +300,136 @@ def test_cloud_credentials_missing_is_one_clear_error(monkeypatch: pytest.Monkey
         make_agent(
             cloud_claude("bedrock", "https://bedrock-runtime.us-east-1.amazonaws.com"), pd.DataFrame(), None
         )
+
+
+# ---------------------------------------------------------------- Gemini
+
+GEMINI_KEY = "AIza" + "GeminiKeyForTests0123456789abcdefghi"
+
+
+def gemini(srv: ScriptedModelServer, **fields: Any) -> Experiment:
+    settings = {"agent": "giant", "provider": "gemini", "model": "gemini-2.5-pro", "max_steps": 6,
+                "image_size": 560, "base_url": srv.base_url} | fields  # fmt: skip
+    return Experiment(name="gm", **settings)
+
+
+def test_gemini_runs_the_protocol_through_generate_content(
+    slide_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
+    with ScriptedModelServer(three_steps()) as srv:
+        ans = run(gemini(srv), slide_path)
+    assert ans.error is None and json.loads(ans.text) == {"answer": 2}
+    assert [s.action for s in ans.steps] == ["thumbnail", "crop", "crop", "answer"]
+    assert [r.path for r in srv.requests] == ["/v1beta/models/gemini-2.5-pro:generateContent"] * 3
+    for r in srv.requests:
+        assert r.headers["x-goog-api-key"] == GEMINI_KEY
+        thinking = r.json["generationConfig"]["thinkingConfig"]  # the SDK keeps these in proto names
+        assert {k.replace("_", "").lower(): v for k, v in thinking.items()} == {
+            "thinkingbudget": 1024, "includethoughts": True
+        }  # fmt: skip
+        declared = r.json["tools"][0]["functionDeclarations"][0]
+        schema = (
+            declared.get("parametersJsonSchema") or declared["parameters_json_schema"]
+        )  # proto JSON: both
+        assert declared["name"] == "slide_zoom" and schema["required"] == ["x0", "y0", "w", "h"]
+        assert r.json["systemInstruction"]["parts"][0]["text"]
+    assert [len(r.images) for r in srv.requests] == [1, 2, 3]
+    # the model's first reply goes back verbatim: its thought and the call's thought signature
+    sent = srv.requests[1].json["contents"]
+    model_turn = next(c for c in sent if c["role"] == "model")
+    signature = next(p["thoughtSignature"] for p in model_turn["parts"] if "functionCall" in p)
+    assert base64.urlsafe_b64decode(signature + "==").startswith(b"sig-")
+    result = next(p["functionResponse"] for p in sent[-1]["parts"] if "functionResponse" in p)
+    assert result["name"] == "slide_zoom" and result["id"].startswith("call_")
+    assert any("inlineData" in p for p in sent[-1]["parts"])  # the crop follows its result
+    assert ans.cost_usd == pytest.approx(priced(ans, "gemini-2.5-pro")) and ans.cost_usd > 0
+
+
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        ({"promptFeedback": {"blockReason": "SAFETY", "safetyRatings": [
+            {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}]},
+          "usageMetadata": {"promptTokenCount": 900, "totalTokenCount": 900}},
+         "safety system blocked the prompt (SAFETY)"),
+        ({"candidates": [{"finishReason": "PROHIBITED_CONTENT", "index": 0}],
+          "usageMetadata": {"promptTokenCount": 900, "candidatesTokenCount": 0, "totalTokenCount": 900}},
+         "safety system stopped the answer (PROHIBITED_CONTENT)"),
+    ],
+)  # fmt: skip
+def test_gemini_safety_blocks_are_recorded_as_such(slide_path: Path, reply: dict, message: str) -> None:
+    with ScriptedModelServer([Reply(body=json.dumps(reply).encode())]) as srv:
+        ans = run(gemini(srv, max_attempts=2), slide_path)
+    assert ans.error_kind == "content_filtered" and message in ans.error and ans.text == ""
+    assert len(srv.requests) == 1
+
+
+def test_gemini_rate_limit_is_retried_and_an_invalid_argument_is_not(slide_path: Path) -> None:
+    exhausted = Reply(status=429, headers={"Retry-After": "0"}, text="Resource has been exhausted")
+    too_long = Reply(status=400, text="The input token count (1200000) exceeds the maximum number of tokens")
+    with ScriptedModelServer([exhausted, answer_reply(1)]) as srv:
+        assert run(gemini(srv), slide_path).error is None and len(srv.requests) == 2
+    with ScriptedModelServer([too_long]) as srv:
+        ans = run(gemini(srv, max_attempts=1), slide_path)
+    assert "HTTP 400 (not retryable): INVALID_ARGUMENT The input token count" in ans.error
+    assert len(srv.requests) == 1
+
+
+# ---------------------------------------------------------------- what check refuses
+
+
+@pytest.mark.parametrize(
+    ("settings", "refusal"),
+    [
+        ("provider: azure, model: gpt-5", "field 'azure_endpoint': provider 'azure' needs"),
+        ("provider: azure, model: gpt-5, azure_endpoint: https://r.openai.azure.com, api_version: 2024-10-21",
+         "field 'api_version': Azure serves the Responses API from 2025-03-01-preview"),
+        ("provider: azure, model: gpt-5, azure_endpoint: https://r.openai.azure.com, api_version: latest",
+         "field 'api_version': 'latest' is not an Azure api-version"),
+        ("provider: azure, model: gpt-5, azure_endpoint: https://r.openai.azure.com, api: messages",
+         "provider 'azure' speaks api 'responses' or 'chat', not 'messages'"),
+        ("provider: openrouter, model: gpt-5", "field 'model': OpenRouter names models 'vendor/model'"),
+        ("provider: openrouter, model: openai/gpt-5, api: responses",
+         "provider 'openrouter' speaks api 'chat'"),
+        ("provider: bedrock, model: claude-sonnet-4-5", "field 'region': provider 'bedrock' needs"),
+        ("provider: vertex, model: claude-sonnet-4-5, region: us-east5, thinking_budget: 500",
+         "field 'thinking_budget': 500 is below Anthropic's minimum"),
+        ("provider: bedrock, model: claude-opus-4-1, region: us-east-1, thinking_budget: 30000",
+         "field .thinking_budget.: .*output limit of 32000"),
+        ("provider: gemini, model: gemini-2.5-pro, thinking_budget: 0",
+         "field 'thinking_budget': gemini-2.5-pro takes a thinking budget of 128 to 32768 tokens"),
+        ("provider: gemini, model: gemini-2.5-flash-lite, thinking_budget: 100", "field .*512 to 24576"),
+        ("provider: openai, model: gpt-5, region: us-east-1", "field 'region' applies to provider 'bedrock'"),
+        *((f"provider: {p}, model: {m}, {extra} batch: true",
+           f"field 'batch': batch mode is not available for provider '{p}' yet")
+          for p, m, extra in [("azure", "gpt-5", "azure_endpoint: https://r.openai.azure.com,"),
+                              ("openrouter", "openai/gpt-5", ""),
+                              ("bedrock", "claude-sonnet-4-5", "region: x,"),
+                              ("vertex", "claude-sonnet-4-5", "region: x,"),
+                              ("gemini", "gemini-2.5-pro", "")]),
+    ],
+)  # fmt: skip
+def test_settings_the_provider_would_refuse_fail_the_check(
+    tmp_path: Path, settings: str, refusal: str
+) -> None:
+    path = tmp_path / "experiments.yaml"
+    path.write_text(f"experiments:\n  e: {{agent: giant, budget_usd: 5, {settings}}}\n")
+    with pytest.raises(
+        ExperimentsFileError, match=f"experiment 'e': (field '\\(experiment\\)': Value error, )?{refusal}"
+    ):
+        load_experiments(path)
+
+
+def test_declared_cloud_examples_pass_the_check_and_are_priced() -> None:
+    """``giant-experiments check`` accepts each declared example; the estimate prices each."""
+    from giant_assets.agents.estimate import estimate
+
+    declared = load_experiments(REPO / "experiments.yaml")
+    names = ["azure-gpt5-giant", "openrouter-gpt5-giant", "bedrock-claude-giant", "vertex-claude-giant",
+             "gemini-giant"]  # fmt: skip
+    for name in names:
+        exp = declared[name]
+        assert exp.paid and exp.unbudgeted() is None
+        est = estimate(exp, "tcga", items=10, prices=load_price_table())
+        assert est.priced and est.usd.low > 0, name

@@ -42,7 +42,7 @@ def _openrouter(url: str) -> dict[str, Any]:
 OPENROUTER_KEY = "sk-or-v1-SECRET-0123456789abcdef0123456789abcdef"
 
 
-def _bedrock(url: str) -> dict[str, Any]:
+def _bedrock(url: str) -> dict[str, Any]:  # and Gemini: base_url is the API root
     return {"base_url": url}
 
 
@@ -50,6 +50,8 @@ def _vertex(url: str) -> dict[str, Any]:
     return {"base_url": f"{url}/v1"}
 
 
+GEMINI = "/v1beta/models/gemini-2.5-pro"
+GEMINI_KEY = "AIza" + "SECRETgeminiKey0123456789abcdefghijk"
 VERTEX = "/v1/projects/YOUR-GCP-PROJECT/locations/us-east5/publishers/anthropic/models"
 BEDROCK = "/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/invoke"
 CASES: dict[str, tuple[Callable[[str], dict[str, Any]], dict[str, str], str]] = {
@@ -59,8 +61,9 @@ CASES: dict[str, tuple[Callable[[str], dict[str, Any]], dict[str, str], str]] = 
     ),
     "bedrock-claude-giant": (_bedrock, AWS_ENV, BEDROCK),
     "vertex-claude-giant": (_vertex, {}, f"{VERTEX}/claude-sonnet-4-5@20250929:rawPredict"),
+    "gemini-giant": (_bedrock, {"GEMINI_API_KEY": GEMINI_KEY}, f"{GEMINI}:generateContent"),
 }  # fmt: skip
-SECRETS = [AZURE_KEY, OPENROUTER_KEY, AWS_SECRET]
+SECRETS = [AZURE_KEY, OPENROUTER_KEY, AWS_SECRET, GEMINI_KEY]
 
 
 def environment(name: str, server: ScriptedModelServer, tmp_path: Path) -> dict[str, str]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from PIL import Image
 
-from giant_assets.demo.scripted import chat, messages, responses
+from giant_assets.demo.scripted import chat, gemini, messages, responses
 from giant_assets.demo.scripted.routes import route
 from giant_assets.demo.scripted.turns import Turn
 
@@ -67,6 +67,8 @@ class RecordedRequest:
     @property
     def tools(self) -> list[str]:
         """Names of the tools offered."""
+        if self.wire == "gemini":
+            return gemini.tool_names(self.json or {})
         tools = (self.json or {}).get("tools") or []
         return [t.get("name") or (t.get("function") or {}).get("name", "") for t in tools]
 
@@ -75,7 +77,8 @@ class RecordedRequest:
         """The conversation as turns, whichever wire format carried it (consecutive assistant items of
         one Responses reply form one turn)."""
         body = self.json if isinstance(self.json, dict) else {}
-        parse = {"responses": responses.turns, "chat": chat.turns, "messages": messages.turns}
+        parse = {"responses": responses.turns, "chat": chat.turns, "messages": messages.turns,
+                 "gemini": gemini.turns}  # fmt: skip
         return parse.get(self.wire, chat.turns)(body)
 
     @property
@@ -93,4 +96,6 @@ class RecordedRequest:
     @property
     def reasoning_enabled(self) -> bool:
         body = self.json or {}
+        if self.wire == "gemini":
+            return gemini.thinking(body)
         return bool(body.get("reasoning") or body.get("reasoning_effort") or body.get("thinking"))

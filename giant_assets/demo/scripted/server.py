@@ -20,7 +20,7 @@ from PIL import Image
 
 from giant_assets.agents.pricing import image_tokens
 from giant_assets.demo.loopback import LoopbackServer
-from giant_assets.demo.scripted import chat, messages, responses
+from giant_assets.demo.scripted import chat, gemini, messages, responses
 from giant_assets.demo.scripted.policy import DEMO_MODEL, demo_policy
 from giant_assets.demo.scripted.recorded import Headers, RecordedRequest
 from giant_assets.demo.scripted.replies import TOOL_NAME, Reply, ReplyParts
@@ -284,5 +284,5 @@ def _wire_body(request: RecordedRequest, reply: Reply, tokens: tuple[int, int, i
         body=body, model=model, text=text, calls=calls, ids=ids, rid=rid, args=args,
         n_in=n_in, n_out=n_out, cached=cached, written=written, thinking=thinking,
     )  # fmt: skip
-    wire = {"messages": messages, "responses": responses}.get(request.wire, chat)
+    wire = {"messages": messages, "responses": responses, "gemini": gemini}.get(request.wire, chat)
     return json.dumps(wire.reply_body(parts)).encode()
