@@ -39,7 +39,7 @@ def slide_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run(exp: Experiment, slide: Path) -> AgentAnswer:
     agent = make_agent(exp, pd.DataFrame(), None)
-    assert isinstance(agent, GiantAgent)
+    assert isinstance(agent, GiantAgent) or exp.agent != "giant"
 
     async def go() -> AgentAnswer:
         try:
@@ -433,3 +433,22 @@ def test_declared_cloud_examples_pass_the_check_and_are_priced() -> None:
         assert exp.paid and exp.unbudgeted() is None
         est = estimate(exp, "tcga", items=10, prices=load_price_table())
         assert est.priced and est.usd.low > 0, name
+
+
+def test_a_thumbnail_blocked_by_gemini_safety_is_recorded_as_such(slide_path: Path) -> None:
+    blocked = {"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}}
+    with ScriptedModelServer([Reply(body=json.dumps(blocked).encode())]) as srv:
+        ans = run(gemini(srv, agent="thumbnail"), slide_path)
+    assert ans.error_kind == "content_filtered" and ans.text == "" and len(srv.requests) == 1
+
+
+def test_cloud_credentials_of_a_known_shape_are_redacted_unread() -> None:
+    """Credentials this process never read are still scrubbed by their shape; model names, digests and
+    ordinary words are left alone."""
+    signature = "Signature=" + "0123456789abcdef" * 4
+    text = (f"AKIAIOSFODNN7EXAMPLE {signature} ya29.a0AfB_byC-abcdefghijklmnop AIza{'x' * 35} "
+            f"sk-or-v1-{'ab' * 32} gemini-2.5-pro sha256={'0123456789abcdef' * 4}")  # fmt: skip
+    assert redact_secrets(text) == (
+        f"{REDACTED} Signature={REDACTED} {REDACTED} {REDACTED} {REDACTED} gemini-2.5-pro "
+        f"sha256={'0123456789abcdef' * 4}"
+    )
