@@ -103,6 +103,28 @@ def test_azure_route_without_api_version_is_refused_as_azure_would() -> None:
     assert len(srv.refused) == 1 and srv.requests == []
 
 
+def test_azure_rate_limit_is_retried_and_context_too_long_is_not(
+    slide_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", AZURE_KEY)
+    limited = {
+        "error": {
+            "code": "429",
+            "message": "Requests to the Responses_Create Operation under Azure OpenAI "
+            "API version 2025-03-01-preview have exceeded token rate limit. Please retry after 1 second.",
+        }
+    }
+    too_long = {"error": {"code": "context_length_exceeded", "type": "invalid_request_error",
+                          "message": "This model's maximum context length is 272000 tokens."}}  # fmt: skip
+    wait = Reply(status=429, headers={"retry-after-ms": "5"}, body=json.dumps(limited).encode())
+    with ScriptedModelServer([wait, answer_reply(1)]) as srv:
+        assert run(azure(srv), slide_path).error is None and len(srv.requests) == 2
+    with ScriptedModelServer([Reply(status=400, body=json.dumps(too_long).encode())]) as srv:
+        ans = run(azure(srv, max_attempts=1), slide_path)
+    assert "HTTP 400 (not retryable): This model's maximum context length" in ans.error
+    assert ans.error_kind is None and len(srv.requests) == 1  # an agent_error: re-run later, not filtered
+
+
 FILTERED_PROMPT = {
     "error": {
         "message": "The response was filtered due to the prompt triggering Azure OpenAI's content management "
