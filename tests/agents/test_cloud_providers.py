@@ -400,12 +400,16 @@ def test_gemini_rate_limit_is_retried_and_an_invalid_argument_is_not(slide_path:
 
 # ---------------------------------------------------------------- what check refuses
 
+AZ = "provider: azure, azure_endpoint: https://r.openai.azure.com"
+
 
 @pytest.mark.parametrize(
     ("settings", "refusal"),
     [
         ("provider: azure, model: gpt-5", "field 'azure_endpoint': provider 'azure' needs"),
         ("provider: azure, model: gpt-5, azure_endpoint: https://r.openai.azure.com, api_version: 2024-10-21",
+         "field 'api_version': Azure serves the Responses API from 2025-03-01-preview"),
+        (f"{AZ}, model: gpt-5, api_version: 2024-12-01-preview",
          "field 'api_version': Azure serves the Responses API from 2025-03-01-preview"),
         ("provider: azure, model: gpt-5, azure_endpoint: https://r.openai.azure.com, api_version: latest",
          "field 'api_version': 'latest' is not an Azure api-version"),
@@ -441,6 +445,21 @@ def test_settings_the_provider_would_refuse_fail_the_check(
         ExperimentsFileError, match=f"experiment 'e': (field '\\(experiment\\)': Value error, )?{refusal}"
     ):
         load_experiments(path)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        f"{AZ}, model: gpt-5, api_version: 2025-04-01-preview",
+        f"{AZ}, model: gpt-4.1, api: chat, api_version: 2024-10-21",
+        "provider: gemini, model: gemini-2.5-flash, thinking_budget: 0",
+        "provider: vertex, model: claude-sonnet-4-5, region: global, deployment: claude-sonnet-4-5@20250929",
+    ],
+)  # fmt: skip
+def test_settings_within_the_providers_rules_pass_the_check(tmp_path: Path, settings: str) -> None:
+    path = tmp_path / "experiments.yaml"
+    path.write_text(f"experiments:\n  e: {{agent: giant, budget_usd: 5, {settings}}}\n")
+    assert load_experiments(path)["e"].provider in settings
 
 
 def test_declared_cloud_examples_pass_the_check_and_are_priced() -> None:
