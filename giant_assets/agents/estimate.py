@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from giant_assets.agents.pricing import PriceTable, image_tokens
+from giant_assets.experiments.api_contracts import vendor_model
 from giant_assets.experiments.spec import MODEL_MODES, Experiment
 
 BATCH_DISCOUNT = 0.5
@@ -149,7 +150,7 @@ def _calls_per_run(exp: Experiment) -> Span:
 def _run_tokens(exp: Experiment, calls: int, question_tokens: float) -> tuple[float, float]:
     """(input, cached input) tokens of one run of ``calls`` model calls, by the protocol's shape."""
     size = exp.resolved_image_size
-    model = exp.model
+    model = vendor_model(exp.model)  # an OpenRouter name counts as its vendor's model
     if exp.agent == "thumbnail":
         t = exp.thumbnail_size
         return question_tokens + image_tokens(exp.family, t, round(t * OVERVIEW_ASPECT), model), 0.0

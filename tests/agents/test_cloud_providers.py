@@ -493,3 +493,25 @@ def test_cloud_credentials_of_a_known_shape_are_redacted_unread() -> None:
         f"{REDACTED} Signature={REDACTED} {REDACTED} {REDACTED} {REDACTED} gemini-2.5-pro "
         f"sha256={'0123456789abcdef' * 4}"
     )
+
+
+@pytest.mark.parametrize(
+    ("cloud", "direct"),
+    [("azure-gpt5-giant", "gpt5-giant"), ("bedrock-claude-giant", "claude-giant"),
+     ("vertex-claude-giant", "claude-giant"), ("openrouter-gpt5-giant", "gpt5-giant")],
+)  # fmt: skip
+def test_a_cloud_estimates_as_the_model_it_serves(cloud: str, direct: str) -> None:
+    """The same model through a cloud is counted by its family's image rules and priced alike."""
+    from giant_assets.agents.estimate import estimate
+
+    declared, prices = load_experiments(REPO / "experiments.yaml"), load_price_table()
+    a, b = (estimate(declared[n], "tcga", items=10, prices=prices) for n in (cloud, direct))
+    assert (a.input_tokens, a.output_tokens, a.usd) == (b.input_tokens, b.output_tokens, b.usd)
+
+
+def test_gemini_image_tokens_follow_its_tiles() -> None:
+    from giant_assets.agents.pricing import image_tokens
+
+    assert [image_tokens("gemini", w, h) for w, h in [(384, 384), (500, 375), (1000, 750), (1537, 768)]] == [
+        258, 258, 516, 774
+    ]  # fmt: skip
