@@ -239,16 +239,25 @@ def cloud_claude(provider: str, base_url: str, **fields: Any) -> Experiment:
 
 
 def sigv4_oracle(request: Any, url: str) -> str:
-    """The Authorization header botocore computes for the recorded request (its own time and body)."""
-    from botocore.auth import SigV4Auth
+    """The Authorization header botocore computes for the recorded request: its headers, its body, the
+    signing time it carries (``x-amz-date``), so the oracle does not depend on when it runs."""
+    import datetime
+
+    import botocore.auth
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
 
     names = request.headers["authorization"].split("SignedHeaders=")[1].split(",")[0].split(";")
-    signed = {k: request.headers[k] for k in names}
-    aws = AWSRequest(method="POST", url=url, headers=signed, data=request.body)
-    aws.context["timestamp"] = request.headers["x-amz-date"]
-    SigV4Auth(Credentials(AWS_ENV["AWS_ACCESS_KEY_ID"], AWS_SECRET), "bedrock", "us-east-1").add_auth(aws)
+    aws = AWSRequest(
+        method="POST", url=url, headers={k: request.headers[k] for k in names}, data=request.body
+    )
+    stamp = datetime.datetime.strptime(request.headers["x-amz-date"], "%Y%m%dT%H%M%SZ")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(botocore.auth, "get_current_datetime", lambda *args, **kwargs: stamp)
+        signer = botocore.auth.SigV4Auth(
+            Credentials(AWS_ENV["AWS_ACCESS_KEY_ID"], AWS_SECRET), "bedrock", "us-east-1"
+        )
+        signer.add_auth(aws)
     return aws.headers["Authorization"]
 
 
