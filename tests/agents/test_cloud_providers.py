@@ -524,3 +524,30 @@ def test_gemini_image_tokens_follow_its_tiles() -> None:
     assert [image_tokens("gemini", w, h) for w, h in [(384, 384), (500, 375), (1000, 750), (1537, 768)]] == [
         258, 258, 516, 774
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("flags", "refusal"),
+    [
+        (["--provider", "azure", "--model", "gpt-5"], "field 'azure_endpoint': provider 'azure' needs"),
+        (["--provider", "gemini", "--model", "gemini-2.5-pro", "--thinking-budget", "0"],
+         "gemini-2.5-pro takes a thinking budget of 128 to 32768"),
+        (["--provider", "bedrock", "--model", "claude-sonnet-4-5"],
+         "field 'region': provider 'bedrock' needs"),
+    ],
+)  # fmt: skip
+def test_giant_run_refuses_what_the_provider_would_before_any_call(
+    slide_path: Path, flags: list[str], refusal: str
+) -> None:
+    import subprocess
+    import sys
+
+    with ScriptedModelServer([answer_reply(1)]) as srv:
+        where = (
+            ["--api-key-env", "AZURE_OPENAI_API_KEY"] if "azure" in flags else ["--base-url", srv.base_url]
+        )
+        argv = [str(Path(sys.executable).parent / "giant-run"), str(slide_path), "--question", "Which?",
+                *where, *flags]  # fmt: skip
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        assert srv.requests == [] and srv.refused == []
+    assert result.returncode == 2 and refusal in result.stderr
