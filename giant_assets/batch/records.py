@@ -24,7 +24,6 @@ AGENT_ERROR = "agent_error"
 TIMEOUT = "timeout"
 NO_ANSWER = "no_answer"
 MAX_RETRIES_EXCEEDED = "max_retries_exceeded"
-CONTENT_FILTERED = "content_filtered"  # the provider's safety system blocked the prompt or the answer
 # runs whose last attempt failed for a reason worth re-running (retry_failed)
 RETRYABLE = frozenset({AGENT_ERROR, TIMEOUT})
 
