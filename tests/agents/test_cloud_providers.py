@@ -551,3 +551,23 @@ def test_giant_run_refuses_what_the_provider_would_before_any_call(
         result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
         assert srv.requests == [] and srv.refused == []
     assert result.returncode == 2 and refusal in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("provider", "env", "token"),
+    [("bedrock", "AWS_BEARER_TOKEN_BEDROCK", "ABSKQmVkcm9ja0FQSUtleS1TRUNSRVQ0NTY3ODkw"),
+     ("vertex", "ANTHROPIC_VERTEX_ACCESS_TOKEN", "ya29.c.given-token-SECRET-0123456789")],
+)  # fmt: skip
+def test_a_cloud_token_from_the_environment_replaces_the_chain(
+    slide_path: Path, monkeypatch: pytest.MonkeyPatch, provider: str, env: str, token: str
+) -> None:
+    """A Bedrock API key / a Vertex access token: sent as the bearer token, no signing, no ADC, and
+    scrubbed from stored text as every key is."""
+    monkeypatch.setenv(env, token)
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    with ScriptedModelServer([answer_reply(1)]) as srv:
+        base = srv.base_url + ("/v1" if provider == "vertex" else "")
+        ans = run(cloud_claude(provider, base, project="p1" if provider == "vertex" else ""), slide_path)
+    assert ans.error is None and srv.token_requests == [] and srv.refused == []
+    assert srv.requests[0].headers["authorization"] == f"Bearer {token}"
+    assert redact_secrets(f"x {token} y") == f"x {REDACTED} y"
