@@ -146,7 +146,9 @@ class ThumbnailAgent(_SlideBaseline):
         try:
             reply = await self._ask(item, thumb.part)
         except ProviderError as exc:
-            return _failed(steps, f"model call failed at step 0: {exc}")
+            failed = _failed(steps, f"model call failed at step 0: {exc}")
+            failed.error_kind = exc.error_kind or failed.error_kind  # e.g. content_filtered
+            return failed
         steps.append(self._step(0, "answer", (thumb.box, thumb.level, thumb.image_size), reply))
         return AgentAnswer(text=reply.text, steps=steps)
 

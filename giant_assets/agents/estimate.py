@@ -35,6 +35,7 @@ from typing import Any
 from giant_assets.agents.pricing import PriceTable, image_tokens
 from giant_assets.batch.replies import SUFFIX as REPLIES_SUFFIX
 from giant_assets.core.secrets import public_url
+from giant_assets.experiments.api_contracts import vendor_model
 from giant_assets.experiments.itemsample import sample_items
 from giant_assets.experiments.spec import MODEL_MODES, NAVIGATING, PROVIDER_BASE_URLS, Experiment
 
@@ -132,7 +133,7 @@ class Estimate:
 
 
 def _reasoning_range(exp: Experiment) -> tuple[int, int]:
-    if exp.provider == "anthropic":
+    if exp.family in ("anthropic", "gemini"):
         budget = exp.thinking_budget or 0
         return (int(budget * 0.3), budget)
     return REASONING_TOKENS.get(exp.resolved_reasoning_effort, (0, 0))
@@ -155,15 +156,15 @@ def _calls_per_run(exp: Experiment) -> Span:
 def _run_tokens(exp: Experiment, calls: int, question_tokens: float) -> tuple[float, float]:
     """(input, cached input) tokens of one run of ``calls`` model calls, by the protocol's shape."""
     size = exp.resolved_image_size
-    model = exp.model
+    model = vendor_model(exp.model)  # an OpenRouter name counts as its vendor's model
     if exp.agent == "thumbnail":
         t = exp.thumbnail_size
-        return question_tokens + image_tokens(exp.provider, t, round(t * OVERVIEW_ASPECT), model), 0.0
+        return question_tokens + image_tokens(exp.family, t, round(t * OVERVIEW_ASPECT), model), 0.0
     if exp.agent == "patch":
-        per_call = question_tokens + image_tokens(exp.provider, exp.patch_size, exp.patch_size, model)
+        per_call = question_tokens + image_tokens(exp.family, exp.patch_size, exp.patch_size, model)
         return calls * per_call, 0.0
-    overview = image_tokens(exp.provider, size, round(size * OVERVIEW_ASPECT), model)
-    crop = image_tokens(exp.provider, size, size, model) + TOOL_TURN_TOKENS
+    overview = image_tokens(exp.family, size, round(size * OVERVIEW_ASPECT), model)
+    crop = image_tokens(exp.family, size, size, model) + TOOL_TURN_TOKENS
     # pruning keeps the overview and the newest `max_images_in_context - 1` crops as images (none
     # pruned with Anthropic, as the official Claude agent)
     limit = exp.resolved_max_images_in_context if exp.prunes_tool_images else None

@@ -373,7 +373,9 @@ class GiantAgent:
                 reply = await self.chat.complete(context, self.tools, cache_key)
             except ProviderError as exc:
                 steps.append(Step(index, "error", error=str(exc), attempt=attempt))
-                return _failed(steps, f"model call failed at step {index}: {exc}")
+                failed = _failed(steps, f"model call failed at step {index}: {exc}")
+                failed.error_kind = exc.error_kind  # e.g. content_filtered: not re-run, not an answer
+                return failed
             step = self._model_step(index, attempt, reply)
             steps.append(step)
             messages.append(reply.as_message())

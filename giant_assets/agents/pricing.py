@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,7 +75,25 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
         "claude-sonnet-4": (3.0, 0.30, 3.75, 15.0),
         "claude-haiku-4-5": (1.0, 0.10, 1.25, 5.0),
         "claude-3-5-haiku": (0.80, 0.08, 1.0, 4.0),
+        # Gemini API, paid tier, prompts up to 200k tokens (longer ones cost more; GIANT's stay far below);
+        # cached input: context-cache reads (storage per hour not counted)
+        "gemini-3-pro-preview": (2.0, 0.20, None, 12.0),
+        "gemini-2.5-pro": (1.25, 0.125, None, 10.0),
+        "gemini-2.5-flash": (0.30, 0.03, None, 2.50),
+        "gemini-2.5-flash-lite": (0.10, 0.01, None, 0.40),
     }.items()
+}
+# Where and when the built-in prices were read. Azure OpenAI (Global Standard deployments), Claude on
+# Bedrock and Vertex AI (global endpoints), and OpenRouter bill these same models at these list prices;
+# regional / data-zone deployments cost about 10% more: override them in a price file for those.
+PRICE_SOURCES: dict[str, tuple[str, str]] = {
+    "openai": ("https://openai.com/api/pricing/", "2025-12"),
+    "anthropic": ("https://www.anthropic.com/pricing#api", "2025-12"),
+    "gemini": ("https://ai.google.dev/gemini-api/docs/pricing", "2025-12"),
+    "azure": ("https://azure.microsoft.com/pricing/details/cognitive-services/openai-service/", "2025-12"),
+    "bedrock": ("https://aws.amazon.com/bedrock/pricing/", "2025-12"),
+    "vertex": ("https://cloud.google.com/vertex-ai/generative-ai/pricing", "2025-12"),
+    "openrouter": ("https://openrouter.ai/models", "2025-12"),
 }
 
 
@@ -83,8 +102,14 @@ def image_tokens(provider: str, width: int, height: int, model: str = "") -> int
 
     OpenAI (GPT-5 family 70 + 140 per tile; GPT-4o/4.1 85 + 170): fit in 2048x2048, shrink so the
     short side is at most 768, count 512 px tiles. Anthropic: long side capped at 1568, then
-    width x height / 750.
+    width x height / 750. Gemini (2.x): 258 tokens for an image within 384x384, else 258 per 768 px
+    tile. ``provider`` is the API family (``Experiment.family``): azure and openrouter count as openai,
+    bedrock and vertex as anthropic.
     """
+    if provider == "gemini":
+        if max(width, height) <= 384:
+            return 258
+        return 258 * math.ceil(width / 768) * math.ceil(height / 768)
     if provider == "anthropic":
         s = min(1.0, 1568 / max(width, height))
         return math.ceil(round(width * s) * round(height * s) / 750)
@@ -124,6 +149,20 @@ class PriceTable:
         )
 
     def lookup(self, model: str) -> tuple[str, ModelPrice] | None:
+        """The entry for ``model``; an OpenRouter name (``vendor/model``) not in the table is looked up
+        without its vendor, then with its version dots as dashes (``claude-sonnet-4.5`` ->
+        ``claude-sonnet-4-5``), as the providers' own tables name the model."""
+        names = [model]
+        if "/" in model:
+            bare = model.rsplit("/", 1)[-1]
+            names += [bare, re.sub(r"(?<=\d)\.(?=\d)", "-", bare)]
+        for name in names:
+            found = self._lookup(name)
+            if found is not None:
+                return found
+        return None
+
+    def _lookup(self, model: str) -> tuple[str, ModelPrice] | None:
         if model in self.prices:
             return model, self.prices[model]
         keys = [k for k in self.prices if model.startswith(k + "-")]

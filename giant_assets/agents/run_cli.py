@@ -1,7 +1,9 @@
 """``giant-run``: one question about one slide from the shell, with any agent mode, printed step by step.
 
-    giant-run SLIDE --question TEXT [--options A B ...] [--benchmark NAME] --provider openai|anthropic
+    giant-run SLIDE --question TEXT [--options A B ...] [--benchmark NAME]
+              --provider openai|anthropic|azure|openrouter|bedrock|vertex|gemini
               [--api responses|chat] --model M [--base-url URL] [--api-key-env NAME]
+              [--azure-endpoint URL [--api-version V]] [--deployment NAME] [--region R] [--project P]
               [--server vllm|sglang|ollama|llamacpp [--server-image-limit N]]
               [--mode giant|thumbnail|patch|random_patch] [--max-steps T] [--out trajectory.json]
               [--deadline SECONDS]
@@ -32,7 +34,7 @@ from pydantic import ValidationError
 
 from giant_assets.batch.agent_api import AgentAnswer, AgentItem, Step
 from giant_assets.batch.extraction import PANDA, extract_label
-from giant_assets.experiments.spec import Experiment
+from giant_assets.experiments.spec import AZURE_API_VERSION, PROVIDER_APIS, Experiment
 from giant_assets.multipathqa.prompts import render_prompt
 from giant_assets.slides.access import SlideError, open_slide
 
@@ -50,7 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--benchmark", default=None, help="benchmark whose answer rules apply (panda: ISUP grade 0..5)"
     )
-    p.add_argument("--provider", required=True, choices=("openai", "anthropic"))
+    p.add_argument("--provider", required=True, choices=tuple(PROVIDER_APIS))
+    p.add_argument("--azure-endpoint", default="", help="azure: https://RESOURCE.openai.azure.com")
+    p.add_argument("--api-version", help=f"azure: api-version (default {AZURE_API_VERSION})")
+    p.add_argument("--deployment", default="", help="azure deployment / bedrock or vertex model id")
+    p.add_argument("--region", default="", help="bedrock, vertex: the cloud region")
+    p.add_argument("--project", default="", help="vertex: the Google Cloud project")
     p.add_argument("--api", choices=("responses", "chat"), help="OpenAI wire format (default responses)")
     p.add_argument("--model", required=True, help="model id as the provider knows it")
     p.add_argument("--base-url", default="", help="SDK base URL, e.g. http://127.0.0.1:8000/v1 for OpenAI")
@@ -104,6 +111,11 @@ def experiment_from_args(args: argparse.Namespace) -> Experiment:
         "api": args.api,
         "model": args.model,
         "base_url": args.base_url,
+        "azure_endpoint": args.azure_endpoint,
+        "api_version": args.api_version,
+        "deployment": args.deployment,
+        "region": args.region,
+        "project": args.project,
         "server": args.server,
         "server_image_limit": args.server_image_limit,
         "api_key_env": args.api_key_env,

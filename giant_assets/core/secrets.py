@@ -1,4 +1,5 @@
-"""Secrets in text: every API key read in this process is remembered, so ``redact_secrets`` can scrub any
+"""Secrets in text: every API key (and cloud credential: AWS secret keys and session tokens, Google
+access tokens) read in this process is remembered, so ``redact_secrets`` can scrub any
 text before it is stored or shown: the key in any form it takes in a message (raw, after ``Bearer``,
 quoted, in a ``repr`` or JSON string) and any prefix of it of ``MIN_PREFIX`` or more characters (a
 server's "sk-proj-abc..."). Below every layer that stores text (the batch journal, the providers, the CLI).
@@ -12,6 +13,15 @@ import re
 from urllib.parse import urlsplit, urlunsplit
 
 REDACTED = "[REDACTED]"
+# credentials known by their shape, redacted even when this process never read them: AWS access key ids,
+# SigV4 signatures, Google OAuth access tokens and API keys, OpenRouter keys
+SHAPES = re.compile(
+    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
+    r"|(?<=Signature=)[0-9a-f]{64}"
+    r"|\bya29\.[0-9A-Za-z_.-]{16,}"
+    r"|\bAIza[0-9A-Za-z_-]{35}"
+    r"|\bsk-or-v1-[0-9a-f]{32,}"
+)
 MIN_PREFIX = 12  # a run of the key's first 12+ characters is redacted; shorter keys only whole
 _KNOWN: dict[str, Secret] = {}  # every key read in this process, by value
 
@@ -77,10 +87,11 @@ def remember(value: str) -> Secret:
 
 
 def redact_secrets(text: str) -> str:
-    """``text`` with every key read in this process redacted (see ``Secret.redact``)."""
+    """``text`` with every key read in this process redacted (see ``Secret.redact``), and every
+    credential of a known shape (``SHAPES``: AWS key ids and signatures, Google tokens and keys)."""
     for secret in list(_KNOWN.values()):
         text = secret.redact(text)
-    return text
+    return SHAPES.sub(REDACTED, text)
 
 
 def _redact_prefixes(text: str, key: str) -> str:

@@ -10,6 +10,10 @@ table by model-name prefix (the longest matching prefix wins; a model in no row 
   its long side and ``MAX_IMAGE_B64`` bytes of base64; with more than ``MANY_IMAGES`` images in one
   request, each at most ``MANY_IMAGES_PX``.
 
+- ``gemini_thinking_range(model)``: the thinking budgets a Gemini model takes (Gemini API, "Thinking").
+- Azure, OpenRouter, Bedrock and Vertex serve the OpenAI and Anthropic models under these same rules
+  (looked up by the model's OpenAI/Anthropic name; OpenRouter's ``vendor/`` prefix is dropped).
+
 Checked against the providers' documentation of 2025-12; a new model family needs a row here.
 """
 
@@ -82,3 +86,22 @@ def anthropic_max_tokens(model: str, max_tokens: int | None = None) -> int:
         return max_tokens
     limit = output_limit(model)
     return min(OFFICIAL_ANTHROPIC_MAX_TOKENS, limit) if limit else OFFICIAL_ANTHROPIC_MAX_TOKENS
+
+
+# Gemini model-name prefix -> (least, most thinking tokens, whether 0 turns thinking off)
+GEMINI_THINKING: dict[str, tuple[int, int, bool]] = {
+    "gemini-2.5-pro": (128, 32_768, False),
+    "gemini-2.5-flash": (1, 24_576, True),
+    "gemini-2.5-flash-lite": (512, 24_576, True),
+}
+
+
+def gemini_thinking_range(model: str) -> tuple[int, int, bool] | None:
+    """(least, most, may be 0) thinking budget of a Gemini model; None when unknown (sent as set)."""
+    prefix = _longest(list(GEMINI_THINKING), model)
+    return None if prefix is None else GEMINI_THINKING[prefix]
+
+
+def vendor_model(model: str) -> str:
+    """An OpenRouter name without its vendor (``openai/gpt-5`` -> ``gpt-5``), as the tables know it."""
+    return model.rsplit("/", 1)[-1]

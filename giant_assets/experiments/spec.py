@@ -12,6 +12,7 @@ The API key's *variable name* (``api_key_env``) is a speed field: the key itself
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import re
@@ -24,6 +25,7 @@ from giant_assets.core.files import file_sha256
 from giant_assets.core.secrets import is_loopback_url, public_url
 from giant_assets.core.settings import ANTHROPIC_BASE_URL_ENV, OPENAI_BASE_URL_ENV, env
 from giant_assets.experiments import api_contracts as contracts
+from giant_assets.experiments import cloud_models
 from giant_assets.experiments.itemsample import ItemSample
 from giant_assets.experiments.prompts import resolve_prompts, texts_sha256
 from giant_assets.slides.access import JPEG_QUALITY
@@ -41,7 +43,20 @@ MODEL_MODES = frozenset({"thumbnail", "patch"}) | NAVIGATING
 PROTOCOL_VERSION = "4"
 OFFLINE_PROTOCOL_VERSION = "3"  # the offline agents send nothing to a model: their result sets stay
 SLUG = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
-DEFAULT_IMAGE_SIZE = {"openai": 1000, "anthropic": 500}
+DEFAULT_IMAGE_SIZE = {"openai": 1000, "anthropic": 500, "gemini": 1000}
+Provider = Literal["openai", "anthropic", "azure", "openrouter", "bedrock", "vertex", "gemini"]
+# the API family each provider serves: its wire formats, image rules and the official agent it follows
+FAMILY: dict[str, str] = {
+    "openai": "openai", "azure": "openai", "openrouter": "openai",
+    "anthropic": "anthropic", "bedrock": "anthropic", "vertex": "anthropic",
+    "gemini": "gemini",
+}  # fmt: skip
+# the wire formats each provider serves, the first its default
+PROVIDER_APIS: dict[str, tuple[str, ...]] = {
+    "openai": ("responses", "chat"), "azure": ("responses", "chat"), "openrouter": ("chat",),
+    "anthropic": ("messages",), "bedrock": ("messages",), "vertex": ("messages",), "gemini": ("gemini",),
+}  # fmt: skip
+AZURE_API_VERSION = "2025-03-01-preview"  # the official GIANT code's (the first with the Responses API)
 Server = Literal["vllm", "sglang", "ollama", "llamacpp"]
 # where each local server listens by default (its own documented port), OpenAI-compatible under /v1
 SERVER_BASE_URLS: dict[str, str] = {
@@ -54,7 +69,9 @@ SERVER_BASE_URLS: dict[str, str] = {
 PROVIDER_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 BASE_URL_ENVS = {"openai": OPENAI_BASE_URL_ENV, "anthropic": ANTHROPIC_BASE_URL_ENV}
 # answer fields hashed only when set, so adding them left the hashes of earlier experiments unchanged
-HASHED_WHEN_SET = ("server", "server_image_limit", "send_detail")
+HASHED_WHEN_SET = (
+    "server", "server_image_limit", "send_detail", "azure_endpoint", "api_version", "deployment",
+)  # fmt: skip
 
 
 class Experiment(BaseModel):
@@ -66,12 +83,23 @@ class Experiment(BaseModel):
     description: str = ""
     # ---- answer-deciding
     agent: AgentMode = "random"
-    provider: Literal["openai", "anthropic"] = "openai"
-    api: Literal["responses", "chat", "messages"] | None = Field(
-        default=None, description="wire format; default responses (openai) or messages (anthropic)"
+    provider: Provider = "openai"
+    api: Literal["responses", "chat", "messages", "gemini"] | None = Field(
+        default=None,
+        description="wire format; default responses (openai, azure), chat (openrouter), messages "
+        "(anthropic, bedrock, vertex), gemini (gemini)",
     )
-    model: str = ""
+    model: str = Field(default="", description="the model's name; prices are looked up by it")
     base_url: str = Field(default="", description="API root; default the provider's, or the server's port")
+    azure_endpoint: str = Field(default="", description="azure: https://RESOURCE.openai.azure.com")
+    api_version: str | None = Field(
+        default=None, description=f"azure: api-version (default {AZURE_API_VERSION})"
+    )
+    deployment: str = Field(
+        default="",
+        description="the provider's own name of the model: Azure deployment, Bedrock model id or inference "
+        "profile, Vertex model id; default from model",
+    )
     server: Server | None = Field(
         default=None,
         description="a local OpenAI-compatible server (docs/open-models.md): Chat Completions, no key, "
@@ -157,6 +185,8 @@ class Experiment(BaseModel):
     panda_null_grade: Literal["benign", "no_answer"] = "benign"
     # ---- speed-only
     api_key_env: str = ""
+    region: str = Field(default="", description="bedrock, vertex: the region (e.g. us-east-1, us-east5)")
+    project: str = Field(default="", description="vertex: the Google Cloud project (default: ADC's)")
     concurrency: int = Field(default=4, ge=1, le=1024)
     requests_per_minute: float = Field(
         default=60.0, gt=0, allow_inf_nan=False, description="model requests per minute (0.5: one per 2 min)"
@@ -228,6 +258,12 @@ class Experiment(BaseModel):
             )
         return value
 
+    @field_validator("api_version", mode="before")
+    @classmethod
+    def _version_text(cls, value: Any) -> Any:
+        """YAML reads ``api_version: 2024-10-21`` as a date: it is the version's text."""
+        return value.isoformat() if isinstance(value, datetime.date) else value
+
     @model_validator(mode="after")
     def _coherent(self) -> Experiment:
         if self.agent in MODEL_MODES and not self.model:
@@ -246,6 +282,9 @@ class Experiment(BaseModel):
         if self.agent == "replay" and not self.replay_path:
             raise ValueError("agent 'replay' needs replay_path")
         api = self.resolved_api
+        cloud = _cloud_problem(self)
+        if cloud:
+            raise ValueError(cloud)
         if self.server is not None:
             if self.provider != "openai" or api != "chat":
                 raise ValueError(
@@ -258,12 +297,14 @@ class Experiment(BaseModel):
             raise ValueError("server_image_limit and send_detail apply to a local server: set server too")
         if self.provider == "anthropic" and api != "messages":
             raise ValueError(f"provider 'anthropic' speaks api 'messages', not {api!r}")
-        if self.provider == "openai" and api == "messages":
-            raise ValueError("api 'messages' is Anthropic's; provider 'openai' takes 'responses' or 'chat'")
+        if self.provider == "openai" and api in ("messages", "gemini"):
+            raise ValueError(f"api {api!r} is not OpenAI's; provider 'openai' takes 'responses' or 'chat'")
         if self.batch and self.agent not in MODEL_MODES:
             raise ValueError(f"batch: true needs an agent that calls a model, not {self.agent!r}")
-        if self.agent in MODEL_MODES and self.provider == "anthropic":
+        if self.agent in MODEL_MODES and self.family == "anthropic":
             _anthropic_contract(self)
+        if self.agent in MODEL_MODES and self.provider == "gemini":
+            _gemini_contract(self)
         return self
 
     @property
@@ -284,27 +325,47 @@ class Experiment(BaseModel):
         )
 
     @property
+    def family(self) -> str:
+        """openai (openai, azure, openrouter), anthropic (anthropic, bedrock, vertex) or gemini."""
+        return FAMILY[self.provider]
+
+    @property
     def resolved_api(self) -> str:
         if self.server is not None:
             return self.api or "chat"
-        return self.api or ("messages" if self.provider == "anthropic" else "responses")
+        return self.api or PROVIDER_APIS[self.provider][0]
 
     @property
     def resolved_base_url(self) -> str:
-        """``base_url``, or the server's default address, or (as the official SDKs) the provider's
-        ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``; empty: the provider's own API."""
+        """``base_url`` (``azure_endpoint`` for azure), or the server's default address, or (as the
+        official SDKs) the provider's ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``; empty: the provider's
+        own API."""
+        if self.provider == "azure":
+            return self.azure_endpoint
         if self.base_url:
             return self.base_url
         if self.server:
             return SERVER_BASE_URLS[self.server]
-        return env(BASE_URL_ENVS[self.provider]).strip() if self.agent in MODEL_MODES else ""
+        variable = BASE_URL_ENVS.get(self.provider)
+        return env(variable).strip() if variable and self.agent in MODEL_MODES else ""
 
     @property
     def endpoint(self) -> str:
         """The API root the model calls go to, as it may be recorded (no credentials); "" offline."""
         if self.agent not in MODEL_MODES:
             return ""
-        return public_url(self.resolved_base_url or PROVIDER_BASE_URLS[self.provider]).rstrip("/")
+        root = self.resolved_base_url or PROVIDER_BASE_URLS.get(self.provider, self.provider)
+        return public_url(root).rstrip("/")
+
+    @property
+    def resolved_api_version(self) -> str | None:
+        return self.api_version or (AZURE_API_VERSION if self.provider == "azure" else None)
+
+    @property
+    def resolved_deployment(self) -> str:
+        """The name the provider's route takes: ``deployment``, else the model id mapped from ``model``
+        (``cloud_models``), else ``model``."""
+        return self.deployment or cloud_models.model_id(self.provider, self.model, self.region)
 
     @property
     def resolved_max_images_in_context(self) -> int | None:
@@ -324,7 +385,7 @@ class Experiment(BaseModel):
     @property
     def resolved_serve_calls(self) -> str:
         """As the official agents: every call of a reply (GPT), only the first (Claude)."""
-        return self.serve_calls or ("first" if self.provider == "anthropic" else "all")
+        return self.serve_calls or ("first" if self.family == "anthropic" else "all")
 
     @property
     def resolved_max_output_tokens(self) -> int | None:
@@ -332,7 +393,7 @@ class Experiment(BaseModel):
         limit), 4096 for the thumbnail and patch baselines over OpenAI Chat Completions, else none."""
         if self.max_output_tokens is not None:
             return self.max_output_tokens
-        if self.provider == "anthropic":
+        if self.family == "anthropic":
             return contracts.anthropic_max_tokens(self.model)
         if self.resolved_api == "chat" and self.agent in ("thumbnail", "patch") and self.server is None:
             return contracts.OFFICIAL_CHAT_MAX_TOKENS
@@ -345,11 +406,11 @@ class Experiment(BaseModel):
         results, which its pruning does not look into)."""
         if self.prune_tool_images is not None:
             return self.prune_tool_images
-        return self.provider != "anthropic"
+        return self.family != "anthropic"
 
     @property
     def resolved_image_size(self) -> int:
-        return self.image_size or DEFAULT_IMAGE_SIZE[self.provider]
+        return self.image_size or DEFAULT_IMAGE_SIZE[self.family]
 
     def answer_settings(self) -> dict[str, Any]:
         """The answer-deciding settings, as hashed (the prompt file by its content's sha256)."""
@@ -364,8 +425,12 @@ class Experiment(BaseModel):
             if self.server:
                 fields["max_images_in_context"] = self.resolved_max_images_in_context
                 fields["reasoning_effort"] = fields["thinking_budget"] = None
+            if self.provider == "azure":
+                fields["api_version"] = self.resolved_api_version
+            if self.provider in CLOUD_PROVIDERS:
+                fields["deployment"] = self.resolved_deployment
             for name in HASHED_WHEN_SET:
-                if fields[name] is None:
+                if fields[name] in (None, ""):
                     del fields[name]
             if fields["image_read"] == "exact":  # hashed only when fast: earlier hashes stay unchanged
                 del fields["image_read"]
@@ -392,6 +457,86 @@ class Experiment(BaseModel):
         settings = {k: v for k, v in self.answer_settings().items() if k != "runs_per_item"}
         blob = json.dumps(settings, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
+
+
+CLOUD_PROVIDERS = frozenset({"azure", "openrouter", "bedrock", "vertex", "gemini"})
+_CLOUD_FIELDS = {  # field -> the providers that take it
+    "azure_endpoint": ("azure",),
+    "api_version": ("azure",),
+    "deployment": ("azure", "bedrock", "vertex"),
+    "region": ("bedrock", "vertex"),
+    "project": ("vertex",),
+}
+_AZURE_VERSION = re.compile(r"^(\d{4}-\d{2}-\d{2})(-preview)?$")
+
+
+def _cloud_problem(exp: Experiment) -> str | None:
+    """Why the provider settings cannot work together (the provider's own rules); None when they can."""
+    for field, providers in _CLOUD_FIELDS.items():
+        if getattr(exp, field) and exp.provider not in providers:
+            takers = " or ".join(map(repr, providers))
+            return f"field {field!r} applies to provider {takers}, not {exp.provider!r}"
+    if exp.provider not in CLOUD_PROVIDERS:
+        return None
+    p = exp.provider
+    if exp.server is not None:
+        return f"server {exp.server!r} is a local server: use provider 'openai', not {p!r}"
+    apis = PROVIDER_APIS[p]
+    if exp.api is not None and exp.api not in apis:
+        return f"provider {p!r} speaks api {' or '.join(map(repr, apis))}, not {exp.api!r}"
+    if exp.batch:
+        return (
+            f"field 'batch': batch mode is not available for provider {p!r} yet (only openai and "
+            "anthropic); remove batch: true"
+        )
+    if p == "azure":
+        return _azure_problem(exp)
+    if p == "openrouter" and "/" not in exp.model and exp.agent in MODEL_MODES:
+        return (
+            f"field 'model': OpenRouter names models 'vendor/model' (e.g. openai/gpt-5, "
+            f"anthropic/claude-sonnet-4.5), not {exp.model!r}"
+        )
+    if p in ("bedrock", "vertex") and not exp.region:
+        example = "us-east-1" if p == "bedrock" else "us-east5 (or global)"
+        return f"field 'region': provider {p!r} needs the cloud region of the model, e.g. {example}"
+    return None
+
+
+def _azure_problem(exp: Experiment) -> str | None:
+    if not exp.azure_endpoint:
+        return "field 'azure_endpoint': provider 'azure' needs the resource's endpoint, e.g. https://NAME.openai.azure.com"
+    if exp.base_url:
+        return "field 'base_url': provider 'azure' takes azure_endpoint (the SDK adds /openai and the routes)"
+    if not exp.azure_endpoint.startswith(("https://", "http://")):
+        return f"field 'azure_endpoint': {exp.azure_endpoint!r} is not an http(s) URL"
+    version = _AZURE_VERSION.match(exp.resolved_api_version or "")
+    if version is None:
+        return (
+            f"field 'api_version': {exp.api_version!r} is not an Azure api-version like {AZURE_API_VERSION}"
+        )
+    if exp.resolved_api == "responses" and (version.group(1) < "2025-03-01" or not version.group(2)):
+        return (
+            f"field 'api_version': Azure serves the Responses API from {AZURE_API_VERSION} on (a preview "
+            f"version), not {exp.api_version!r}; use api_version {AZURE_API_VERSION} or api 'chat'"
+        )
+    return None
+
+
+def _gemini_contract(exp: Experiment) -> None:
+    """Refuse the thinking budgets Gemini refuses (``contracts.gemini_thinking_range``)."""
+    budget = exp.thinking_budget
+    allowed = contracts.gemini_thinking_range(exp.model)
+    if allowed is None or budget is None:
+        return
+    low, high, can_turn_off = allowed
+    if budget == 0 and can_turn_off:
+        return
+    if not low <= budget <= high:
+        off = ", or 0 to turn thinking off" if can_turn_off else " (thinking cannot be turned off)"
+        raise ValueError(
+            f"field 'thinking_budget': {exp.model} takes a thinking budget of {low} to {high} tokens{off}, "
+            f"not {budget}"
+        )
 
 
 def _anthropic_contract(exp: Experiment) -> None:
@@ -457,6 +602,9 @@ ANSWER_FIELDS = (
     "api",
     "model",
     "base_url",
+    "azure_endpoint",
+    "api_version",
+    "deployment",
     "server",
     "server_image_limit",
     "send_detail",
@@ -489,6 +637,8 @@ ANSWER_FIELDS = (
 SCORING_FIELDS = ("panda_null_grade",)
 SPEED_FIELDS = (
     "api_key_env",
+    "region",
+    "project",
     "concurrency",
     "requests_per_minute",
     "tokens_per_minute",

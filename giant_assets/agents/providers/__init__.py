@@ -2,11 +2,14 @@
 
 - ``messages``: provider-neutral messages, tools, tool calls, replies (``ChatModel`` protocol)
 - ``openai_responses`` / ``openai_chat`` / ``anthropic``: the three wire formats
+- ``azure`` / ``openrouter`` / ``anthropic_clouds`` (Bedrock, Vertex AI) / ``gemini``: the cloud
+  providers (docs/cloud-providers.md); ``ContentFiltered``: a safety system's block, never an answer
 - ``retry``: the only retry loop (SDK retries off), ``keys``: key by env var name and redaction
 - ``factory.make_chat_model(experiment, limiter)``: chooses by ``experiment.resolved_api``
 """
 
 from giant_assets.agents.providers.errors import (
+    ContentFiltered,
     MalformedResponse,
     MissingAPIKey,
     ProviderError,
@@ -42,6 +45,7 @@ __all__ = [
     "REDACTED",
     "AnthropicChatModel",
     "ChatModel",
+    "ContentFiltered",
     "ImagePart",
     "MalformedResponse",
     "Message",

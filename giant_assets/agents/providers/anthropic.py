@@ -45,7 +45,7 @@ class AnthropicChatModel(SDKChatModel):
         self, model: str, *, thinking_budget: int | None = None, cache: bool = True, **kwargs: Any
     ) -> None:
         # a model without extended thinking refuses the thinking option (api_contracts.reasons)
-        thinks = reasons(self.provider, model) is not False
+        thinks = reasons("anthropic", model) is not False
         self.thinking_budget = (thinking_budget or None) if thinks else None
         self.cache = cache
         super().__init__(model, **kwargs)

@@ -6,6 +6,8 @@ from __future__ import annotations
 class ProviderError(RuntimeError):
     """A model call failed; ``status`` is the last HTTP status (None for transport failures)."""
 
+    error_kind: str | None = None  # the run's error kind when this ends it (None: agent_error)
+
     def __init__(self, message: str, status: int | None = None, attempts: int = 0) -> None:
         super().__init__(message)
         self.status = status
@@ -30,3 +32,10 @@ class RetriesExhausted(ProviderError):
 
 class RequestNotSent(ProviderError):
     """The request would break the provider's documented limits: refused before it was sent (no cost)."""
+
+
+class ContentFiltered(ProviderError):
+    """The provider's safety system blocked the prompt or the answer (Azure's content filter, Gemini's
+    safety blocks): the run ends with error kind ``content_filtered``, never with it as an answer."""
+
+    error_kind = "content_filtered"

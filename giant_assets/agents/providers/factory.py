@@ -17,11 +17,20 @@ WIRE_FORMATS: dict[str, tuple[str, str]] = {
     "chat": ("giant_assets.agents.providers.openai_chat", "OpenAIChatModel"),
     "messages": ("giant_assets.agents.providers.anthropic", "AnthropicChatModel"),
 }
+# (provider, api) -> (module, class) of the providers that serve a wire format on their own terms
+CLOUD_CLASSES: dict[tuple[str, str], tuple[str, str]] = {
+    ("azure", "responses"): ("giant_assets.agents.providers.azure", "AzureResponsesModel"),
+    ("azure", "chat"): ("giant_assets.agents.providers.azure", "AzureChatModel"),
+    ("openrouter", "chat"): ("giant_assets.agents.providers.openrouter", "OpenRouterChatModel"),
+    ("bedrock", "messages"): ("giant_assets.agents.providers.anthropic_clouds", "BedrockChatModel"),
+    ("vertex", "messages"): ("giant_assets.agents.providers.anthropic_clouds", "VertexChatModel"),
+    ("gemini", "gemini"): ("giant_assets.agents.providers.gemini", "GeminiChatModel"),
+}
 
 
-def model_class(api: str) -> type[SDKChatModel]:
-    """The client class of a wire format."""
-    module, name = WIRE_FORMATS[api]
+def model_class(api: str, provider: str = "") -> type[SDKChatModel]:
+    """The client class of a wire format (as ``provider`` serves it, when it has its own)."""
+    module, name = CLOUD_CLASSES.get((provider, api)) or WIRE_FORMATS[api]
     return getattr(importlib.import_module(module), name)
 
 
@@ -47,10 +56,22 @@ def make_chat_model(experiment: Experiment, limiter: RateLimiter | None, **kwarg
             "send_detail": experiment.resolved_send_detail,
         }
         return LocalChatModel(experiment.model, **(common | local | kwargs))
-    if api == "messages":
+    if api in ("messages", "gemini"):
         common["thinking_budget"] = experiment.thinking_budget
     else:
         common["reasoning_effort"] = experiment.reasoning_effort
     if api == "responses":
         common["reasoning_summary"] = experiment.reasoning_summary
-    return model_class(api)(experiment.model, **(common | kwargs))
+    common |= _cloud_settings(experiment)
+    return model_class(api, experiment.provider)(experiment.model, **(common | kwargs))
+
+
+def _cloud_settings(experiment: Experiment) -> dict[str, Any]:
+    """The extra settings of a cloud provider's class (deployment, api-version, region, project)."""
+    provider = experiment.provider
+    if provider == "azure":
+        return {"deployment": experiment.resolved_deployment, "api_version": experiment.resolved_api_version}
+    if provider in ("bedrock", "vertex"):
+        extra = {"deployment": experiment.resolved_deployment, "region": experiment.region}
+        return extra | ({"project": experiment.project} if provider == "vertex" else {})
+    return {}

@@ -9,7 +9,7 @@ from typing import Any
 import openai
 
 from giant_assets.agents.providers.base import SDKChatModel
-from giant_assets.experiments.api_contracts import reasons
+from giant_assets.experiments.api_contracts import reasons, vendor_model
 
 _LOG = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ class OpenAIModel(SDKChatModel):
     sdk = openai
 
     def __init__(self, model: str, *, reasoning_effort: str | None = None, **kwargs: Any) -> None:
-        if reasoning_effort and reasons(self.provider, model) is False:
+        if reasoning_effort and reasons("openai", vendor_model(model)) is False:
             _LOG.info("%s takes no reasoning options: reasoning_effort %r not sent", model, reasoning_effort)
             reasoning_effort = None
         self.reasoning_effort = reasoning_effort

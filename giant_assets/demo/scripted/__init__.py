@@ -7,6 +7,10 @@ each: ``responses``, ``chat``, ``messages``), with tool calls, reasoning and cac
   ``usage.prompt_tokens_details.cached_tokens``;
 - ``POST /v1/messages`` (Anthropic Messages): ``tool_use`` and ``thinking`` blocks,
   ``cache_read_input_tokens``/``cache_creation_input_tokens`` when the request marks ``cache_control``.
+- the cloud providers' routes of these wires (Azure's deployments with ``api-version``, OpenRouter's
+  ``/api/v1``, Bedrock's ``/model/{id}/invoke``, Vertex's ``:rawPredict``) and Gemini's
+  ``/v1beta/models/{model}:generateContent`` (``gemini``), each refusing what its provider would
+  (``routes``); ``POST /token`` hands out an OAuth token (a service-account key may point there).
 
 Replies come from a script (consumed in order), then from a rule function of the request, e.g.
 ``demo_policy``, which navigates like a cautious model without any key: it crops the darkest region of

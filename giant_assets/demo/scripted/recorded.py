@@ -5,22 +5,15 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from PIL import Image
 
-from giant_assets.demo.scripted import chat, messages, responses
+from giant_assets.demo.scripted import chat, gemini, messages, responses
+from giant_assets.demo.scripted.routes import route
 from giant_assets.demo.scripted.turns import Turn
-
-WIRES = {
-    "/v1/responses": "responses",
-    "/responses": "responses",
-    "/v1/chat/completions": "chat",
-    "/chat/completions": "chat",
-    "/v1/messages": "messages",
-}
 
 
 class Headers(dict):
@@ -47,11 +40,22 @@ class RecordedRequest:
     headers: dict[str, str]
     body: bytes
     received_at: float  # time.monotonic()
+    query: dict[str, str] = field(default_factory=dict)  # the URL's query parameters
 
     @property
     def wire(self) -> str:
-        """ "responses", "chat" or "messages"."""
-        return WIRES.get(self.path, "")
+        """ "responses", "chat", "messages" or "gemini"."""
+        return route(self.path)[0]
+
+    @property
+    def provider(self) -> str:
+        """Whose route the request came to: openai, azure, anthropic, bedrock, vertex or gemini."""
+        return route(self.path)[1]
+
+    @property
+    def route_params(self) -> dict[str, str]:
+        """The route's path parameters (``deployment``, ``model``, ``project``, ``region``)."""
+        return route(self.path)[2]
 
     @cached_property
     def json(self) -> Any:
@@ -63,6 +67,8 @@ class RecordedRequest:
     @property
     def tools(self) -> list[str]:
         """Names of the tools offered."""
+        if self.wire == "gemini":
+            return gemini.tool_names(self.json or {})
         tools = (self.json or {}).get("tools") or []
         return [t.get("name") or (t.get("function") or {}).get("name", "") for t in tools]
 
@@ -71,7 +77,8 @@ class RecordedRequest:
         """The conversation as turns, whichever wire format carried it (consecutive assistant items of
         one Responses reply form one turn)."""
         body = self.json if isinstance(self.json, dict) else {}
-        parse = {"responses": responses.turns, "chat": chat.turns, "messages": messages.turns}
+        parse = {"responses": responses.turns, "chat": chat.turns, "messages": messages.turns,
+                 "gemini": gemini.turns}  # fmt: skip
         return parse.get(self.wire, chat.turns)(body)
 
     @property
@@ -89,4 +96,6 @@ class RecordedRequest:
     @property
     def reasoning_enabled(self) -> bool:
         body = self.json or {}
+        if self.wire == "gemini":
+            return gemini.thinking(body)
         return bool(body.get("reasoning") or body.get("reasoning_effort") or body.get("thinking"))

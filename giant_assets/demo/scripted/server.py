@@ -7,24 +7,28 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import secrets
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qsl
 
 from PIL import Image
 
 from giant_assets.agents.pricing import image_tokens
 from giant_assets.demo.loopback import LoopbackServer
-from giant_assets.demo.scripted import chat, messages, responses
+from giant_assets.demo.scripted import chat, gemini, messages, responses
 from giant_assets.demo.scripted.policy import DEMO_MODEL, demo_policy
-from giant_assets.demo.scripted.recorded import WIRES, Headers, RecordedRequest
+from giant_assets.demo.scripted.recorded import Headers, RecordedRequest
 from giant_assets.demo.scripted.replies import TOOL_NAME, Reply, ReplyParts
+from giant_assets.demo.scripted.routes import refusal
 from giant_assets.demo.scripted.turns import Turn
 
 IDENTITY_PATH = "/scripted-model"
+TOKEN_PATH = "/token"  # an OAuth token endpoint (a service account's token_uri may point here)
 
 Rule = Callable[[RecordedRequest], Reply]
 
@@ -42,6 +46,9 @@ class ScriptedModelServer(LoopbackServer):
         self.latency_s = latency_s
         self.requests: list[RecordedRequest] = []
         self.replies: list[Reply] = []  # what was sent, parallel to ``requests``
+        self.refused: list[RecordedRequest] = []  # refused at their route (``routes.refusal``)
+        self.token_requests: list[RecordedRequest] = []  # at TOKEN_PATH
+        self.access_token = f"ya29.scripted-{secrets.token_hex(16)}"  # what TOKEN_PATH hands out
         self._prefixes: set[str] = set()  # hashes of conversation prefixes seen (the "prompt cache")
         self._lock = threading.Lock()
         self._serve(_Server(("127.0.0.1", port), _handler(self)))
@@ -123,7 +130,7 @@ def serve_demo_model(latency_s: float = 0.0, port: int = 0) -> ScriptedModelServ
 
 
 def _turn_tokens(request: RecordedRequest, turn: Turn) -> int:
-    provider = "anthropic" if request.wire == "messages" else "openai"
+    provider = {"messages": "anthropic", "gemini": "gemini"}.get(request.wire, "openai")
     text = sum(len(t) for t in turn.texts) + len(json.dumps(turn.tool_calls))
     images = 0
     for raw in turn.images:
@@ -177,10 +184,21 @@ def _handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
-            path = self.path.split("?")[0]
-            request = RecordedRequest(path, Headers(self.headers.items()), body, time.monotonic())
-            if path not in WIRES:
+            path, _, raw_query = self.path.partition("?")
+            query = dict(parse_qsl(raw_query))
+            request = RecordedRequest(path, Headers(self.headers.items()), body, time.monotonic(), query)
+            if path == TOKEN_PATH:  # Google's OAuth token endpoint, for credentials whose token_uri is here
+                server.token_requests.append(request)
+                token = {"access_token": server.access_token, "expires_in": 3600, "token_type": "Bearer"}
+                self._send(200, json.dumps(token).encode(), {})
+                return
+            if not request.wire:
                 self._send(404, json.dumps({"error": {"message": f"no route {path}"}}).encode(), {})
+                return
+            problem = refusal(path, query, request.headers, request.json)
+            if problem:  # refused as the provider would, before the script sees it
+                server.refused.append(request)
+                self._send(400, _error_body(request, Reply(status=400, text=problem)), {})
                 return
             reply = server._next_reply(request)
             time.sleep(server.latency_s + reply.delay_s)
@@ -212,6 +230,12 @@ def _error_body(request: RecordedRequest, reply: Reply) -> bytes:
     if reply.echo_auth:
         auth = request.headers.get("x-api-key") or request.headers.get("Authorization") or ""
         message = f"invalid credentials: {auth!r}"
+    if request.provider == "bedrock":  # Bedrock's own shape; its kind in x-amzn-ErrorType
+        return json.dumps({"message": message}).encode()
+    if request.provider == "gemini" or (request.provider == "vertex" and reply.status in (401, 403)):
+        status = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 429: "RESOURCE_EXHAUSTED"}
+        error = {"code": reply.status, "message": message, "status": status.get(reply.status, "INTERNAL")}
+        return json.dumps({"error": error}).encode()
     if request.wire == "messages":
         return json.dumps({"type": "error", "error": {"type": "error", "message": message}}).encode()
     return json.dumps({"error": {"type": "invalid_request_error", "message": message}}).encode()
@@ -239,7 +263,8 @@ def _final_text(request: RecordedRequest, reply: Reply) -> tuple[str, dict[str, 
 
 def _wire_body(request: RecordedRequest, reply: Reply, tokens: tuple[int, int, int]) -> bytes:
     body = request.json if isinstance(request.json, dict) else {}
-    model = str(body.get("model", "scripted"))
+    params = request.route_params  # Bedrock, Vertex and Gemini name the model in the path
+    model = str(body.get("model") or params.get("model") or params.get("deployment") or "scripted")
     text, args = _final_text(request, reply)
     calls = [(TOOL_NAME, args)] if args is not None else []
     if reply.calls and request.tools:
@@ -259,5 +284,5 @@ def _wire_body(request: RecordedRequest, reply: Reply, tokens: tuple[int, int, i
         body=body, model=model, text=text, calls=calls, ids=ids, rid=rid, args=args,
         n_in=n_in, n_out=n_out, cached=cached, written=written, thinking=thinking,
     )  # fmt: skip
-    wire = {"messages": messages, "responses": responses}.get(request.wire, chat)
+    wire = {"messages": messages, "responses": responses, "gemini": gemini}.get(request.wire, chat)
     return json.dumps(wire.reply_body(parts)).encode()

@@ -1,0 +1,147 @@
+"""The declared cloud examples (experiments.yaml ``azure-gpt5-giant``, ...) as a user runs them: a real
+predictions materialization over the sample slides, and ``giant-run``, each through its provider's SDK
+client at its own routes on the loopback scripted model (only the endpoint changed); credentials come
+from the environment and never reach the stored rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from dagster import DagsterInstance, materialize
+
+from giant_assets.core.storage import ParquetStore
+from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
+from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
+from giant_assets.platform.assets.predictions import predictions
+from giant_assets.platform.partitions import result_key
+from tests.support.cloud import AWS_ENV, AWS_SECRET, service_account
+from tests.support.dagster_env import add_experiments, resources_for, write_experiments
+
+REPO = Path(__file__).resolve().parents[2]
+PARTITION = "tcga_slidebench"  # 3 items on 2 sample slides
+AZURE_KEY = "azure-key-SECRET-0123456789abcdef0123456789"
+
+
+# name -> (the settings pointed at the loopback server, the environment, the route every request takes)
+def _azure(url: str) -> dict[str, Any]:
+    return {"azure_endpoint": url}
+
+
+def _openrouter(url: str) -> dict[str, Any]:
+    return {"base_url": f"{url}/api/v1"}
+
+
+OPENROUTER_KEY = "sk-or-v1-SECRET-0123456789abcdef0123456789abcdef"
+
+
+def _bedrock(url: str) -> dict[str, Any]:  # and Gemini: base_url is the API root
+    return {"base_url": url}
+
+
+def _vertex(url: str) -> dict[str, Any]:
+    return {"base_url": f"{url}/v1"}
+
+
+GEMINI = "/v1beta/models/gemini-2.5-pro"
+GEMINI_KEY = "AIza" + "SECRETgeminiKey0123456789abcdefghijk"
+VERTEX = "/v1/projects/YOUR-GCP-PROJECT/locations/us-east5/publishers/anthropic/models"
+BEDROCK = "/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/invoke"
+CASES: dict[str, tuple[Callable[[str], dict[str, Any]], dict[str, str], str]] = {
+    "azure-gpt5-giant": (_azure, {"AZURE_OPENAI_API_KEY": AZURE_KEY}, "/openai/responses"),
+    "openrouter-gpt5-giant": (
+        _openrouter, {"OPENROUTER_API_KEY": OPENROUTER_KEY}, "/api/v1/chat/completions"
+    ),
+    "bedrock-claude-giant": (_bedrock, AWS_ENV, BEDROCK),
+    "vertex-claude-giant": (_vertex, {}, f"{VERTEX}/claude-sonnet-4-5@20250929:rawPredict"),
+    "gemini-giant": (_bedrock, {"GEMINI_API_KEY": GEMINI_KEY}, f"{GEMINI}:generateContent"),
+}  # fmt: skip
+SECRETS = [AZURE_KEY, OPENROUTER_KEY, AWS_SECRET, GEMINI_KEY]
+
+
+def environment(name: str, server: ScriptedModelServer, tmp_path: Path) -> dict[str, str]:
+    """The case's credentials; for Vertex, a key file whose token endpoint is ``server``."""
+    environ = dict(CASES[name][1])
+    if name.startswith("vertex"):
+        key = service_account(tmp_path / "sa.json", f"{server.base_url}/token")
+        environ["GOOGLE_APPLICATION_CREDENTIALS"] = str(key)
+        SECRETS.append(server.access_token)
+    return environ
+
+
+def declared(name: str) -> dict[str, Any]:
+    return dict(yaml.safe_load((REPO / "experiments.yaml").read_text())["experiments"][name])
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_declared_cloud_example_materializes(tmp_path: Path, sample_wsi_root: Path, name: str) -> None:
+    point, _, path = CASES[name]
+    data = tmp_path / "data"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("GIANT_DATA_DIR", str(data))
+    instance = DagsterInstance.ephemeral()
+    add_experiments(instance, name)
+    experiments_file = tmp_path / "experiments.yaml"
+    resources = resources_for(data, experiments_file=experiments_file, wsi_root=str(sample_wsi_root))
+    try:
+        assert materialize([multipathqa_csv, benchmark_items], resources=resources, instance=instance).success
+        with ScriptedModelServer(rule=demo_policy) as server:
+            for k, v in environment(name, server, tmp_path).items():
+                mp.setenv(k, v)
+            write_experiments(experiments_file, {name: declared(name) | point(server.base_url)})
+            result = materialize(
+                [multipathqa_csv, benchmark_items, predictions],
+                selection=[predictions],
+                partition_key=result_key(name, PARTITION),
+                resources=resources,
+                instance=instance,
+            )
+            requests, refused = list(server.requests), list(server.refused)
+    finally:
+        mp.undo()
+    assert result.success
+    rows = ParquetStore(data).read("predictions", [f"{name}/{PARTITION}"])
+    assert len(rows) == 3 and rows["error"].isna().all()
+    for doc in rows["trajectory_json"]:
+        assert [s["action"] for s in json.loads(doc)] == ["thumbnail", "crop", "answer"]
+    assert (rows["cost_usd"] > 0).all()  # priced by the model's name
+    assert len(requests) == 6 and refused == [] and {r.path for r in requests} == {path}
+    stored = [f.read_bytes() for f in data.rglob("*") if f.is_file()]  # journals, Parquet, DuckDB, logs
+    assert stored and not any(secret.encode() in blob for secret in SECRETS for blob in stored)
+
+
+GIANT_RUN = Path(sys.executable).parent / "giant-run"
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_declared_cloud_example_through_giant_run(tmp_path: Path, sample_wsi_root: Path, name: str) -> None:
+    point, _, path = CASES[name]
+    settings = declared(name)
+    slide = next(sample_wsi_root.rglob("*.tiff"))
+    with ScriptedModelServer(rule=demo_policy) as server:
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        env |= environment(name, server, tmp_path)
+        flags = {"provider": settings["provider"], "model": settings["model"]} | {
+            k: v for k, v in (settings | point(server.base_url)).items()
+            if k in ("azure_endpoint", "deployment", "region", "project", "base_url", "api_version")
+        }  # fmt: skip
+        argv = [str(GIANT_RUN), str(slide), "--question", "Which organ?", "--options", "Lung", "Liver",
+                "--out", str(tmp_path / "t.json")]  # fmt: skip
+        for k, v in flags.items():
+            argv += [f"--{k.replace('_', '-')}", str(v)]
+        result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=False)
+        requests = list(server.requests)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip().splitlines()[-1].startswith("label: ")
+    steps = json.loads((tmp_path / "t.json").read_text())["steps"]
+    assert [s["action"] for s in steps] == ["thumbnail", "crop", "answer"]
+    assert {r.path for r in requests} == {path}
+    written = (tmp_path / "t.json").read_text() + result.stdout + result.stderr
+    assert not any(secret in written for secret in SECRETS)
