@@ -431,7 +431,7 @@ AZ = "provider: azure, azure_endpoint: https://r.openai.azure.com"
         ("provider: vertex, model: claude-sonnet-4-5, region: us-east5, thinking_budget: 500",
          "field 'thinking_budget': 500 is below Anthropic's minimum"),
         ("provider: bedrock, model: claude-opus-4-1, region: us-east-1, thinking_budget: 30000",
-         "field .thinking_budget.: .*output limit of 32000"),
+         "field .thinking_budget.: 30000 thinking tokens leave nothing of max_tokens 30000"),
         ("provider: gemini, model: gemini-2.5-pro, thinking_budget: 0",
          "field 'thinking_budget': gemini-2.5-pro takes a thinking budget of 128 to 32768 tokens"),
         ("provider: gemini, model: gemini-2.5-flash-lite, thinking_budget: 100", "field .*512 to 24576"),

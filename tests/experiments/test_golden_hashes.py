@@ -12,12 +12,15 @@ from giant_assets.experiments.declared import load_experiments
 
 EXPERIMENTS_YAML = Path(__file__).resolve().parents[2] / "experiments.yaml"
 GOLDEN = {  # PROTOCOL_VERSION 4 (model agents; offline agents keep 3): the official request options
+    "azure-gpt5-giant": "228bd00bb0c7",
+    "bedrock-claude-giant": "02bc19072f05",
     "claude-giant": "98bfad2247db",
     "claude-path-review": "630e464a91b9",
     "demo-giant": "2189fd054c2e",
     "demo-patch": "7d1338e103c8",
     "demo-path-review": "79f1b8581010",
     "demo-thumbnail": "03f35119ac85",
+    "gemini-giant": "c104292d84ca",
     "gpt5-giant": "aa6f6150c0fb",
     "gpt5-giant-steps-1": "6f2803fa0571",
     "gpt5-giant-steps-10": "f96281258865",
@@ -37,7 +40,9 @@ GOLDEN = {  # PROTOCOL_VERSION 4 (model agents; offline agents keep 3): the offi
     "gpt5-thumbnail-500": "b3e483c68765",
     "majority": "ac0c694ef5f1",
     "ollama-qwen3vl-giant": "28bfdf7aada3",
+    "openrouter-gpt5-giant": "8f079a5064be",
     "random": "42d2ed1dfc49",
+    "vertex-claude-giant": "0ccbe798bbd5",
     "vllm-qwen3vl-giant": "e462fd4eec3d",
 }
 
@@ -48,6 +53,7 @@ def test_declared_experiments_keep_their_config_hashes(monkeypatch: pytest.Monke
     declared = load_experiments(EXPERIMENTS_YAML)
     now = {name: declared[name].config_hash() for name in GOLDEN if name in declared}
     assert sorted(set(GOLDEN) - set(now)) == [], "a pinned experiment is no longer declared"
+    assert sorted(set(declared) - set(GOLDEN)) == [], "a declared experiment is not pinned: add it to GOLDEN"
     changed = {name: f"{GOLDEN[name]} -> {h}" for name, h in now.items() if h != GOLDEN[name]}
     assert changed == {}, (
         "config_hash changed for declared experiments: their journals would be orphaned and every call "
