@@ -219,9 +219,10 @@ def leaderboard_markdown(table: pd.DataFrame) -> str:
         shown[name] = table[name]
     shown["coverage"] = table["coverage"].fillna("")
     shown["cost"] = [f"${cost:,.2f}" if pd.notna(cost) else "" for cost in table["cost_usd"]]
+    nan = pd.Series(float("nan"), index=table.index)  # a table written before these columns
+    billed, lost = (table.get(column, nan) for column in BILLED_COLUMNS)
     shown["billed"] = [
-        f"${billed:,.2f} (${lost:,.2f} not counted)" if pd.notna(billed) else ""
-        for billed, lost in zip(table["cost_usd_billed"], table["cost_usd_not_counted"], strict=True)
+        f"${b:,.2f} (${n:,.2f} not counted)" if pd.notna(b) else "" for b, n in zip(billed, lost, strict=True)
     ]
     header = "| " + " | ".join(shown.columns) + " |"
     rule = "|" + "|".join("---" for _ in shown.columns) + "|"

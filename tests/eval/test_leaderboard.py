@@ -8,6 +8,7 @@ import pytest
 
 from giant_assets.eval.bootstrap import bootstrap_metric
 from giant_assets.eval.leaderboard import (
+    BILLED_COLUMNS,
     LONG_COLUMNS,
     WIDE_COLUMNS,
     leaderboard_long,
@@ -179,6 +180,8 @@ def test_billed_columns_sum_each_experiments_cells_and_never_undercount():
     metrics.loc[3, "cost_usd_billed"] = float("nan")  # one cell's bill unknown (no journal)
     unknown = leaderboard_table(metrics).set_index("experiment")
     assert np.isnan(unknown.loc["gpt5-giant", "cost_usd_billed"])
+    older = leaderboard_table(example_metrics()).drop(columns=list(BILLED_COLUMNS))  # a table from before
+    assert leaderboard_markdown(older).splitlines()[2].endswith("| $2.50 |  |")
     assert unknown.loc["gpt5-giant", "cost_usd_not_counted"] == 1.25
 
 
