@@ -9,8 +9,10 @@ and the paper's results (:func:`giant_assets.eval.paper.paper_results`):
   the DuckDB view and the chart.
 - wide (:func:`leaderboard_table`): one row per experiment (ours first, by name; then the paper's rows in
   the paper's order), one column per benchmark holding ``"mean ± std"`` (empty where unknown), item
-  coverage (items scored of items in the benchmarks run, items answered), total cost and
-  ``item_set_fingerprint`` (over its cells' item sets, eval/itemsets.py: equal values, equal items).
+  coverage (items scored of items in the benchmarks run, items answered), total cost (``cost_usd``: the
+  stored runs' rows), what the provider billed (``cost_usd_billed``, every paid call of its cells) and of
+  it what runs that do not count cost (``cost_usd_not_counted``), and ``item_set_fingerprint`` (over its
+  cells' item sets, eval/itemsets.py: equal values, equal items).
 
 Which rows come in (today's item set, declared experiments) is the caller's choice: see the
 ``leaderboard`` asset and :func:`giant_assets.eval.itemsets.split_current`; experiments of an agent that
@@ -42,6 +44,8 @@ REQUIRED_COLUMNS = (
     "cost_usd",
 )
 LONG_COLUMNS = ("experiment", "source", "benchmark_name", "mean", "std", ITEM_SET)
+# what the provider billed (every paid call) and, of it, what runs that do not count cost (scoring.py)
+BILLED_COLUMNS = ("cost_usd_billed", "cost_usd_not_counted")
 COUNT_COLUMNS = ("n_benchmarks", "n_items", "n_slide_readable", "n_answered")
 WIDE_COLUMNS = (
     "experiment",
@@ -52,6 +56,7 @@ WIDE_COLUMNS = (
     *COUNT_COLUMNS,
     "coverage",
     "cost_usd",
+    *BILLED_COLUMNS,
     ITEM_SET,
 )
 
@@ -164,6 +169,7 @@ def _our_facts(metrics: pd.DataFrame) -> pd.DataFrame:
             "n_slide_readable": grouped["n_slide_readable"].sum(),
             "n_answered": grouped["n_answered"].sum(min_count=1),
             "cost_usd": grouped["cost_usd"].sum(min_count=1),
+            **_billed(frame, grouped),
         }
     )
     fingerprints = frame[ITEM_SET] if ITEM_SET in frame else pd.Series(None, index=frame.index)
@@ -179,11 +185,24 @@ def _our_facts(metrics: pd.DataFrame) -> pd.DataFrame:
     return facts.assign(source=OURS).set_index("source", append=True)
 
 
+def _billed(frame: pd.DataFrame, grouped) -> dict[str, pd.Series]:
+    """Per experiment, the sum of its cells' billed columns; NaN when a cell's bill is unknown (metrics
+    rows from before these columns, or a cell without a journal), never an undercount."""
+    return {
+        column: grouped[column].agg(lambda cells: cells.astype(float).sum(skipna=False))
+        if column in frame
+        else pd.Series(float("nan"), index=grouped.size().index)
+        for column in BILLED_COLUMNS
+    }
+
+
 def _paper_facts(models: list[str]) -> pd.DataFrame:
     """The paper's rows: the model name as the model; no counts, coverage or cost."""
     index = pd.MultiIndex.from_tuples([(m, PAPER) for m in models], names=["experiment", "source"])
     return pd.DataFrame(
-        {"agent": "", "model": models, "coverage": "", "cost_usd": float("nan"), ITEM_SET: None}, index=index
+        {"agent": "", "model": models, "coverage": "", "cost_usd": float("nan"), ITEM_SET: None}
+        | dict.fromkeys(BILLED_COLUMNS, float("nan")),
+        index=index,
     )
 
 
@@ -207,7 +226,8 @@ def leaderboard_table(benchmark_metrics: pd.DataFrame, paper: pd.DataFrame | Non
         wide[column] = wide[column].fillna("")
     for column in COUNT_COLUMNS:
         wide[column] = wide[column].astype("Int64")
-    wide["cost_usd"] = wide["cost_usd"].astype(float)
+    for column in ("cost_usd", *BILLED_COLUMNS):
+        wide[column] = wide[column].astype(float)
     return wide[list(WIDE_COLUMNS)]
 
 
@@ -218,6 +238,11 @@ def leaderboard_markdown(table: pd.DataFrame) -> str:
         shown[name] = table[name]
     shown["coverage"] = table["coverage"].fillna("")
     shown["cost"] = [f"${cost:,.2f}" if pd.notna(cost) else "" for cost in table["cost_usd"]]
+    nan = pd.Series(float("nan"), index=table.index)  # a table written before these columns
+    billed, lost = (table.get(column, nan) for column in BILLED_COLUMNS)
+    shown["billed"] = [
+        f"${b:,.2f} (${n:,.2f} not counted)" if pd.notna(b) else "" for b, n in zip(billed, lost, strict=True)
+    ]
     header = "| " + " | ".join(shown.columns) + " |"
     rule = "|" + "|".join("---" for _ in shown.columns) + "|"
     lines = [header, rule]

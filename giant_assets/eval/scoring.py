@@ -23,6 +23,7 @@ import pandas as pd
 
 from giant_assets import __version__
 from giant_assets.batch.extraction import PANDA_NULL_REASON, extract_label
+from giant_assets.batch.ledger import PartitionLedger
 from giant_assets.batch.records import (
     AGENT_ERROR,
     MAX_RETRIES_EXCEEDED,
@@ -30,6 +31,7 @@ from giant_assets.batch.records import (
     SLIDE_UNAVAILABLE,
     TIMEOUT,
 )
+from giant_assets.batch.replies import replies_path
 from giant_assets.core.files import file_sha256
 from giant_assets.eval.bootstrap import bootstrap_metric
 from giant_assets.eval.itemsets import ITEM_SET
@@ -118,11 +120,14 @@ def vote_items(predictions: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def benchmark_metrics_row(benchmark: str, voted: pd.DataFrame, predictions: pd.DataFrame) -> dict:
+def benchmark_metrics_row(
+    benchmark: str, voted: pd.DataFrame, predictions: pd.DataFrame, journal_path: Path | None = None
+) -> dict:
     """Headline metric over all items with its bootstrap (as percentages), coverage, errors and cost.
 
     ``voted`` comes from ``vote_items`` (its label counts reflect the current extraction); ``predictions``
-    are the stored runs (errors, tokens and cost do not depend on extraction).
+    are the stored runs (errors, tokens and cost do not depend on extraction). ``journal_path``: the
+    cell's journal, whose ledger gives what the provider billed (``billed_costs``; NaN without it).
     """
     metric_types = voted["metric_type"].unique().tolist()
     if len(metric_types) > 1:
@@ -153,6 +158,7 @@ def benchmark_metrics_row(benchmark: str, voted: pd.DataFrame, predictions: pd.D
         # answers read from the whole reply because it had no <response>...</response> tags
         "n_untagged_responses": int(predictions["response_tagged"].eq(False).sum()),
         "cost_usd": float(predictions["cost_usd"].sum()),
+        **billed_costs(journal_path, predictions),
         "input_tokens": int(predictions["input_tokens"].sum()),
         "cached_input_tokens": int(predictions["cached_input_tokens"].sum()),
         "output_tokens": int(predictions["output_tokens"].sum()),
@@ -180,6 +186,24 @@ def benchmark_metrics_row(benchmark: str, voted: pd.DataFrame, predictions: pd.D
         "paper_format": f"{100 * boot.mean:.1f} ± {100 * boot.std:.1f}",
         "value_readable_pct": readable_value,
     }
+
+
+def billed_costs(journal_path: Path | None, predictions: pd.DataFrame) -> dict[str, float]:
+    """``cost_usd_billed``: what the provider billed for the cell, every paid call of every process and
+    run (failed, killed, retried and replaced ones too; ``batch/ledger.py``), and ``cost_usd_not_counted``:
+    of it, what was paid beyond the runs that count (stored runs without an error). NaN for both when
+    the cell has neither a journal nor a reply store at ``journal_path`` (nothing to read the bill from).
+    """
+    nan = float("nan")
+    if journal_path is None or not (journal_path.is_file() or replies_path(journal_path).is_file()):
+        return {"cost_usd_billed": nan, "cost_usd_not_counted": nan}
+    billed = PartitionLedger(journal_path).spent()
+    counted = (
+        float(predictions.loc[predictions["error_kind"].isna(), "cost_usd"].sum())
+        if len(predictions)
+        else 0.0
+    )
+    return {"cost_usd_billed": round(billed, 6), "cost_usd_not_counted": round(max(0.0, billed - counted), 6)}
 
 
 def _item_set(voted: pd.DataFrame) -> str | None:

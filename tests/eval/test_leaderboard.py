@@ -8,6 +8,7 @@ import pytest
 
 from giant_assets.eval.bootstrap import bootstrap_metric
 from giant_assets.eval.leaderboard import (
+    BILLED_COLUMNS,
     LONG_COLUMNS,
     WIDE_COLUMNS,
     leaderboard_long,
@@ -152,7 +153,7 @@ def test_markdown_has_one_line_per_row_with_the_table_cells():
     table = leaderboard_table(example_metrics())
     lines = leaderboard_markdown(table).splitlines()
     header = [c.strip() for c in lines[0].strip("|").split("|")]
-    assert header == ["experiment", "source", *BENCHMARK_NAMES, "coverage", "cost"]
+    assert header == ["experiment", "source", *BENCHMARK_NAMES, "coverage", "cost", "billed"]
     assert set(lines[1]) <= {"|", "-"}
     body = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
     assert len(body) == len(table)
@@ -160,9 +161,28 @@ def test_markdown_has_one_line_per_row_with_the_table_cells():
         assert cells[:2] == [row.experiment, row.source]
         assert cells[2:7] == [getattr(row, b) for b in BENCHMARK_NAMES]
         assert cells[8] == ("" if pd.isna(row.cost_usd) else f"${row.cost_usd:,.2f}")
-    assert body[0][7:] == ["readable 273/325, answered 260/325", "$2.50"]
+    assert body[0][7:] == ["readable 273/325, answered 260/325", "$2.50", ""]  # rows without a bill
     piped = leaderboard_table(pd.DataFrame([metrics_row("a|b", "tcga", 1.0, 0.5)]))
     assert "| a\\|b | ours |" in leaderboard_markdown(piped)
+
+
+def test_billed_columns_sum_each_experiments_cells_and_never_undercount():
+    metrics = example_metrics()
+    metrics["cost_usd_billed"] = [0.0, 0.0, 1.5, 2.25]
+    metrics["cost_usd_not_counted"] = [0.0, 0.0, 0.25, 1.0]
+    table = leaderboard_table(metrics).set_index("experiment")
+    assert table.loc["gpt5-giant", "cost_usd"] == 2.5  # the counted rows, as before
+    assert table.loc["gpt5-giant", "cost_usd_billed"] == 3.75
+    assert table.loc["gpt5-giant", "cost_usd_not_counted"] == 1.25
+    assert table.loc["zz-random", "cost_usd_billed"] == 0.0
+    assert table.loc[PAPER_ORDER, "cost_usd_billed"].isna().all()
+    assert "| $2.50 | $3.75 ($1.25 not counted) |" in leaderboard_markdown(table.reset_index())
+    metrics.loc[3, "cost_usd_billed"] = float("nan")  # one cell's bill unknown (no journal)
+    unknown = leaderboard_table(metrics).set_index("experiment")
+    assert np.isnan(unknown.loc["gpt5-giant", "cost_usd_billed"])
+    older = leaderboard_table(example_metrics()).drop(columns=list(BILLED_COLUMNS))  # a table from before
+    assert leaderboard_markdown(older).splitlines()[2].endswith("| $2.50 |  |")
+    assert unknown.loc["gpt5-giant", "cost_usd_not_counted"] == 1.25
 
 
 def test_bad_metrics_rows_fail_clearly():

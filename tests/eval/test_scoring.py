@@ -16,7 +16,7 @@ from giant_assets.batch.agent_api import AgentAnswer, Step
 from giant_assets.batch.records import NO_ANSWER, SLIDE_UNAVAILABLE, records_frame, steps_frame
 from giant_assets.batch.runner import result_row
 from giant_assets.eval.export import write_submission
-from giant_assets.eval.scoring import benchmark_metrics_row, rescore, vote_items
+from giant_assets.eval.scoring import benchmark_metrics_row, billed_costs, rescore, vote_items
 from giant_assets.grading.grade import grade_csv
 from giant_assets.grading.tasks import tasks_from_items
 
@@ -441,3 +441,50 @@ def test_untagged_responses_are_counted() -> None:
     preds = predictions_frame(rows)
     row = benchmark_metrics_row("tcga", vote_items(preds, items), preds)
     assert row["n_untagged_responses"] == 1
+
+
+def test_billed_cost_is_every_paid_reply_and_not_counted_is_what_runs_that_do_not_count_cost(
+    tmp_path: Path,
+) -> None:
+    from datetime import UTC, datetime
+
+    from giant_assets.batch.journal import Journal
+    from giant_assets.batch.replies import ReplyStore, RunReplies, replies_path
+    from giant_assets.batch.run_identity import RunIdentity
+
+    bench = "tcga_slidebench"
+    journal = Journal(tmp_path / "journals" / "abc" / f"{bench}.jsonl")
+    store = ReplyStore(replies_path(journal.path))
+
+    def paid(bid: str, run: int, *costs: float) -> None:
+        replies = RunReplies(store, RunIdentity("abc", bench, bid, run, None))
+        for n, cost in enumerate(costs):
+            replies.record("d", n, {"n": n}, cost_usd=cost)
+
+    def row(bid: str, run: int, cost: float, kind: str | None = None) -> dict:
+        done = datetime.now(UTC).isoformat()
+        return run_row(bench, bid, run, 1, 1, kind) | {"cost_usd": cost, "finished_at": done}
+
+    paid("id0", 0, 0.25, 0.25)  # answered: counts
+    paid("id0", 1, 0.125)  # failed after paying a reply
+    paid("id1", 0, 1.0)  # killed: paid, never journalled
+    rows = [row("id0", 0, 0.5), row("id0", 1, 0.125, "agent_error")]
+    legacy = row("id1", 1, 0.0625) | {"finished_at": "2020-01-01T00:00:00+00:00"}  # journalled, no store
+    journal.append([*rows, legacy])
+    predictions = predictions_frame([*rows, legacy])
+
+    costs = billed_costs(journal.path, predictions)
+    assert costs["cost_usd_billed"] == pytest.approx(0.5 + 0.125 + 1.0 + 0.0625)
+    assert costs["cost_usd_not_counted"] == pytest.approx(0.125 + 1.0)
+    assert predictions["cost_usd"].sum() == pytest.approx(0.6875)  # the rows alone miss the killed run
+    items = items_frame(bench, [1, 1], "accuracy")
+    metrics = benchmark_metrics_row(bench, vote_items(predictions, items), predictions, journal.path)
+    assert (metrics["cost_usd_billed"], metrics["cost_usd_not_counted"]) == (
+        costs["cost_usd_billed"],
+        costs["cost_usd_not_counted"],
+    )
+    nowhere = billed_costs(tmp_path / "journals" / "other" / f"{bench}.jsonl", predictions)
+    assert all(np.isnan(v) for v in nowhere.values())  # no journal, no store: unknown, never $0
+    assert np.isnan(
+        benchmark_metrics_row(bench, vote_items(predictions, items), predictions)["cost_usd_billed"]
+    )

@@ -1,7 +1,8 @@
 """Every dollar accounted for, through real materializations of one predictions partition (GIANT against
 the loopback scripted model, priced through GIANT_PRICES): the budget is a ledger over every
 materialization, a cell whose estimate cannot fit its budget sends nothing, a failed run's paid replies
-are billed (and shown apart) and replayed for free when it runs again."""
+are billed (and shown apart, in the predictions' metadata, benchmark_metrics and the leaderboard) and
+replayed for free when it runs again."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
-from dagster import AssetSelection, DagsterEventType, DagsterInstance, materialize
+from dagster import AssetKey, AssetSelection, DagsterEventType, DagsterInstance, materialize
 
 from giant_assets.batch.journal import Journal
 from giant_assets.batch.replies import replies_path
+from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, demo_policy
 from giant_assets.experiments.spec import Experiment
 from giant_assets.platform.definitions import ALL_ASSETS
@@ -60,13 +62,13 @@ def cell(tmp_path: Path, sample_wsi_root: Path, monkeypatch: pytest.MonkeyPatch)
         base = {"agent": "giant", "model": MODEL, "base_url": server.openai_base_url, "max_steps": 3,
                 "runs_per_item": 2, "concurrency": 1}  # fmt: skip
 
-        def run(name: str = "spend", **extra):
+        def run(name: str = "spend", assets: tuple[str, ...] = ("predictions",), **extra):
             write_experiments(declared, {name: base | extra})
             add_experiments(instance, name)
             return materialize(
-                ALL_ASSETS, selection=AssetSelection.assets("predictions"),
-                partition_key=result_key(name, BENCHMARK), resources=resources, instance=instance,
-                raise_on_error=False,
+                ALL_ASSETS, selection=AssetSelection.assets(*assets),
+                partition_key=None if "leaderboard" in assets else result_key(name, BENCHMARK),
+                resources=resources, instance=instance, raise_on_error=False,
             )  # fmt: skip
 
         yield run, model, server, data
@@ -103,6 +105,31 @@ def test_failed_runs_are_billed_apart_and_replayed_not_repaid(cell) -> None:
     assert again.success and _meta(again)["model_calls_replayed"] == 2
     assert len(server.requests) - asked == 2  # only each failed run's answer call; its crop is replayed
     assert _meta(again)["cost_usd_not_counted"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_metrics_and_leaderboard_show_what_was_billed_and_what_did_not_count(cell) -> None:
+    run, model, server, data = cell
+    assert run(max_failed_share=1.0, assets=("predictions", "item_predictions", "benchmark_metrics")).success
+    board = run(max_failed_share=1.0, assets=("leaderboard", "leaderboard_long", "leaderboard_stale"))
+    assert board.success
+    journal = next((data / "journals").glob(f"*/{BENCHMARK}.jsonl"))
+    rows = [json.loads(line) for line in journal.read_text().splitlines()]
+    failed = {(r["benchmark_id"], r["run_index"]) for r in rows if r["error_kind"]}
+    entries = [json.loads(line) for line in replies_path(journal).read_text().splitlines()]
+    billed = sum(e["cost_usd"] for e in entries)  # the oracle: the reply store, read here
+    lost = sum(e["cost_usd"] for e in entries if (e["benchmark_id"], e["run_index"]) in failed)
+    assert len(failed) == 2 and 0 < lost < billed
+    metrics = ParquetStore(data).read("benchmark_metrics")
+    assert metrics["cost_usd_billed"].tolist() == [pytest.approx(billed, abs=1e-6)]
+    assert metrics["cost_usd_not_counted"].tolist() == [pytest.approx(lost, abs=1e-6)]
+    table = board.asset_value(AssetKey("leaderboard")).set_index("experiment")
+    assert table.loc["spend", "cost_usd_billed"] == pytest.approx(billed, abs=1e-6)
+    assert table.loc["spend", "cost_usd_not_counted"] == pytest.approx(lost, abs=1e-6)
+    markdown = board.asset_materializations_for_node("leaderboard")[0].metadata["leaderboard"].value
+    assert f"${billed:,.2f} (${lost:,.2f} not counted)" in markdown
+    doc = json.loads((data / "results" / "spend" / "results.json").read_text())
+    assert doc["metrics"][0]["cost_usd_billed"] == pytest.approx(billed, abs=1e-6)
+    assert doc["metrics"][0]["cost_usd_not_counted"] == pytest.approx(lost, abs=1e-6)
 
 
 def test_the_budget_is_a_ledger_across_materializations_and_a_hopeless_cell_sends_nothing(cell) -> None:

@@ -88,14 +88,19 @@ def benchmark_metrics(
     context: AssetExecutionContext,
     item_predictions: pd.DataFrame,
     predictions: pd.DataFrame,
+    storage: StorageResource,
     experiments: ExperimentsResource,
 ) -> pd.DataFrame:
     """The benchmark's metric over ALL its items (missing slides and failed runs count wrong), with
-    1000-replicate bootstrap mean ± std and 95% interval, coverage beside it, and the cost per item
-    beside what the estimate predicted for it before any run."""
+    1000-replicate bootstrap mean ± std and 95% interval, coverage beside it, the cost per item beside
+    what the estimate predicted for it before any run, and what the provider billed for the cell
+    (``cost_usd_billed``, read from the ledger of ``journals/<config_hash>/``) with what of it was spent
+    on runs that do not count (``cost_usd_not_counted``)."""
     name, benchmark = cell(context)
-    row = {"experiment": name} | benchmark_metrics_row(benchmark, item_predictions, predictions)
-    row |= cost_per_item(experiments.get(name), benchmark, predictions)
+    experiment = experiments.get(name)
+    journal = storage.root / "journals" / experiment.config_hash() / f"{benchmark}.jsonl"
+    row = {"experiment": name} | benchmark_metrics_row(benchmark, item_predictions, predictions, journal)
+    row |= cost_per_item(experiment, benchmark, predictions)
     context.add_output_metadata(
         {
             "metric": row["metric_type"],
@@ -111,6 +116,8 @@ def benchmark_metrics(
             "null_grades": row["n_null_grades"],
             "untagged_responses": row["n_untagged_responses"],
             "cost_usd": row["cost_usd"],
+            "cost_usd_billed": MetadataValue.float(row["cost_usd_billed"]),
+            "cost_usd_not_counted": MetadataValue.float(row["cost_usd_not_counted"]),
             "usd_per_item": row["usd_per_item"],
             "estimated_usd_per_item": f"{row['est_usd_per_item_low']:.4f}-{row['est_usd_per_item_high']:.4f}",
         }
