@@ -104,10 +104,25 @@ def test_declared_cloud_example_materializes(tmp_path: Path, sample_wsi_root: Pa
                 instance=instance,
             )
             requests, refused = list(server.requests), list(server.refused)
+            first = ParquetStore(data).read("predictions", [f"{name}/{PARTITION}"])
+            # as after a kill before any run was journalled: the kept replies answer every request again
+            journal = next((data / "journals").glob(f"*/{PARTITION}.jsonl"))
+            journal.unlink()
+            again = materialize(
+                [multipathqa_csv, benchmark_items, predictions],
+                selection=[predictions],
+                partition_key=result_key(name, PARTITION),
+                resources=resources,
+                instance=instance,
+            )
+            assert again.success and len(server.requests) == len(requests)  # replayed: nothing paid again
     finally:
         mp.undo()
     assert result.success
     rows = ParquetStore(data).read("predictions", [f"{name}/{PARTITION}"])
+    key = ["benchmark_id", "run_index"]
+    replayed = rows.sort_values(key)["answer_text"].tolist()
+    assert replayed == first.sort_values(key)["answer_text"].tolist()
     assert len(rows) == 3 and rows["error"].isna().all()
     for doc in rows["trajectory_json"]:
         assert [s["action"] for s in json.loads(doc)] == ["thumbnail", "crop", "answer"]

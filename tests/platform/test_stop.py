@@ -67,6 +67,7 @@ def test_stop_cancels_the_backfill_and_terminates_the_rows_runs(
             assert launched.returncode == 0, launched.stdout[-2000:] + launched.stderr[-2000:]
             with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
                 wait_for("a run of the row asking the model", lambda: len(server.requests) > 0)
+                stopped_at = time.time()
                 stop = subprocess.run(
                     [BIN / "giant-experiments", "stop", ROW], env=env, cwd=REPO, capture_output=True,
                     text=True, timeout=120,
@@ -83,7 +84,10 @@ def test_stop_cancels_the_backfill_and_terminates_the_rows_runs(
                 asked = len(server.requests)
                 runs = [r for r in instance.get_runs() if r.job_name == "evaluate_cell"]
                 assert DagsterRunStatus.CANCELED in {r.status for r in runs}
-                assert DagsterRunStatus.SUCCESS not in {r.status for r in runs}  # none ran to its end
+                # none ran to its end after the stop (a cell with few calls may have finished before it)
+                records = instance.get_run_records()
+                finished = [r.end_time for r in records if r.dagster_run.status == DagsterRunStatus.SUCCESS]
+                assert all(end is not None and end <= stopped_at for end in finished), (finished, stopped_at)
                 time.sleep(5)  # the daemon is still up: the backfill launches nothing more, nothing asks
                 assert len([r for r in instance.get_runs() if r.job_name == "evaluate_cell"]) == len(runs)
                 assert len(server.requests) == asked

@@ -138,7 +138,7 @@ class SDKChatModel(abc.ABC):
             slot = (digest, replies.occurrence(digest))
             stored = replies.lookup(*slot)
         if stored is not None:
-            response = self.sdk._models.construct_type(type_=self.response_type, value=stored["response"])
+            response = self._revive(stored["response"])
             attempts, waited, latency = 0, 0.0, 0.0
             notes += (REPLAYED,)
         else:
@@ -172,6 +172,10 @@ class SDKChatModel(abc.ABC):
         """The SDK response as the JSON data it was parsed from (keys redacted), to replay it."""
         return json.loads(self.redact(json.dumps(response.to_dict(mode="json"))))
 
+    def _revive(self, data: dict[str, Any]) -> Any:
+        """The SDK response object of stored or batch-answered JSON data (``_stored``'s inverse)."""
+        return self.sdk._models.construct_type(type_=self.response_type, value=data)
+
     def _accounting(self, usage: Any) -> dict[str, Any]:
         """A paid reply's tokens and cost (``GIANT_PRICES``, as the agents price their steps)."""
         if self._prices is None:
@@ -198,7 +202,7 @@ class SDKChatModel(abc.ABC):
         if self.batch is not None:
             started = time.monotonic()
             data = await self.batch.request(body)
-            response = self.sdk._models.construct_type(type_=self.response_type, value=data)
+            response = self._revive(data)
             return response, 1, 0.0, time.monotonic() - started
         return await with_retries(
             lambda: self._send(body, headers),

@@ -100,6 +100,12 @@ class GeminiChatModel(SDKChatModel):
             model=self.name, contents=body["contents"], config=body["config"]
         )
 
+    def _stored(self, response: Any) -> dict[str, Any]:
+        return json.loads(self.redact(json.dumps(response.model_dump(mode="json", exclude_none=True))))
+
+    def _revive(self, data: dict[str, Any]) -> Any:
+        return types.GenerateContentResponse.model_validate(data)
+
     def _reply(self, response: Any) -> ModelReply:
         where = f"{self.provider} {self.url}"
         feedback = response.prompt_feedback
