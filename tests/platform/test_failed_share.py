@@ -31,7 +31,7 @@ class FlakyModel:
 
     @staticmethod
     def question(request: RecordedRequest) -> str:
-        return next(t for t in request.turns if t.role == "user").texts[0]
+        return request.question
 
     def __call__(self, request: RecordedRequest) -> Reply:
         question = self.question(request)

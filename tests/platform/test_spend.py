@@ -34,7 +34,7 @@ class Refusing:
 
     @staticmethod
     def question(request: RecordedRequest) -> str:
-        return next(t for t in request.turns if t.role == "user").texts[0]
+        return request.question
 
     def __call__(self, request: RecordedRequest) -> Reply:
         self.bad = self.bad or self.question(request)
