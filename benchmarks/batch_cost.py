@@ -28,7 +28,6 @@ from giant_assets.agents.providers.batching import (
     BatchStore,
     batch_client,
 )
-from giant_assets.batch.agent_api import AgentItem
 from giant_assets.demo.batch_api import BatchAPIServer
 from giant_assets.demo.scripted import (
     RecordedRequest,
@@ -38,6 +37,7 @@ from giant_assets.demo.scripted import (
     crop_reply,
 )
 from giant_assets.experiments.spec import Experiment
+from giant_assets.runs.agent_api import AgentItem
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 
 ITEMS = {"tcga": 221, "gtex": 191, "panda": 197, "tcga_slidebench": 197, "tcga_expert_vqa": 128}

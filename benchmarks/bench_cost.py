@@ -32,7 +32,6 @@ from benchmarks.batch_cost import batch_rounds_demo, table1_reproduction
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import PriceTable, load_price_table
 from giant_assets.agents.providers import AnthropicChatModel, OpenAIResponsesModel
-from giant_assets.batch.agent_api import AgentAnswer, AgentItem
 from giant_assets.demo.scripted import (
     RecordedRequest,
     Reply,
@@ -40,6 +39,7 @@ from giant_assets.demo.scripted import (
     answer_reply,
     crop_reply,
 )
+from giant_assets.runs.agent_api import AgentAnswer, AgentItem
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 
 STEPS = 20

@@ -23,13 +23,13 @@ from pathlib import Path
 import pandas as pd
 
 from giant_assets.agents.registry import make_giant_agent
-from giant_assets.batch.agent_api import AgentItem
 from giant_assets.demo.scripted import ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.experiments.spec import Experiment
 from giant_assets.report.trajectory_images import PICTURE_COLUMNS, draw_runs
 from giant_assets.report.viewer import item_pages
 from giant_assets.report.viewer.serve import serve_in_thread
 from giant_assets.report.viewer.site import RECIPE, write_benchmark
+from giant_assets.runs.agent_api import AgentItem
 from giant_assets.slides.synthetic import LESION, TISSUE, Blob, SlideDesign, write_pyramidal_slide
 
 RUNS = 6

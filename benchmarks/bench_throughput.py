@@ -40,9 +40,6 @@ from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.overviews import Encoding, read_overview
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.providers import OpenAIResponsesModel
-from giant_assets.batch import runner as batch_runner
-from giant_assets.batch.journal import Journal
-from giant_assets.batch.runner import BatchSettings
 from giant_assets.demo.scripted import (
     RecordedRequest,
     Reply,
@@ -51,6 +48,9 @@ from giant_assets.demo.scripted import (
     crop_reply,
 )
 from giant_assets.multipathqa.sample import sample_csv_path
+from giant_assets.runs import runner as batch_runner
+from giant_assets.runs.journal import Journal
+from giant_assets.runs.runner import BatchSettings
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 from giant_assets.slides.views import overview
 

@@ -32,7 +32,7 @@ import numpy as np
 import tifffile
 from PIL import Image
 
-from giant_assets.batch.journal import Journal
+from giant_assets.runs.journal import Journal
 from giant_assets.slides.access import JPEG_QUALITY, encode_image, open_slide, output_size
 from giant_assets.slides.guides import draw_guides
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide

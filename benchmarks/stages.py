@@ -18,7 +18,7 @@ from PIL import Image
 
 from giant_assets.agents import overviews
 from giant_assets.agents.providers import openai_responses
-from giant_assets.batch import journal, runner
+from giant_assets.runs import journal, runner
 from giant_assets.slides import access, views
 
 STAGES = ("read", "resample", "draw", "encode", "request", "store")

@@ -35,14 +35,14 @@ import openslide
 from giant_assets.agents.overviews import Encoding, OverviewCache
 from giant_assets.agents.pricing import PriceTable, load_price_table
 from giant_assets.agents.providers import ChatModel, ImagePart, Message, ModelReply, ProviderError, TextPart
-from giant_assets.batch.agent_api import AgentAnswer, AgentItem, Step
-from giant_assets.batch.extraction import PANDA, extract_label
-from giant_assets.batch.ratelimit import RateLimiter
-from giant_assets.batch.records import SLIDE_UNAVAILABLE
 from giant_assets.core.settings import PRICES_ENV, env
 from giant_assets.eval.voting import majority_vote
 from giant_assets.experiments.prompts import resolve_prompts
 from giant_assets.experiments.spec import Experiment
+from giant_assets.runs.agent_api import AgentAnswer, AgentItem, Step
+from giant_assets.runs.extraction import PANDA, extract_label
+from giant_assets.runs.ratelimit import RateLimiter
+from giant_assets.runs.records import SLIDE_UNAVAILABLE
 from giant_assets.slides.access import SlideError, open_slide
 from giant_assets.slides.clam import clam_patches, load_preset, preset_for
 from giant_assets.slides.tissue import sample_patches, tissue_mask

@@ -2,7 +2,7 @@
 
 ``run_cell`` is what the ``predictions`` asset does, in plain Python: bind the experiment's name, make
 its agent, estimate what is left before the first model call and refuse a cell that cannot fit its
-budget, set up batch mode, run the items (``batch/runner.py``: journal, reply store, budget ledger),
+budget, set up batch mode, run the items (``runs/runner.py``: journal, reply store, budget ledger),
 and return the rows with their metadata, or the runs waiting on provider batches. Refusals and
 failures raise ``CellFailed`` with a message for the user (the asset turns it into a Dagster Failure).
 """
@@ -18,17 +18,17 @@ from typing import Any
 import pandas as pd
 
 from giant_assets.agents.registry import make_agent, save_settings
-from giant_assets.batch.failures import failure_report
-from giant_assets.batch.journal import Journal
-from giant_assets.batch.ledger import ExperimentLedger, PartitionLedger
-from giant_assets.batch.ratelimit import make_rate_limiter
-from giant_assets.batch.records import records_frame
-from giant_assets.batch.replies import StoreWriteFailed
-from giant_assets.batch.runner import BatchOutcome, BatchSettings, run_batch, usd_as_set
 from giant_assets.experiments.binding import bind
 from giant_assets.experiments.declared import unbudgeted
 from giant_assets.experiments.itemsample import sample_items
 from giant_assets.experiments.spec import MODEL_MODES, Experiment
+from giant_assets.runs.failures import failure_report
+from giant_assets.runs.journal import Journal
+from giant_assets.runs.ledger import ExperimentLedger, PartitionLedger
+from giant_assets.runs.ratelimit import make_rate_limiter
+from giant_assets.runs.records import records_frame
+from giant_assets.runs.replies import StoreWriteFailed
+from giant_assets.runs.runner import BatchOutcome, BatchSettings, run_batch, usd_as_set
 
 
 class CellFailed(RuntimeError):

@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from giant_assets.agents.pricing import PriceTable, image_tokens
-from giant_assets.batch.replies import SUFFIX as REPLIES_SUFFIX
 from giant_assets.core.secrets import public_url
 from giant_assets.experiments.api_contracts import vendor_model
 from giant_assets.experiments.itemsample import sample_items
 from giant_assets.experiments.spec import MODEL_MODES, NAVIGATING, PROVIDER_BASE_URLS, Experiment
+from giant_assets.runs.replies import SUFFIX as REPLIES_SUFFIX
 
 BATCH_DISCOUNT = 0.5
 SYSTEM_PROMPT_TOKENS = 700  # the multi-step system prompt with the slide size and step budget
@@ -379,8 +379,8 @@ def estimate_experiment(
     current items are subtracted; the journals' finished runs of the same agent and model, if any,
     calibrate the token and time model.
     """
-    from giant_assets.batch.journal import Journal
-    from giant_assets.batch.records import RETRYABLE
+    from giant_assets.runs.journal import Journal
+    from giant_assets.runs.records import RETRYABLE
 
     wanted = set(benchmarks) if benchmarks else None
     measured = calibrate(journals_dir, exp) if exp.agent in MODEL_MODES else None

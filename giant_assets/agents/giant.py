@@ -61,7 +61,6 @@ from giant_assets.agents.random_regions import (
     tissue_coords,
 )
 from giant_assets.agents.shown_views import ShownView, ShownViews
-from giant_assets.batch.agent_api import AgentAnswer, AgentItem, Step
 from giant_assets.core.jsonscan import json_objects
 from giant_assets.experiments.prompts import (
     BUILT_IN,
@@ -70,6 +69,7 @@ from giant_assets.experiments.prompts import (
     RANDOM_REGION_RESULT,
     PromptSet,
 )
+from giant_assets.runs.agent_api import AgentAnswer, AgentItem, Step
 from giant_assets.slides.access import JPEG_QUALITY, InvalidRegion, SlideError, open_slide
 from giant_assets.slides.random_regions import NoTissueRegion
 from giant_assets.slides.views import IMAGE_READS, overview, region

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from giant_assets.batch.agent_api import AgentAnswer, AgentItem, Step
-from giant_assets.batch.records import parse_trajectory
 from giant_assets.multipathqa.benchmarks import PANDA_GRADES
+from giant_assets.runs.agent_api import AgentAnswer, AgentItem, Step
+from giant_assets.runs.records import parse_trajectory
 
 _PANDA = "panda"
 

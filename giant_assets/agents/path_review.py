@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from giant_assets.agents.giant import GiantAgent
-from giant_assets.batch.agent_api import AgentAnswer, AgentItem
+from giant_assets.runs.agent_api import AgentAnswer, AgentItem
 
 
 class PathReviewAgent(GiantAgent):

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from giant_assets.batch.agent_api import Agent
-from giant_assets.batch.ratelimit import RateLimiter
 from giant_assets.core.settings import PRICES_ENV, env
 from giant_assets.experiments.spec import NAVIGATING, Experiment
+from giant_assets.runs.agent_api import Agent
+from giant_assets.runs.ratelimit import RateLimiter
 
 
 def save_settings(experiment: Experiment, path: Path) -> None:

@@ -32,10 +32,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from giant_assets.batch.agent_api import AgentAnswer, AgentItem, Step
-from giant_assets.batch.extraction import PANDA, extract_label
 from giant_assets.experiments.spec import AZURE_API_VERSION, PROVIDER_APIS, Experiment
 from giant_assets.multipathqa.prompts import render_prompt
+from giant_assets.runs.agent_api import AgentAnswer, AgentItem, Step
+from giant_assets.runs.extraction import PANDA, extract_label
 from giant_assets.slides.access import SlideError, open_slide
 
 MODES = ("giant", "thumbnail", "patch", "random_patch")
@@ -191,7 +191,7 @@ async def _run(exp: Experiment, item: AgentItem, deadline_s: float) -> AgentAnsw
     import pandas as pd
 
     from giant_assets.agents.registry import make_agent
-    from giant_assets.batch.ratelimit import make_rate_limiter
+    from giant_assets.runs.ratelimit import make_rate_limiter
 
     limiter = make_rate_limiter(exp.provider, exp.model, exp.api_key_env, exp.requests_per_minute)
     agent = make_agent(exp, pd.DataFrame(columns=["benchmark_name", "truth_label"]), limiter)

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from giant_assets.batch.records import RUN_KEY
 from giant_assets.core.jsonscan import json_objects
 from giant_assets.geometry.boxes import box_iou, xywh_to_xyxy
+from giant_assets.runs.records import RUN_KEY
 
 EXPECTED_REGIONS = 5
 MIN_IOU = 0.5  # a reported region is one the agent viewed when a crop overlaps it this much

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from giant_assets.batch.failures import FailureReport, failure_report, is_slide_unavailable
-from giant_assets.batch.journal import Journal
-from giant_assets.batch.records import RETRYABLE
 from giant_assets.experiments.spec import Experiment
+from giant_assets.runs.failures import FailureReport, failure_report, is_slide_unavailable
+from giant_assets.runs.journal import Journal
+from giant_assets.runs.records import RETRYABLE
 
 
 @dataclass

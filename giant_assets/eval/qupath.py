@@ -24,7 +24,6 @@ from typing import Any
 import pandas as pd
 import shapely
 
-from giant_assets.batch.records import parse_trajectory
 from giant_assets.core.files import atomic_write_bytes
 from giant_assets.core.paths import confined_path
 from giant_assets.core.storage import ParquetStore
@@ -37,6 +36,7 @@ from giant_assets.geometry.qupath import (
     read_qupath_objects,
 )
 from giant_assets.geometry.roi import REFERENCE_COLUMNS
+from giant_assets.runs.records import parse_trajectory
 
 CROP_CLASS, CROP_COLOR = "GIANT crop", (255, 140, 0)
 REPORTED_CLASS, REPORTED_COLOR = "GIANT reported region", (0, 160, 255)

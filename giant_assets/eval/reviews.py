@@ -31,9 +31,9 @@ from typing import Any
 
 import pandas as pd
 
-from giant_assets.batch.records import parse_trajectory
 from giant_assets.core.files import atomic_write_bytes
 from giant_assets.core.paths import confined_path
+from giant_assets.runs.records import parse_trajectory
 
 REGION_RATINGS = ("relevant", "partly", "not relevant")
 ANSWER_RATINGS = ("correct", "partly", "wrong")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from giant_assets.batch.records import RUN_KEY
 from giant_assets.core.settings import REGIONS_ENV, env
 from giant_assets.geometry.roi import evaluate_viewed_regions, regions_from_frame
 from giant_assets.multipathqa.sample import sample_regions_path
+from giant_assets.runs.records import RUN_KEY
 
 ROI_COLUMNS = [
     *RUN_KEY,

@@ -22,16 +22,6 @@ import numpy as np
 import pandas as pd
 
 from giant_assets import __version__
-from giant_assets.batch.extraction import PANDA_NULL_REASON, extract_label
-from giant_assets.batch.ledger import PartitionLedger
-from giant_assets.batch.records import (
-    AGENT_ERROR,
-    MAX_RETRIES_EXCEEDED,
-    NO_ANSWER,
-    SLIDE_UNAVAILABLE,
-    TIMEOUT,
-)
-from giant_assets.batch.replies import replies_path
 from giant_assets.core.files import file_sha256
 from giant_assets.eval.bootstrap import bootstrap_metric
 from giant_assets.eval.itemsets import ITEM_SET
@@ -39,6 +29,16 @@ from giant_assets.eval.metrics import METRICS
 from giant_assets.eval.voting import vote_frame
 from giant_assets.experiments.binding import read_binding
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
+from giant_assets.runs.extraction import PANDA_NULL_REASON, extract_label
+from giant_assets.runs.ledger import PartitionLedger
+from giant_assets.runs.records import (
+    AGENT_ERROR,
+    MAX_RETRIES_EXCEEDED,
+    NO_ANSWER,
+    SLIDE_UNAVAILABLE,
+    TIMEOUT,
+)
+from giant_assets.runs.replies import replies_path
 
 ITEM_KEY = ["benchmark_name", "benchmark_id"]
 EXTRACTOR_VERSION = "5"  # bump when extraction rules change: item_predictions re-scores (code_version)
@@ -190,7 +190,7 @@ def benchmark_metrics_row(
 
 def billed_costs(journal_path: Path | None, predictions: pd.DataFrame) -> dict[str, float]:
     """``cost_usd_billed``: what the provider billed for the cell, every paid call of every process and
-    run (failed, killed, retried and replaced ones too; ``batch/ledger.py``), and ``cost_usd_not_counted``:
+    run (failed, killed, retried and replaced ones too; ``runs/ledger.py``), and ``cost_usd_not_counted``:
     of it, what was paid beyond the runs that count (stored runs without an error). NaN for both when
     the cell has neither a journal nor a reply store at ``journal_path`` (nothing to read the bill from).
     """

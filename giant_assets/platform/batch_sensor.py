@@ -83,7 +83,7 @@ STUCK_AFTER_S = 900.0
 
 def _unlocked(folder: Path) -> bool:
     """Neither the cell's journal lock nor its batch store lock is held by a live process now."""
-    from giant_assets.batch.guard import lock_path
+    from giant_assets.runs.guard import lock_path
 
     for path in (lock_path(folder.with_suffix(".jsonl")), folder / "store.lock"):
         if not path.exists():

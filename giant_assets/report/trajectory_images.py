@@ -20,11 +20,11 @@ from typing import Any
 import pandas as pd
 from PIL import Image, ImageDraw, ImageFont
 
-from giant_assets.batch.records import RUN_KEY, parse_trajectory
 from giant_assets.core.paths import confined_path
 from giant_assets.experiments.spec import Experiment
 from giant_assets.geometry.roi import Region, regions_from_frame
 from giant_assets.report.sent_images import SentImage, render_sent_images, renders_sent_images
+from giant_assets.runs.records import RUN_KEY, parse_trajectory
 from giant_assets.slides.access import InvalidRegion, SlideError, Thumbnail, crop, open_slide, thumbnail
 
 VIEWED = (0, 160, 255)

@@ -16,12 +16,12 @@ from giant_assets.agents.baselines import PatchAgent, ThumbnailAgent
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.providers import RetryPolicy, make_chat_model
 from giant_assets.agents.registry import make_agent
-from giant_assets.batch.agent_api import AgentItem
-from giant_assets.batch.journal import Journal
-from giant_assets.batch.runner import BatchSettings, run_batch
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer
 from giant_assets.experiments.spec import Experiment
 from giant_assets.multipathqa.prompts import render_prompt
+from giant_assets.runs.agent_api import AgentItem
+from giant_assets.runs.journal import Journal
+from giant_assets.runs.runner import BatchSettings, run_batch
 from giant_assets.slides.access import encode_image, open_slide
 from giant_assets.slides.synthetic import LESION, TISSUE, Blob, SlideDesign, write_pyramidal_slide
 

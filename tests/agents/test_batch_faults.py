@@ -22,10 +22,10 @@ from giant_assets.agents.providers.batching import (
     batch_client,
 )
 from giant_assets.agents.providers.retry import RetryPolicy
-from giant_assets.batch.agent_api import AgentItem
-from giant_assets.batch.run_identity import RunIdentity, running
 from giant_assets.demo.batch_api import BatchAPIServer
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, answer_reply, crop_reply
+from giant_assets.runs.agent_api import AgentItem
+from giant_assets.runs.run_identity import RunIdentity, running
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 
 PROVIDERS = ["openai", "anthropic"]

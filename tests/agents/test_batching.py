@@ -19,7 +19,6 @@ import pytest
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.providers import AnthropicChatModel, OpenAIChatModel, OpenAIResponsesModel
 from giant_assets.agents.providers.batching import BatchPending, BatchRound, BatchStore, batch_client
-from giant_assets.batch.agent_api import AgentItem
 from giant_assets.demo.batch_api import BatchAPIServer
 from giant_assets.demo.scripted import (
     RecordedRequest,
@@ -28,6 +27,7 @@ from giant_assets.demo.scripted import (
     answer_reply,
     crop_reply,
 )
+from giant_assets.runs.agent_api import AgentItem
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 from tests.support.batching import answer_all
 

@@ -18,11 +18,11 @@ from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import load_price_table
 from giant_assets.agents.providers import MissingAPIKey
 from giant_assets.agents.registry import make_agent
-from giant_assets.batch.agent_api import AgentAnswer, AgentItem
 from giant_assets.core.secrets import REDACTED, redact_secrets
 from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.experiments.declared import ExperimentsFileError, load_experiments
 from giant_assets.experiments.spec import Experiment
+from giant_assets.runs.agent_api import AgentAnswer, AgentItem
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 from tests.support.cloud import AWS_ENV, AWS_SECRET, service_account
 

@@ -14,8 +14,6 @@ from giant_assets.agents.estimate import _run_tokens, estimate, estimate_experim
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import load_price_table
 from giant_assets.agents.providers import OpenAIResponsesModel
-from giant_assets.batch.agent_api import AgentItem
-from giant_assets.batch.journal import Journal
 from giant_assets.demo.scripted import (
     RecordedRequest,
     Reply,
@@ -26,6 +24,8 @@ from giant_assets.demo.scripted import (
 from giant_assets.experiments.spec import Experiment
 from giant_assets.platform import experiments_cli
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
+from giant_assets.runs.agent_api import AgentItem
+from giant_assets.runs.journal import Journal
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 from tests.support.dagster_env import resources_for, write_experiments
 

@@ -28,9 +28,6 @@ from giant_assets.agents.providers import (
     RetryPolicy,
 )
 from giant_assets.agents.registry import make_agent
-from giant_assets.batch.agent_api import AgentAnswer, AgentItem
-from giant_assets.batch.journal import Journal
-from giant_assets.batch.runner import BatchSettings, run_batch
 from giant_assets.demo.scripted import (
     Reply,
     ScriptedModelServer,
@@ -43,6 +40,9 @@ from giant_assets.demo.scripted import (
 )
 from giant_assets.experiments.prompts import BUILT_IN, load_prompt_template
 from giant_assets.experiments.spec import Experiment
+from giant_assets.runs.agent_api import AgentAnswer, AgentItem
+from giant_assets.runs.journal import Journal
+from giant_assets.runs.runner import BatchSettings, run_batch
 from giant_assets.slides.guides import GUIDE_COLOR
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 

@@ -20,10 +20,10 @@ import pytest
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.registry import make_agent
-from giant_assets.batch.agent_api import AgentAnswer, AgentItem
 from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.experiments.prompts import BUILT_IN
 from giant_assets.experiments.spec import Experiment
+from giant_assets.runs.agent_api import AgentAnswer, AgentItem
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 
 PRICES = PriceTable({"scripted-vlm": ModelPrice(input_per_mtok=1.0, output_per_mtok=1.0)})

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from giant_assets.agents.providers.local import text_tool_calls
-from giant_assets.batch.extraction import extract_label
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer
+from giant_assets.runs.extraction import extract_label
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 from tests.agents.test_local_servers import local_agent, run
 

@@ -18,9 +18,9 @@ from PIL import Image
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.providers import OpenAIResponsesModel, RetryPolicy
-from giant_assets.batch.agent_api import AgentItem
 from giant_assets.demo.scripted import ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.experiments.spec import Experiment
+from giant_assets.runs.agent_api import AgentItem
 from giant_assets.slides.guides import draw_guides
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 

@@ -22,10 +22,10 @@ from giant_assets.agents.pricing import load_price_table
 from giant_assets.agents.providers import ImagePart, Message, OpenAIChatModel, TextPart, ToolSpec
 from giant_assets.agents.providers.local import LocalChatModel, keep_images, text_tool_calls
 from giant_assets.agents.registry import make_agent
-from giant_assets.batch.agent_api import AgentAnswer, AgentItem
 from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
 from giant_assets.experiments.declared import load_experiments
 from giant_assets.experiments.spec import Experiment
+from giant_assets.runs.agent_api import AgentAnswer, AgentItem
 from giant_assets.slides.access import encode_image
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 from tests.support.local_servers import PLAIN_ANSWER, Quirks, navigate, prompt_tokens, quirks

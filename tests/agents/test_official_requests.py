@@ -28,14 +28,14 @@ from giant_assets.agents.prompt_import import BENCHMARK_SCRIPT
 from giant_assets.agents.prompt_import import main as prompts_main
 from giant_assets.agents.providers import make_chat_model
 from giant_assets.agents.registry import make_agent
-from giant_assets.batch.agent_api import AgentAnswer
-from giant_assets.batch.runner import agent_item
 from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.eval.scoring import write_results_json
 from giant_assets.experiments.prompts import prompt_provenance
 from giant_assets.experiments.spec import Experiment
 from giant_assets.multipathqa.benchmarks import BENCHMARKS
 from giant_assets.multipathqa.loading import parse_items
+from giant_assets.runs.agent_api import AgentAnswer
+from giant_assets.runs.runner import agent_item
 from giant_assets.slides.guides import draw_guides
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 from tests.agents.test_prompts import fixture_repo

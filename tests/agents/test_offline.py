@@ -14,10 +14,10 @@ import pytest
 from scipy.stats import chisquare
 
 from giant_assets.agents.offline import MajorityAgent, RandomAgent, ReplayAgent, read_recorded
-from giant_assets.batch.agent_api import AgentAnswer, AgentItem, Step
-from giant_assets.batch.extraction import extract_label
-from giant_assets.batch.records import records_frame
-from giant_assets.batch.runner import result_row
+from giant_assets.runs.agent_api import AgentAnswer, AgentItem, Step
+from giant_assets.runs.extraction import extract_label
+from giant_assets.runs.records import records_frame
+from giant_assets.runs.runner import result_row
 
 OPTIONS = ["Lung", "Liver", "Kidney", "Skin"]
 SIX = ["Lung", "Liver", "Kidney", "Skin", "Colon", "Breast"]

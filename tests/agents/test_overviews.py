@@ -16,10 +16,10 @@ from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.overviews import Encoding, OverviewCache, read_overview
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.providers import OpenAIResponsesModel
-from giant_assets.batch.agent_api import AgentItem
-from giant_assets.batch.journal import Journal
-from giant_assets.batch.runner import BatchSettings, run_batch
 from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
+from giant_assets.runs.agent_api import AgentItem
+from giant_assets.runs.journal import Journal
+from giant_assets.runs.runner import BatchSettings, run_batch
 from giant_assets.slides.access import encode_image, open_slide
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, SlideDesign, write_pyramidal_slide
 from giant_assets.slides.views import overview

@@ -17,11 +17,11 @@ from giant_assets.agents.path_review import PathReviewAgent
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.prompt_import import PATH_REVIEW_SCRIPT, main
 from giant_assets.agents.registry import make_agent
-from giant_assets.batch.agent_api import AgentItem
 from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply
 from giant_assets.eval.path_review import best_overlaps, parse_review
 from giant_assets.experiments.prompts import BUILT_IN, PATH_REVIEW_PROMPT, load_prompt_file
 from giant_assets.experiments.spec import Experiment
+from giant_assets.runs.agent_api import AgentItem
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 from tests.agents.test_prompts import fixture_repo
 

@@ -14,10 +14,10 @@ import pytest
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.prompt_import import CLAUDE_AGENT, GPT_AGENT, main
 from giant_assets.agents.registry import make_agent
-from giant_assets.batch.agent_api import AgentItem
 from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply
 from giant_assets.experiments.prompts import BUILT_IN, load_prompt_file
 from giant_assets.experiments.spec import Experiment
+from giant_assets.runs.agent_api import AgentItem
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 
 ROOT = Path(__file__).resolve().parents[2]

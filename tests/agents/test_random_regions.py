@@ -14,9 +14,9 @@ import pytest
 
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.registry import make_agent
-from giant_assets.batch.agent_api import AgentItem
 from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply
 from giant_assets.experiments.spec import Experiment
+from giant_assets.runs.agent_api import AgentItem
 from giant_assets.slides.synthetic import TISSUE, Blob, SlideDesign, render_level, write_pyramidal_slide
 
 KEY = "sk-regions-test-0000SECRET00000000000001"

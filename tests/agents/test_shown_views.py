@@ -14,9 +14,9 @@ from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.providers import OpenAIResponsesModel
 from giant_assets.agents.providers.batching import BatchPending, BatchRound, BatchStore, batch_client
 from giant_assets.agents.shown_views import ShownViews
-from giant_assets.batch.agent_api import AgentItem
 from giant_assets.demo.batch_api import BatchAPIServer
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, answer_reply, crop_reply
+from giant_assets.runs.agent_api import AgentItem
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 from tests.support.batching import answer_all
 

@@ -11,7 +11,7 @@ import time
 
 import httpx
 
-from giant_assets.batch.ratelimit import SharedRateLimiter, make_rate_limiter
+from giant_assets.runs.ratelimit import SharedRateLimiter, make_rate_limiter
 
 
 async def main(url: str, n: int, requests_per_minute: float) -> None:

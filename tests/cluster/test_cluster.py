@@ -31,7 +31,7 @@ PER_PROVIDER = 4  # dagster_home/postgres/dagster.yaml
 
 
 def first_user_text(request: RecordedRequest) -> str:
-    return next(t for t in request.turns if t.role == "user").texts[0]
+    return request.question
 
 
 def journal_rows(path: Path) -> list[dict]:

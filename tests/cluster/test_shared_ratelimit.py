@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from giant_assets.batch.ratelimit import (
+from giant_assets.cluster.report import peak_in_window
+from giant_assets.cluster.servers import LocalServer, free_port, start_redis
+from giant_assets.core.settings import RATE_LIMIT_REDIS_URL_ENV as REDIS_URL_ENV
+from giant_assets.core.settings import RATE_LIMIT_WINDOW_ENV as WINDOW_ENV
+from giant_assets.runs.ratelimit import (
     MachineRateLimiter,
     RateLimitStoreDown,
     SharedRateLimiter,
     make_rate_limiter,
 )
-from giant_assets.cluster.report import peak_in_window
-from giant_assets.cluster.servers import LocalServer, free_port, start_redis
-from giant_assets.core.settings import RATE_LIMIT_REDIS_URL_ENV as REDIS_URL_ENV
-from giant_assets.core.settings import RATE_LIMIT_WINDOW_ENV as WINDOW_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 WINDOW_S = 4

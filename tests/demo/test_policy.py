@@ -10,8 +10,6 @@ from giant_assets.agents.baselines import ThumbnailAgent
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.providers import OpenAIResponsesModel
-from giant_assets.batch.agent_api import AgentAnswer, AgentItem
-from giant_assets.batch.extraction import extract_label
 from giant_assets.demo.scripted import DEMO_MODEL, ScriptedModelServer, demo_policy
 from giant_assets.demo.scripted.answer_key import key_answer
 from giant_assets.demo.scripted.policy import READABLE_DARK, _dark_fraction
@@ -19,6 +17,8 @@ from giant_assets.experiments.declared import load_experiments
 from giant_assets.experiments.spec import Experiment
 from giant_assets.multipathqa.loading import parse_items, read_csv_strings
 from giant_assets.multipathqa.sample import sample_csv_path
+from giant_assets.runs.agent_api import AgentAnswer, AgentItem
+from giant_assets.runs.extraction import extract_label
 
 REPO = Path(__file__).resolve().parents[2]
 PRICES = PriceTable({"scripted-vlm": ModelPrice(input_per_mtok=0.0, output_per_mtok=0.0)})

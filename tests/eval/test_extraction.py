@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from giant_assets.batch.extraction import extract_label
+from giant_assets.runs.extraction import extract_label
 
 ORGANS = ["Lung", "Liver", "Kidney", "Skin", "Colon", "Breast"]  # 6 options: letters are not labels
 FOUR = ["Adenocarcinoma", "Squamous cell carcinoma", "Small cell carcinoma", "Carcinoid tumor"]

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from giant_assets.agents.giant import parse_action
-from giant_assets.batch.extraction import extract_label
 from giant_assets.core.jsonscan import MAX_PARSED_CHARS
+from giant_assets.runs.extraction import extract_label
 
 ORGANS = ["Lung", "Liver", "Kidney", "Skin", "Colon", "Breast"]
 FOUR = ["Adenocarcinoma", "Squamous cell carcinoma", "Small cell carcinoma", "Carcinoid tumor"]

@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
-from giant_assets.batch.agent_api import AgentAnswer, Step
-from giant_assets.batch.records import NO_ANSWER, SLIDE_UNAVAILABLE, records_frame, steps_frame
-from giant_assets.batch.runner import result_row
 from giant_assets.eval.export import write_submission
 from giant_assets.eval.scoring import benchmark_metrics_row, billed_costs, rescore, vote_items
 from giant_assets.grading.grade import grade_csv
 from giant_assets.grading.tasks import tasks_from_items
+from giant_assets.runs.agent_api import AgentAnswer, Step
+from giant_assets.runs.records import NO_ANSWER, SLIDE_UNAVAILABLE, records_frame, steps_frame
+from giant_assets.runs.runner import result_row
 
 N_OPTIONS = 4
 PAPER_FORMAT = r"^\d+\.\d ± \d+\.\d$"
@@ -448,9 +448,9 @@ def test_billed_cost_is_every_paid_reply_and_not_counted_is_what_runs_that_do_no
 ) -> None:
     from datetime import UTC, datetime
 
-    from giant_assets.batch.journal import Journal
-    from giant_assets.batch.replies import ReplyStore, RunReplies, replies_path
-    from giant_assets.batch.run_identity import RunIdentity
+    from giant_assets.runs.journal import Journal
+    from giant_assets.runs.replies import ReplyStore, RunReplies, replies_path
+    from giant_assets.runs.run_identity import RunIdentity
 
     bench = "tcga_slidebench"
     journal = Journal(tmp_path / "journals" / "abc" / f"{bench}.jsonl")

@@ -16,11 +16,11 @@ from giant_assets.agents.estimate import estimate_experiment
 from giant_assets.agents.pricing import load_price_table
 from giant_assets.agents.providers import make_chat_model
 from giant_assets.agents.registry import save_settings
-from giant_assets.batch.agent_api import AgentItem
-from giant_assets.batch.journal import Journal
 from giant_assets.demo.scripted import Reply, ScriptedModelServer
 from giant_assets.experiments.binding import bind
 from giant_assets.experiments.spec import Experiment
+from giant_assets.runs.agent_api import AgentItem
+from giant_assets.runs.journal import Journal
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 
 PRICES = load_price_table()

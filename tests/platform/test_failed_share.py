@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, AssetSelection, DagsterEventType, DagsterInstance, materialize
 
-from giant_assets.batch.journal import Journal
 from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, demo_policy
 from giant_assets.platform.definitions import ALL_ASSETS
 from giant_assets.platform.partitions import result_key
+from giant_assets.runs.journal import Journal
 from tests.support.dagster_env import add_experiments, resources_for, write_experiments
 
 BENCHMARK = "tcga_slidebench"  # three items, every slide readable
@@ -31,7 +31,7 @@ class FlakyModel:
 
     @staticmethod
     def question(request: RecordedRequest) -> str:
-        return next(t for t in request.turns if t.role == "user").texts[0]
+        return request.question
 
     def __call__(self, request: RecordedRequest) -> Reply:
         question = self.question(request)

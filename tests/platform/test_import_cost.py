@@ -19,8 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 # imported lazily, by the functions that use them (module -> where it is imported)
 DEFERRED = {
     "shapely": "geometry/roi.py: Region.geometry, evaluate_viewed_regions",
-    "redis": "batch/ratelimit.py: SharedRateLimiter",
-    "limits": "batch/ratelimit.py: SharedRateLimiter, _per_window",
+    "redis": "runs/ratelimit.py: SharedRateLimiter",
+    "limits": "runs/ratelimit.py: SharedRateLimiter, _per_window",
     "jinja2": "report/viewer/site.py: _environment",
     "huggingface_hub": "multipathqa/download.py: download_multipathqa",
     "tifffile": "slides/synthetic.py: write_pyramidal_slide",

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
 
-from giant_assets.batch.replies import replies_path
 from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted import serve_demo_model
 from giant_assets.multipathqa.sample import sample_csv_path
 from giant_assets.platform.definitions import ALL_ASSETS
 from giant_assets.platform.partitions import result_key
+from giant_assets.runs.replies import replies_path
 from tests.support.dagster_env import add_experiments, resources_for, write_experiments
 
 KEY_ENV = "GIANT_TEST_FINGERPRINT_KEY"

@@ -27,9 +27,9 @@ import pytest
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, materialize
 from dagster._core.instance.ref import InstanceRef
 
-from giant_assets.batch.journal import Journal
 from giant_assets.demo.scripted import RecordedRequest, serve_demo_model
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
+from giant_assets.runs.journal import Journal
 from tests.support.dagster_env import add_experiments, resources_for, write_experiments
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 
 from giant_assets.agents.registry import make_giant_agent
-from giant_assets.batch.agent_api import AgentItem
-from giant_assets.batch.records import steps_frame
 from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.experiments.spec import Experiment
 from giant_assets.report.sent_images import render_sent_images
+from giant_assets.runs.agent_api import AgentItem
+from giant_assets.runs.records import steps_frame
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 
 KEY_ENV = "GIANT_TEST_SENT_KEY"

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from giant_assets.agents.providers.batching import BatchPending, BatchRound
-from giant_assets.batch.agent_api import AgentItem
+from giant_assets.runs.agent_api import AgentItem
 
 
 async def answer_all(agent: Any, items: list[AgentItem], batch: BatchRound | None) -> list:

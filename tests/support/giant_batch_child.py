@@ -15,9 +15,9 @@ from pathlib import Path
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import load_price_table
 from giant_assets.agents.providers import AnthropicChatModel, RetryPolicy
-from giant_assets.batch.journal import Journal
-from giant_assets.batch.runner import BatchSettings, run_batch
 from giant_assets.core.settings import PRICES_ENV, env
+from giant_assets.runs.journal import Journal
+from giant_assets.runs.runner import BatchSettings, run_batch
 
 
 def main(spec_path: str) -> None:

@@ -25,10 +25,10 @@ from giant_assets.agents.providers.errors import MalformedResponse, ProviderErro
 from giant_assets.agents.providers.keys import api_key_from_env
 from giant_assets.agents.providers.messages import Message, ModelReply, ToolSpec
 from giant_assets.agents.providers.retry import Failure, RetryPolicy, parse_retry_after, with_retries
-from giant_assets.batch.ratelimit import RateLimiter
-from giant_assets.batch.replies import current as current_replies
-from giant_assets.batch.replies import request_digest
 from giant_assets.core.secrets import Secret, is_loopback_url
+from giant_assets.runs.ratelimit import RateLimiter
+from giant_assets.runs.replies import current as current_replies
+from giant_assets.runs.replies import request_digest
 
 if TYPE_CHECKING:
     from giant_assets.agents.providers.batching import BatchRound
@@ -130,7 +130,7 @@ class SDKChatModel(abc.ABC):
         headers = self._auth_override()
         messages, notes = self._prepare(messages)
         body = self._body(messages, tools, cache_key)  # once: the SDKs do not change it
-        # a run with a reply store (batch/replies.py) replays a reply it was sent before for free
+        # a run with a reply store (runs/replies.py) replays a reply it was sent before for free
         replies = current_replies() if self.batch is None else None
         slot = stored = None
         if replies is not None:

@@ -8,8 +8,8 @@ from typing import Any
 
 from giant_assets.agents.providers.base import SDKChatModel
 from giant_assets.agents.providers.retry import RetryPolicy
-from giant_assets.batch.ratelimit import RateLimiter
 from giant_assets.experiments.spec import Experiment
+from giant_assets.runs.ratelimit import RateLimiter
 
 # api -> (module, class); imported on first use, so a run loads only the SDK it talks to
 WIRE_FORMATS: dict[str, tuple[str, str]] = {

@@ -20,7 +20,7 @@ from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
 from giant_assets.agents.providers.errors import ProviderError, ProviderHTTPError, RetriesExhausted
-from giant_assets.batch.ratelimit import RateLimiter
+from giant_assets.runs.ratelimit import RateLimiter
 
 _LOG = logging.getLogger(__name__)
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})

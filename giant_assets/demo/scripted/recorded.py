@@ -86,6 +86,11 @@ class RecordedRequest:
         return "\n".join(t for turn in self.turns for t in turn.texts)
 
     @property
+    def question(self) -> str:
+        """The first user turn's first text: the question as the agent asked it."""
+        return next(t for t in self.turns if t.role == "user").texts[0]
+
+    @property
     def images(self) -> list[Image.Image]:
         return [Image.open(io.BytesIO(b)) for turn in self.turns for b in turn.images]
 

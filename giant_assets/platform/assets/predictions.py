@@ -9,10 +9,10 @@ from dagster import AssetExecutionContext, AssetObservation, Config, Failure, Me
 from pydantic import Field
 
 from giant_assets.agents.cell import CellFailed, run_cell
-from giant_assets.batch.records import steps_frame
 from giant_assets.experiments.spec import Experiment
 from giant_assets.platform.partitions import cell, results_partitions
 from giant_assets.platform.resources import ExperimentsResource, StorageResource
+from giant_assets.runs.records import steps_frame
 
 
 class PredictionsConfig(Config):

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from giant_assets.batch.records import parse_trajectory
+from giant_assets.runs.records import parse_trajectory
 
 # step fields shown in their own place on the page; any other field with a value is listed generically
 KNOWN_STEP_FIELDS = frozenset(

@@ -1,7 +1,7 @@
 """Batch mode: every model request of an experiment goes through the provider's batch API, at half price.
 
 A run's requests are the same bytes whatever the transport, so each is named by a digest of the run
-that sends it (``batch/run_identity.py``: the runs of one item stay separate samples) and its wire body
+that sends it (``runs/run_identity.py``: the runs of one item stay separate samples) and its wire body
 (its ``custom_id``), and answered from a durable store once any batch has answered it. A *round*
 collects the next request of every run that is waiting for the model into batches (split at the
 provider's request and byte limits), submits them and waits for them to end: a GIANT run advances one

@@ -16,8 +16,8 @@ from giant_assets.agents.providers.batching.client import BatchClient, BatchStat
 from giant_assets.agents.providers.batching.store import ENDED, BatchStore
 from giant_assets.agents.providers.errors import ProviderError, RetriesExhausted
 from giant_assets.agents.providers.retry import RETRYABLE_STATUS
-from giant_assets.batch.records import RunWaiting
-from giant_assets.batch.run_identity import current_run
+from giant_assets.runs.records import RunWaiting
+from giant_assets.runs.run_identity import current_run
 
 # how far the provider's clock may be from ours: a batch created from an intent is listed back to this
 # much before the intent, and (Anthropic) counts as a candidate from then on

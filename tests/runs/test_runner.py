@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from giant_assets.batch.agent_api import AgentAnswer, AgentItem, Step
-from giant_assets.batch.journal import Journal
-from giant_assets.batch.runner import BatchSettings, run_batch
+from giant_assets.runs.agent_api import AgentAnswer, AgentItem, Step
+from giant_assets.runs.journal import Journal
+from giant_assets.runs.runner import BatchSettings, run_batch
 
 
 class ScriptAgent:

@@ -6,7 +6,7 @@ import json
 import os
 import stat
 
-from giant_assets.batch.journal import Journal
+from giant_assets.runs.journal import Journal
 
 
 def row(bid: str, run: int = 0, **extra) -> dict:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from giant_assets.batch.records import RETRYABLE, SLIDE_UNAVAILABLE
+from giant_assets.runs.records import RETRYABLE, SLIDE_UNAVAILABLE
 
 SLIDE_PREFIX = "slide unavailable"
 FIRST_MESSAGES = 3

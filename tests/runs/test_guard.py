@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from giant_assets.batch import guard
-from giant_assets.batch.guard import LOCK_POLL_S, ORPHAN_POLL_S, JournalBusy, journal_lock, lock_path
+from giant_assets.runs import guard
+from giant_assets.runs.guard import LOCK_POLL_S, ORPHAN_POLL_S, JournalBusy, journal_lock, lock_path
 
 # A batch process: run_batch over N items with an agent that records every call in a file (the "model").
 BATCH = r"""
 import asyncio, json, os, sys
 from pathlib import Path
-from giant_assets.batch.agent_api import AgentAnswer, Step
-from giant_assets.batch.journal import Journal
-from giant_assets.batch.runner import BatchSettings, run_batch
+from giant_assets.runs.agent_api import AgentAnswer, Step
+from giant_assets.runs.journal import Journal
+from giant_assets.runs.runner import BatchSettings, run_batch
 
 journal_path, calls_path = Path(sys.argv[1]), Path(sys.argv[2])
 n_items, delay = int(sys.argv[3]), float(sys.argv[4])
@@ -55,7 +55,7 @@ print(json.dumps({"executed": outcome.executed, "reused": outcome.reused}), flus
 HOLDER = r"""
 import asyncio, sys
 from pathlib import Path
-from giant_assets.batch.guard import journal_lock
+from giant_assets.runs.guard import journal_lock
 
 async def main():
     async with journal_lock(Path(sys.argv[1]), wait_s=0):

@@ -4,11 +4,11 @@ Every finished run is appended and fsynced as it finishes, so a crash, kill or C
 the run in flight. A torn last line (killed mid-write) is ignored on reading, as is any line that is not
 a JSON object holding the key fields (counted in ``skipped_lines``). The latest row per key wins, so a
 retried run replaces its earlier failure without duplicating it. One process writes a journal at a
-time: ``run_batch`` holds its lock (batch/guard.py).
+time: ``run_batch`` holds its lock (runs/guard.py).
 
 A row's key includes its ``item_fingerprint`` (multipathqa/fingerprint.py): an answer belongs to one
 question about one slide. Rows journalled before fingerprints existed have ``None`` there (legacy rows;
-batch/plan.py decides whether they still match their item).
+runs/plan.py decides whether they still match their item).
 """
 
 from __future__ import annotations

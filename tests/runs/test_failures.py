@@ -3,7 +3,7 @@ that could not be found or read are counted apart, answers without a label are n
 
 from __future__ import annotations
 
-from giant_assets.batch.failures import failure_report
+from giant_assets.runs.failures import failure_report
 
 
 def row(kind: str | None, error: str | None = None) -> dict:

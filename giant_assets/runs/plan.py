@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from giant_assets.batch.journal import RUN_FIELDS, row_key
-from giant_assets.batch.records import RETRYABLE, SLIDE_UNAVAILABLE, parse_trajectory
+from giant_assets.runs.journal import RUN_FIELDS, row_key
+from giant_assets.runs.records import RETRYABLE, SLIDE_UNAVAILABLE, parse_trajectory
 
 
 @dataclass

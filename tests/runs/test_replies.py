@@ -19,11 +19,11 @@ import pytest
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import load_price_table
 from giant_assets.agents.providers import AnthropicChatModel, RetryPolicy
-from giant_assets.batch.journal import Journal
-from giant_assets.batch.ledger import ExperimentLedger, PartitionLedger
-from giant_assets.batch.replies import ReplyStore, StoreWriteFailed, replies_path
-from giant_assets.batch.runner import BatchSettings, run_batch, usd_as_set
 from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply, crop_reply
+from giant_assets.runs.journal import Journal
+from giant_assets.runs.ledger import ExperimentLedger, PartitionLedger
+from giant_assets.runs.replies import ReplyStore, StoreWriteFailed, replies_path
+from giant_assets.runs.runner import BatchSettings, run_batch, usd_as_set
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 
 REPO = Path(__file__).resolve().parents[2]
@@ -254,8 +254,8 @@ async def _run_logged(server, its, journal, lines, **settings):
 
 
 def test_the_store_skips_a_torn_line_seals_it_and_pays_a_reply_once(tmp_path: Path) -> None:
-    from giant_assets.batch.replies import RunReplies
-    from giant_assets.batch.run_identity import RunIdentity
+    from giant_assets.runs.replies import RunReplies
+    from giant_assets.runs.run_identity import RunIdentity
 
     path = tmp_path / "tcga.replies.jsonl"
     runs = [RunReplies(ReplyStore(path), RunIdentity("h", "tcga", "1", r, "fp")) for r in (0, 1)]

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from giant_assets.batch.run_identity import RunIdentity
+from giant_assets.runs.run_identity import RunIdentity
 
 SUFFIX = ".replies.jsonl"
 

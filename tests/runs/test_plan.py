@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from giant_assets.batch.journal import row_key
-from giant_assets.batch.plan import legacy_matches, plan_runs
-from giant_assets.batch.records import SLIDE_UNAVAILABLE
+from giant_assets.runs.journal import row_key
+from giant_assets.runs.plan import legacy_matches, plan_runs
+from giant_assets.runs.records import SLIDE_UNAVAILABLE
 
 IDENTITY = {"config_hash": "h", "agent": "giant", "model": "m"}
 

@@ -16,8 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from giant_assets.batch.replies import SUFFIX, replies_path
-from giant_assets.batch.run_identity import RunIdentity
+from giant_assets.runs.replies import SUFFIX, replies_path
+from giant_assets.runs.run_identity import RunIdentity
 
 
 def row_identity(row: dict[str, Any]) -> RunIdentity:

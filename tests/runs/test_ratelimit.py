@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 
 from giant_assets.agents.providers import Message, OpenAIChatModel, TextPart
-from giant_assets.batch.ratelimit import (
+from giant_assets.core.settings import RATE_LIMIT_DIR_ENV, RATE_LIMIT_REDIS_URL_ENV, RATE_LIMIT_SCOPE_ENV
+from giant_assets.demo.scripted import Reply, ScriptedModelServer
+from giant_assets.experiments.declared import ExperimentsFileError, load_experiments
+from giant_assets.runs.ratelimit import (
     FileBucket,
     LocalRateLimiter,
     MachineRateLimiter,
     _per_window,
     make_rate_limiter,
 )
-from giant_assets.core.settings import RATE_LIMIT_DIR_ENV, RATE_LIMIT_REDIS_URL_ENV, RATE_LIMIT_SCOPE_ENV
-from giant_assets.demo.scripted import Reply, ScriptedModelServer
-from giant_assets.experiments.declared import ExperimentsFileError, load_experiments
 
 
 def test_half_a_request_a_minute_calls_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,7 +90,7 @@ def test_a_rate_the_limiter_cannot_take_is_refused_naming_the_field(
 # default limiter (no Redis), printing how many it was admitted and the clock before and after.
 TRIER = r"""
 import sys, time
-from giant_assets.batch.ratelimit import make_rate_limiter
+from giant_assets.runs.ratelimit import make_rate_limiter
 limiter = make_rate_limiter("openai", "gpt-5", "OPENAI_API_KEY", float(sys.argv[1]))
 print(type(limiter).__name__, flush=True)
 sys.stdin.readline()

@@ -26,13 +26,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from giant_assets.batch.agent_api import Agent, AgentAnswer, AgentItem
-from giant_assets.batch.extraction import extract_label
-from giant_assets.batch.guard import journal_lock, stop_when_orphaned
-from giant_assets.batch.journal import Journal
-from giant_assets.batch.ledger import ExperimentLedger, PartitionLedger, row_identity
-from giant_assets.batch.plan import RunPlan, for_item, plan_runs
-from giant_assets.batch.records import (
+from giant_assets.core.secrets import redact_secrets
+from giant_assets.runs.agent_api import Agent, AgentAnswer, AgentItem
+from giant_assets.runs.extraction import extract_label
+from giant_assets.runs.guard import journal_lock, stop_when_orphaned
+from giant_assets.runs.journal import Journal
+from giant_assets.runs.ledger import ExperimentLedger, PartitionLedger, row_identity
+from giant_assets.runs.plan import RunPlan, for_item, plan_runs
+from giant_assets.runs.records import (
     AGENT_ERROR,
     NO_ANSWER,
     RETRYABLE,
@@ -41,9 +42,8 @@ from giant_assets.batch.records import (
     RunRecord,
     RunWaiting,
 )
-from giant_assets.batch.replies import ReplyStore, RunReplies, StoreWriteFailed, recording, replies_path
-from giant_assets.batch.run_identity import running
-from giant_assets.core.secrets import redact_secrets
+from giant_assets.runs.replies import ReplyStore, RunReplies, StoreWriteFailed, recording, replies_path
+from giant_assets.runs.run_identity import running
 
 _LOG = logging.getLogger(__name__)
 _MODEL_TEXT = ("answer_text", "extraction", "error", "trajectory_json")  # what a server or model wrote
@@ -192,7 +192,7 @@ async def run_batch(
 ) -> BatchOutcome:
     """Run every (item, run) not already finished in ``journal``; return all rows of this result set.
 
-    Guarded (batch/guard.py): one writer per journal at a time, and the batch stops if orphaned.
+    Guarded (runs/guard.py): one writer per journal at a time, and the batch stops if orphaned.
     ``warn`` also receives this thread's warnings of the ``giant_assets`` loggers while the batch runs
     (every retried model call, with its reason), e.g. Dagster's ``context.log.warning``.
     """

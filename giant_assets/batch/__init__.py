@@ -1,1 +1,0 @@
-"""Batch execution of an agent over benchmark items: concurrency, rate limits, budget, resume."""

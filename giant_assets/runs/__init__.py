@@ -1,0 +1,1 @@
+"""Running an agent over benchmark items: runner, journal, reply store, spend ledger, rate limits."""
