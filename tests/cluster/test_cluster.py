@@ -20,7 +20,7 @@ from giant_assets.cluster.processes import Processes, backfill_command, daemon_c
 from giant_assets.cluster.report import FINISHED, job_runs, max_overlap, step_workers, wait_for_runs
 from giant_assets.cluster.servers import LocalServer
 from giant_assets.core.settings import EXPERIMENTS_ENV, PRICES_ENV
-from giant_assets.demo.scripted import RecordedRequest, serve_demo_model
+from giant_assets.demo.scripted import serve_demo_model
 from giant_assets.experiments.declared import load_experiments
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
@@ -28,10 +28,6 @@ EXPERIMENT = "cluster-kill"
 KEY_ENV = "GIANT_CLUSTER_TEST_KEY"
 WORKERS = ("worker-1", "worker-2")
 PER_PROVIDER = 4  # dagster_home/postgres/dagster.yaml
-
-
-def first_user_text(request: RecordedRequest) -> str:
-    return request.question
 
 
 def journal_rows(path: Path) -> list[dict]:
@@ -159,7 +155,7 @@ def _scenario(cluster: Cluster, model, env: dict[str, str], experiments: Path) -
     victim_prompts = prompts_of(items, victim_benchmark)
     asked: Counter[str] = Counter()  # model requests per item of the victim, as the server saw them
     for request in model.requests:
-        text = first_user_text(request)
+        text = request.question
         asked.update(
             bid for bid, prompt in victim_prompts.items() if text == prompt or text.startswith(prompt + "\n")
         )

@@ -29,12 +29,8 @@ class FlakyModel:
         self.good: str | None = None
         self.down = True
 
-    @staticmethod
-    def question(request: RecordedRequest) -> str:
-        return request.question
-
     def __call__(self, request: RecordedRequest) -> Reply:
-        question = self.question(request)
+        question = request.question
         self.good = self.good or question
         if self.down and question != self.good:
             return Reply(status=503, headers={"Retry-After": "0.01"}, text="upstream overloaded")
@@ -95,7 +91,7 @@ def test_a_partition_with_too_many_failed_runs_fails_and_a_rerun_repeats_only_th
     model.down = False
     asked_before = len(server.requests)
     assert run().success
-    again = {model.question(r) for r in server.requests[asked_before:]}
+    again = {r.question for r in server.requests[asked_before:]}
     assert len(again) == 2 and model.good not in again  # the answered item was not asked again
     rows = store.read("predictions", [f"flaky/{BENCHMARK}"])
     assert len(rows) == 3 and rows["error_kind"].isna().all()

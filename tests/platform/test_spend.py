@@ -32,13 +32,9 @@ class Refusing:
         self.bad: str | None = None
         self.down = True
 
-    @staticmethod
-    def question(request: RecordedRequest) -> str:
-        return request.question
-
     def __call__(self, request: RecordedRequest) -> Reply:
-        self.bad = self.bad or self.question(request)
-        if self.down and self.question(request) == self.bad and request.assistant_turns >= 1:
+        self.bad = self.bad or request.question
+        if self.down and request.question == self.bad and request.assistant_turns >= 1:
             return Reply(status=503, headers={"Retry-After": "0.01"}, text="upstream overloaded")
         return demo_policy(request)
 
