@@ -9,14 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey, AssetSelection, DagsterEventType, DagsterInstance, materialize
+from dagster import AssetKey, AssetSelection, DagsterEventType, materialize
 
 from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, demo_policy
 from giant_assets.platform.definitions import ALL_ASSETS
 from giant_assets.platform.partitions import result_key
 from giant_assets.runs.journal import Journal
-from tests.support.dagster_env import add_experiments, resources_for, write_experiments
+from tests.support.dagster_env import add_experiments, ingested_sample, write_experiments
 
 BENCHMARK = "tcga_slidebench"  # three items, every slide readable
 CELL = AssetSelection.assets("predictions", "trajectory_steps", "item_predictions", "benchmark_metrics")
@@ -41,13 +41,8 @@ class FlakyModel:
 def cell(tmp_path: Path, sample_wsi_root: Path, monkeypatch: pytest.MonkeyPatch):
     data = tmp_path / "data"
     monkeypatch.setenv("GIANT_DATA_DIR", str(data))
-    instance = DagsterInstance.ephemeral()
     declared = tmp_path / "experiments.yaml"
-    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
-    assert materialize(
-        ALL_ASSETS, selection=AssetSelection.assets("multipathqa_csv", "benchmark_items"),
-        resources=resources, instance=instance,
-    ).success  # fmt: skip
+    instance, resources = ingested_sample(data, declared, sample_wsi_root)
     model = FlakyModel()
     with ScriptedModelServer(rule=model) as server:
         settings = {

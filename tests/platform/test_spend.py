@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey, AssetSelection, DagsterEventType, DagsterInstance, materialize
+from dagster import AssetKey, AssetSelection, DagsterEventType, materialize
 
 from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, demo_policy
@@ -19,7 +19,7 @@ from giant_assets.platform.definitions import ALL_ASSETS
 from giant_assets.platform.partitions import result_key
 from giant_assets.runs.journal import Journal
 from giant_assets.runs.replies import replies_path
-from tests.support.dagster_env import add_experiments, resources_for, write_experiments
+from tests.support.dagster_env import add_experiments, ingested_sample, write_experiments
 
 BENCHMARK = "tcga_slidebench"  # three items, every slide readable
 MODEL = "scripted-spend"
@@ -46,13 +46,8 @@ def cell(tmp_path: Path, sample_wsi_root: Path, monkeypatch: pytest.MonkeyPatch)
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({MODEL: {"input_per_mtok": 100.0, "output_per_mtok": 400.0}}))
     monkeypatch.setenv("GIANT_PRICES", str(prices))
-    instance = DagsterInstance.ephemeral()
     declared = tmp_path / "experiments.yaml"
-    resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
-    assert materialize(
-        ALL_ASSETS, selection=AssetSelection.assets("multipathqa_csv", "benchmark_items"),
-        resources=resources, instance=instance,
-    ).success  # fmt: skip
+    instance, resources = ingested_sample(data, declared, sample_wsi_root)
     model = Refusing()
     with ScriptedModelServer(rule=model) as server:
         base = {"agent": "giant", "model": MODEL, "base_url": server.openai_base_url, "max_steps": 3,

@@ -39,6 +39,20 @@ def resources_for(data_dir: Path, experiments_file: Path | str = "", **dataset: 
     }
 
 
+def ingested_sample(data_dir: Path, experiments_file: Path, wsi_root: Path) -> tuple[DagsterInstance, dict]:
+    """An ephemeral instance and resources over ``data_dir`` with the bundled sample's
+    ``multipathqa_csv`` and ``benchmark_items`` materialized (the start of every cell test)."""
+    from dagster import AssetSelection, materialize
+
+    from giant_assets.platform.definitions import ALL_ASSETS
+
+    instance = DagsterInstance.ephemeral()
+    resources = resources_for(data_dir, experiments_file=experiments_file, wsi_root=str(wsi_root))
+    ingest = AssetSelection.assets("multipathqa_csv", "benchmark_items")
+    assert materialize(ALL_ASSETS, selection=ingest, resources=resources, instance=instance).success
+    return instance, resources
+
+
 def add_experiments(instance: DagsterInstance, *names: str) -> None:
     """Register experiment partitions on an instance (what the sensor or `giant-experiments sync` do)."""
     instance.add_dynamic_partitions(EXPERIMENT, list(names))
