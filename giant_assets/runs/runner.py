@@ -6,7 +6,8 @@ run as one ``records.RunRecord``; ``run_batch`` does both under the journal lock
 Every run executes with its reply store (``replies.py``): the model replies it is sent are kept before
 it uses them, and a run that did not finish before replays them when it runs again. The budget is a
 ledger (``ledger.py``): before a run starts, what the partition (and, with an experiment budget, every
-partition of the result set) has paid so far in any process, plus a reservation of each run in flight,
+partition of the result set) has paid so far in any process, plus a reservation of each run in flight
+(with an experiment budget, those of every process running a partition of the result set: ``holds.py``),
 plus this run's reservation, must stay within the budget. The first failed journal or reply-store write
 starts no new run and fails the batch naming the file (``StoreWriteFailed``).
 """
@@ -30,6 +31,7 @@ from giant_assets.core.secrets import redact_secrets
 from giant_assets.runs.agent_api import Agent, AgentAnswer, AgentItem
 from giant_assets.runs.extraction import extract_label
 from giant_assets.runs.guard import journal_lock, stop_when_orphaned
+from giant_assets.runs.holds import HoldBoard
 from giant_assets.runs.journal import Journal
 from giant_assets.runs.ledger import ExperimentLedger, PartitionLedger, row_identity
 from giant_assets.runs.plan import RunPlan, for_item, plan_runs
@@ -46,6 +48,7 @@ from giant_assets.runs.replies import ReplyStore, RunReplies, StoreWriteFailed, 
 from giant_assets.runs.run_identity import running
 
 _LOG = logging.getLogger(__name__)
+OTHERS_POLL_S = 0.5  # how often a batch waiting on other cells' reservations looks again
 _MODEL_TEXT = ("answer_text", "extraction", "error", "trajectory_json")  # what a server or model wrote
 
 
@@ -291,6 +294,7 @@ async def execute(
     store = ReplyStore(replies_path(journal.path), {row_identity(base).key for base, _ in pending})
     own = PartitionLedger(journal.path)
     whole = ExperimentLedger(journal.path.parent) if settings.experiment_budget_usd > 0 else None
+    board = HoldBoard(journal.path.parent, journal.path.stem) if whole is not None else None
     spent = 0.0  # paid by this batch's finished runs
     live: dict[int, RunReplies] = {}  # the runs started and not ended
     broken: list[str] = []  # the first failed journal write
@@ -307,22 +311,29 @@ async def execute(
         """Held for a run: its estimate, or the mean cost of the runs paid so far when that is higher."""
         return max(settings.reserve_usd, spent / finished if finished else 0.0, earlier)
 
-    def over_budget() -> str | None:
-        """Why the next run may not start (its reservation would pass a budget), or None."""
-        held = sum(max(0.0, reserve() - r.paid_usd) for r in live.values())
+    def held() -> float:
+        """Reserved for this batch's runs in flight, less what each has paid so far."""
+        return sum(max(0.0, reserve() - r.paid_usd) for r in live.values())
+
+    def over_budget() -> tuple[str | None, int]:
+        """Why the next run may not start (its reservation would pass a budget), or None; and how many
+        other processes hold reservations under the experiment budget (they may free room)."""
+        mine = held()
         for what, budget, ledger in (
             ("budget", settings.budget_usd, own),
             ("experiment budget", settings.experiment_budget_usd, whole),
         ):
             if budget > 0 and ledger is not None:
                 paid = ledger.spent()
-                if paid >= budget or paid + held + reserve() > budget:
+                theirs, holders = board.others() if board is not None and ledger is whole else (0.0, 0)
+                if paid >= budget or paid + mine + theirs + reserve() > budget:
                     return (
                         f"{what} {usd_as_set(budget)} reached (paid ${paid:.4f} so far"
-                        + (f", ${held:.4f} held for {len(live)} run(s) in flight" if live else "")
+                        + (f", ${mine:.4f} held for {len(live)} run(s) in flight" if live else "")
+                        + (f", ${theirs:.4f} held by {holders} other cell(s) running" if holders else "")
                         + f", ${reserve():.4f} reserved per run)"
-                    )
-        return None
+                    ), holders
+        return None, 0
 
     def progress(final: bool = False) -> None:
         elapsed = time.monotonic() - started
@@ -394,6 +405,8 @@ async def execute(
         finally:
             outcome.replayed_calls += replies.replayed
             live.pop(id(replies), None)
+            if board is not None:
+                board.hold(held())
             in_flight -= 1
             changed.set()
             semaphore.release()
@@ -402,6 +415,8 @@ async def execute(
         while True:
             await asyncio.sleep(settings.progress_every_s)
             progress()
+            if board is not None:  # what the runs in flight have paid is in the ledger now
+                board.hold(held())
 
     # agents that read slides before their first model call (GIANT's overview) start those reads for the
     # next ``concurrency`` runs ahead of their turn, so a run does not read while it holds a model slot
@@ -420,9 +435,21 @@ async def execute(
         for index, (base, item) in enumerate(pending):
             read_ahead(index + 1 + max(1, settings.concurrency))
             await semaphore.acquire()
-            while (problem := over_budget()) is not None and live and not (broken or store.broken):
-                changed.clear()  # runs in flight may cost less than held: wait for one to end, look again
-                await changed.wait()
+            while not (broken or store.broken):
+                with board.locked() if board is not None else contextlib.nullcontext():
+                    problem, others = over_budget()
+                    if problem is None:  # its reservation recorded before another process looks
+                        replies = RunReplies(store, row_identity(base))
+                        live[id(replies)] = replies  # held from now: the task starts at the next wait
+                        if board is not None:
+                            board.hold(held())
+                        break
+                if not (live or others):
+                    break
+                # runs in flight (here or in other cells) may cost less than held: wait for one to end
+                changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), None if not others else OTHERS_POLL_S)
             if broken or store.broken:
                 semaphore.release()
                 outcome.not_started = len(pending) - index
@@ -436,14 +463,14 @@ async def execute(
                     "re-materialize with a higher budget to continue"
                 )
                 break
-            replies = RunReplies(store, row_identity(base))
-            live[id(replies)] = replies  # held from now: the task starts when this loop next waits
             tasks.append(asyncio.create_task(run_one(base, item, replies)))
         await asyncio.gather(*tasks)
     finally:
         beat.cancel()
         for task in tasks:
             task.cancel()
+        if board is not None:
+            board.close()
     outcome.cost_usd_new = spent
     outcome.billed_usd = own.spent()
     progress(final=True)

@@ -243,6 +243,58 @@ def test_the_budget_is_a_ledger_over_every_process_and_holds_under_concurrency(
     assert ExperimentLedger(journal.path.parent).spent() == pytest.approx(4 * one)
 
 
+def test_an_experiment_budget_counts_the_reservations_of_cells_running_in_other_processes(
+    tmp_path: Path, slide: Path, priced: dict[str, str]
+) -> None:
+    """Two cells of one result set in two processes at once, room for 3 runs under the experiment budget:
+    3 runs start between them, not 3 each (each process seeing only its own reservations)."""
+    with ScriptedModelServer(rule=rule()) as server:
+        one = run(server, items(slide, 1), Journal(tmp_path / "probe" / "tcga.jsonl")).cost_usd_new
+    gate = threading.Event()
+
+    def held_reply(request) -> Reply:
+        gate.wait(30)
+        return rule()(request)
+
+    folder = tmp_path / "j"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIANT_")} | priced
+    settings = {"concurrency": 4, "experiment_budget_usd": 3.5 * one, "reserve_usd": one}
+    children = []
+    with ScriptedModelServer(rule=held_reply) as server:
+        try:
+            for bench in ("tcga", "gtex"):
+                spec = tmp_path / f"{bench}.json"
+                spec.write_text(json.dumps({
+                    "model": MODEL, "base_url": server.base_url, "journal": str(folder / f"{bench}.jsonl"),
+                    "items": [it | {"benchmark_name": bench} for it in items(slide, 4)], "settings": settings,
+                }))  # fmt: skip
+                children.append(subprocess.Popen(
+                    [sys.executable, "-m", "tests.support.giant_batch_child", str(spec)], cwd=REPO, env=env,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                ))  # fmt: skip
+            # both cells are deciding (each has its hold file) and no new run has started for a second
+            deadline, seen, still_since = time.monotonic() + 60, -1, time.monotonic()
+            while time.monotonic() < deadline:
+                holders = len(list((folder / "holds").glob("*.hold"))) if (folder / "holds").is_dir() else 0
+                if len(server.requests) != seen:
+                    seen, still_since = len(server.requests), time.monotonic()
+                elif holders == 2 and seen and time.monotonic() - still_since > 1.0:
+                    break
+                assert all(c.poll() is None for c in children), children[0].stderr.read().decode()[-2000:]
+                time.sleep(0.05)
+            started = len(server.requests)  # each run's first request, held at the gate
+        finally:
+            gate.set()
+            outs = [c.communicate(timeout=60) for c in children]
+        total = len(server.requests)
+    assert [c.returncode for c in children] == [0, 0], [e.decode()[-2000:] for _, e in outs]
+    assert started == 3 and total == 3 * CALLS_PER_RUN
+    executed = sum(json.loads(o.decode().strip().splitlines()[-1])["executed"] for o, _ in outs)
+    assert executed == 3
+    assert ExperimentLedger(folder).spent() == pytest.approx(3 * one) and 3 * one <= 3.5 * one
+    assert not list((folder / "holds").glob("*.hold"))  # each process removed its hold file
+
+
 async def _run_logged(server, its, journal, lines, **settings):
     a = agent(server)
     try:
