@@ -459,6 +459,19 @@ def test_gemini_on_vertex_signs_in_with_adc_at_its_generate_content_route(
     assert redact_secrets(f"token {srv.access_token}") == f"token {REDACTED}"
 
 
+def test_gemini_on_vertex_is_its_own_result_set_whatever_its_region() -> None:
+    """Vertex AI is another service than the Gemini API: another config hash (its own journals); the
+    region and project are where it runs, not what it answers (speed fields)."""
+    declared = load_experiments(REPO / "experiments.yaml")
+    api, vertex = declared["gemini-giant"], declared["vertex-gemini-giant"]
+    assert vertex.vertex_ai and not api.vertex_ai
+    assert vertex.config_hash() != api.config_hash()
+    moved = vertex.model_copy(update={"region": "europe-west4", "project": "another"})
+    assert moved.config_hash() == vertex.config_hash()
+    assert vertex.endpoint == "https://us-central1-aiplatform.googleapis.com"
+    assert vertex.model_copy(update={"region": "global"}).endpoint == "https://aiplatform.googleapis.com"
+
+
 def test_gemini_on_vertex_refused_token_is_one_clear_error(
     slide_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -587,7 +600,7 @@ def test_declared_cloud_examples_pass_the_check_and_are_priced() -> None:
 
     declared = load_experiments(REPO / "experiments.yaml")
     names = ["azure-gpt5-giant", "openrouter-gpt5-giant", "bedrock-claude-giant", "vertex-claude-giant",
-             "gemini-giant"]  # fmt: skip
+             "gemini-giant", "vertex-gemini-giant"]  # fmt: skip
     for name in names:
         exp = declared[name]
         assert exp.paid and exp.unbudgeted() is None
@@ -617,7 +630,8 @@ def test_cloud_credentials_of_a_known_shape_are_redacted_unread() -> None:
 @pytest.mark.parametrize(
     ("cloud", "direct"),
     [("azure-gpt5-giant", "gpt5-giant"), ("bedrock-claude-giant", "claude-giant"),
-     ("vertex-claude-giant", "claude-giant"), ("openrouter-gpt5-giant", "gpt5-giant")],
+     ("vertex-claude-giant", "claude-giant"), ("openrouter-gpt5-giant", "gpt5-giant"),
+     ("vertex-gemini-giant", "gemini-giant")],
 )  # fmt: skip
 def test_a_cloud_estimates_as_the_model_it_serves(cloud: str, direct: str) -> None:
     """The same model through a cloud is counted by its family's image rules and priced alike."""
