@@ -429,6 +429,18 @@ def test_gemini_implicit_cache_hits_are_billed_at_the_cached_rate(slide_path: Pa
     assert ans.cost_usd == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.parametrize(
+    ("model", "rates"),
+    [("gemini-2.5-pro", (1.25, 0.125, 10.0)), ("gemini-2.5-flash", (0.30, 0.03, 2.50)),
+     ("gemini-2.5-flash-lite", (0.10, 0.01, 0.40)), ("gemini-3-pro-preview", (2.0, 0.20, 12.0))],
+)  # fmt: skip
+def test_gemini_list_prices_are_the_pricing_pages(model: str, rates: tuple[float, float, float]) -> None:
+    """(input, cached input, output) per 1M tokens, paid tier, prompts up to 200k tokens, as
+    https://ai.google.dev/gemini-api/docs/pricing lists them ("Last updated 2025-10-31 UTC")."""
+    price = load_price_table().prices[model]
+    assert (price.input_per_mtok, price.cached_input_per_mtok, price.output_per_mtok) == rates
+
+
 def vertex_gemini(srv: ScriptedModelServer, **fields: Any) -> Experiment:
     return gemini(srv, region="us-central1", **fields)
 

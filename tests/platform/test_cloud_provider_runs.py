@@ -74,7 +74,8 @@ def environment(name: str, server: ScriptedModelServer, tmp_path: Path) -> dict[
     if name.startswith("vertex"):
         key = service_account(tmp_path / "sa.json", f"{server.base_url}/token")
         environ["GOOGLE_APPLICATION_CREDENTIALS"] = str(key)
-        SECRETS.append(server.access_token)
+        private_key = json.loads(key.read_text())["private_key"]
+        SECRETS.extend([server.access_token, private_key.splitlines()[1]])  # the token, a line of the key
     return environ
 
 
