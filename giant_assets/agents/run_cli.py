@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--azure-endpoint", default="", help="azure: https://RESOURCE.openai.azure.com")
     p.add_argument("--api-version", help=f"azure: api-version (default {AZURE_API_VERSION})")
     p.add_argument("--deployment", default="", help="azure deployment / bedrock or vertex model id")
-    p.add_argument("--region", default="", help="bedrock, vertex: the cloud region; gemini: via Vertex AI there")
+    p.add_argument("--region", default="", help="bedrock, vertex: the cloud region; gemini: via Vertex AI")
     p.add_argument("--project", default="", help="vertex, gemini on Vertex AI: the Google Cloud project")
     p.add_argument("--api", choices=("responses", "chat"), help="OpenAI wire format (default responses)")
     p.add_argument("--model", required=True, help="model id as the provider knows it")
