@@ -75,8 +75,11 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
         "claude-sonnet-4": (3.0, 0.30, 3.75, 15.0),
         "claude-haiku-4-5": (1.0, 0.10, 1.25, 5.0),
         "claude-3-5-haiku": (0.80, 0.08, 1.0, 4.0),
-        # Gemini API, paid tier, prompts up to 200k tokens (longer ones cost more; GIANT's stay far below);
-        # cached input: context-cache reads (storage per hour not counted)
+        # Gemini API, paid tier, Standard, prompts up to 200k tokens (longer ones cost more; GIANT's stay far
+        # below); cached input: context-cache reads, implicit or explicit (explicit caches' storage per hour
+        # is not counted: this platform creates none). Checked against the page as stored with "Last updated
+        # 2025-10-31 UTC" (the 2.5 rows; gemini-3-pro-preview from later copies of the same page, 2026-01).
+        # Vertex AI bills these models at the same rates (global endpoint; the 2.5 models in any region).
         "gemini-3-pro-preview": (2.0, 0.20, None, 12.0),
         "gemini-2.5-pro": (1.25, 0.125, None, 10.0),
         "gemini-2.5-flash": (0.30, 0.03, None, 2.50),
@@ -84,15 +87,16 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     }.items()
 }
 # Where and when the built-in prices were read. Azure OpenAI (Global Standard deployments), Claude on
-# Bedrock and Vertex AI (global endpoints), and OpenRouter bill these same models at these list prices;
-# regional / data-zone deployments cost about 10% more: override them in a price file for those.
+# Bedrock and Vertex AI (global endpoints), Gemini on Vertex AI and OpenRouter bill these same models at
+# these list prices; regional / data-zone deployments cost about 10% more (on Vertex AI: Claude, and the
+# Gemini 3 models outside the global endpoint): override them in a price file for those.
 PRICE_SOURCES: dict[str, tuple[str, str]] = {
     "openai": ("https://openai.com/api/pricing/", "2025-12"),
     "anthropic": ("https://www.anthropic.com/pricing#api", "2025-12"),
-    "gemini": ("https://ai.google.dev/gemini-api/docs/pricing", "2025-12"),
+    "gemini": ("https://ai.google.dev/gemini-api/docs/pricing", "2025-10-31 (page date; checked 2026-11-26)"),
     "azure": ("https://azure.microsoft.com/pricing/details/cognitive-services/openai-service/", "2025-12"),
     "bedrock": ("https://aws.amazon.com/bedrock/pricing/", "2025-12"),
-    "vertex": ("https://cloud.google.com/vertex-ai/generative-ai/pricing", "2025-12"),
+    "vertex": ("https://cloud.google.com/vertex-ai/generative-ai/pricing", "2025-12; Gemini rows 2025-11"),
     "openrouter": ("https://openrouter.ai/models", "2025-12"),
 }
 

@@ -14,9 +14,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 REDACTED = "[REDACTED]"
 # credentials known by their shape, redacted even when this process never read them: AWS access key ids,
-# SigV4 signatures, Google OAuth access tokens and API keys, OpenRouter keys
+# SigV4 signatures, Google OAuth access tokens and API keys, OpenRouter keys, PEM private keys (a Google
+# service-account key file's, raw or JSON-escaped)
 SHAPES = re.compile(
-    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?s:.*?)-----END [A-Z ]*PRIVATE KEY-----"
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
     r"|(?<=Signature=)[0-9a-f]{64}"
     r"|\bya29\.[0-9A-Za-z_.-]{16,}"
     r"|\bAIza[0-9A-Za-z_-]{35}"
@@ -44,6 +46,12 @@ class Secret:
         """``text`` with every form of the key, and every run of its first MIN_PREFIX+ characters, hidden."""
         for form in self._forms:
             text = _redact_prefixes(text, form)
+        return text
+
+    def redact_whole(self, text: str) -> str:
+        """``text`` with every whole form of the key hidden (no prefix)."""
+        for form in self._forms:
+            text = text.replace(form, REDACTED)
         return text
 
     def __repr__(self) -> str:
@@ -89,7 +97,10 @@ def remember(value: str) -> Secret:
 def redact_secrets(text: str) -> str:
     """``text`` with every key read in this process redacted (see ``Secret.redact``), and every
     credential of a known shape (``SHAPES``: AWS key ids and signatures, Google tokens and keys)."""
-    for secret in list(_KNOWN.values()):
+    known = list(_KNOWN.values())
+    for secret in known:  # whole keys first: keys sharing a prefix (Google's "ya29.a0A...") each go whole
+        text = secret.redact_whole(text)
+    for secret in known:
         text = secret.redact(text)
     return SHAPES.sub(REDACTED, text)
 

@@ -185,8 +185,14 @@ class Experiment(BaseModel):
     panda_null_grade: Literal["benign", "no_answer"] = "benign"
     # ---- speed-only
     api_key_env: str = ""
-    region: str = Field(default="", description="bedrock, vertex: the region (e.g. us-east-1, us-east5)")
-    project: str = Field(default="", description="vertex: the Google Cloud project (default: ADC's)")
+    region: str = Field(
+        default="",
+        description="bedrock, vertex: the region (e.g. us-east-1, us-east5); gemini: Gemini through Vertex "
+        "AI in this location (e.g. us-central1, global) instead of the Gemini API",
+    )
+    project: str = Field(
+        default="", description="vertex, gemini on Vertex AI: the Google Cloud project (default: ADC's)"
+    )
     concurrency: int = Field(default=4, ge=1, le=1024)
     requests_per_minute: float = Field(
         default=60.0, gt=0, allow_inf_nan=False, description="model requests per minute (0.5: one per 2 min)"
@@ -325,6 +331,11 @@ class Experiment(BaseModel):
         )
 
     @property
+    def vertex_ai(self) -> bool:
+        """Gemini through Vertex AI (``provider: gemini`` with a ``region``), not the Gemini API."""
+        return self.provider == "gemini" and bool(self.region)
+
+    @property
     def family(self) -> str:
         """openai (openai, azure, openrouter), anthropic (anthropic, bedrock, vertex) or gemini."""
         return FAMILY[self.provider]
@@ -354,7 +365,8 @@ class Experiment(BaseModel):
         """The API root the model calls go to, as it may be recorded (no credentials); "" offline."""
         if self.agent not in MODEL_MODES:
             return ""
-        root = self.resolved_base_url or PROVIDER_BASE_URLS.get(self.provider, self.provider)
+        default = vertex_root(self.region) if self.vertex_ai else None
+        root = self.resolved_base_url or default or PROVIDER_BASE_URLS.get(self.provider, self.provider)
         return public_url(root).rstrip("/")
 
     @property
@@ -429,6 +441,8 @@ class Experiment(BaseModel):
                 fields["api_version"] = self.resolved_api_version
             if self.provider in CLOUD_PROVIDERS:
                 fields["deployment"] = self.resolved_deployment
+            if self.vertex_ai:  # another service than the Gemini API (hashed only when set)
+                fields["vertex_ai"] = True
             for name in HASHED_WHEN_SET:
                 if fields[name] in (None, ""):
                     del fields[name]
@@ -464,8 +478,8 @@ _CLOUD_FIELDS = {  # field -> the providers that take it
     "azure_endpoint": ("azure",),
     "api_version": ("azure",),
     "deployment": ("azure", "bedrock", "vertex"),
-    "region": ("bedrock", "vertex"),
-    "project": ("vertex",),
+    "region": ("bedrock", "vertex", "gemini"),
+    "project": ("vertex", "gemini"),
 }
 _AZURE_VERSION = re.compile(r"^(\d{4}-\d{2}-\d{2})(-preview)?$")
 
@@ -484,6 +498,10 @@ def _cloud_problem(exp: Experiment) -> str | None:
     apis = PROVIDER_APIS[p]
     if exp.api is not None and exp.api not in apis:
         return f"provider {p!r} speaks api {' or '.join(map(repr, apis))}, not {exp.api!r}"
+    if p in ("gemini", "vertex"):
+        google = _google_problem(exp)
+        if google:
+            return google
     if exp.batch:
         return (
             f"field 'batch': batch mode is not available for provider {p!r} yet (only openai and "
@@ -499,6 +517,46 @@ def _cloud_problem(exp: Experiment) -> str | None:
     if p in ("bedrock", "vertex") and not exp.region:
         example = "us-east-1" if p == "bedrock" else "us-east5 (or global)"
         return f"field 'region': provider {p!r} needs the cloud region of the model, e.g. {example}"
+    return None
+
+
+def vertex_root(region: str) -> str:
+    """Vertex AI's API root for a location, as google-genai builds it: ``global`` the global endpoint,
+    ``us`` / ``eu`` the multi-region ones, else the regional endpoint."""
+    if region == "global":
+        return "https://aiplatform.googleapis.com"
+    if region in ("us", "eu"):
+        return f"https://aiplatform.{region}.rep.googleapis.com"
+    return f"https://{region}-aiplatform.googleapis.com"
+
+
+def _google_problem(exp: Experiment) -> str | None:
+    """Gemini through the Gemini API (a key) or through Vertex AI (``region``: Google's credentials), and
+    Claude on Vertex AI (``provider: vertex``), kept apart."""
+    if exp.provider == "vertex":
+        if exp.model.startswith("gemini"):
+            return (
+                f"field 'provider': provider 'vertex' serves Claude (Anthropic Messages); for {exp.model} on "
+                "Vertex AI use provider 'gemini' with its region (and project)"
+            )
+        return None
+    if not exp.region:
+        if exp.project:
+            return (
+                "field 'project': Gemini through Vertex AI needs its region too (e.g. region: us-central1); "
+                "without a region, provider 'gemini' calls the Gemini API, which takes no project"
+            )
+        return None
+    if exp.api_key_env:
+        return (
+            "field 'api_key_env': Gemini on Vertex AI (region set) signs in with Google's Application "
+            "Default Credentials, not an API key; remove api_key_env (or region, for the Gemini API)"
+        )
+    if exp.batch:
+        return (
+            "field 'batch': Vertex AI batch prediction (region set) is not wired for Gemini; remove "
+            "batch: true (or region, for the Gemini API)"
+        )
     return None
 
 

@@ -24,7 +24,14 @@ from giant_assets.experiments.declared import ExperimentsFileError, load_experim
 from giant_assets.experiments.spec import Experiment
 from giant_assets.runs.agent_api import AgentAnswer, AgentItem
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
-from tests.support.cloud import AWS_ENV, AWS_SECRET, service_account
+from tests.support.cloud import (
+    AWS_ENV,
+    AWS_SECRET,
+    CLIENT_SECRET,
+    REFRESH_TOKEN,
+    authorized_user,
+    service_account,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 OPTIONS = ["Lung", "Liver", "Skin"]
@@ -407,6 +414,121 @@ def test_gemini_rate_limit_is_retried_and_an_invalid_argument_is_not(slide_path:
     assert len(srv.requests) == 1
 
 
+def test_gemini_implicit_cache_hits_are_billed_at_the_cached_rate(slide_path: Path) -> None:
+    """Gemini 2.5's implicit caching: ``cachedContentTokenCount`` (a part of ``promptTokenCount``) is
+    billed at the cache-read rate, the rest of the prompt at the input rate, thinking as output."""
+    replies = [
+        Reply(crop=(0, 0, 2048, 1536), usage=(10_000, 400), cached=0),
+        Reply(answer=2, usage=(20_000, 400), cached=8_000),
+    ]
+    with ScriptedModelServer(replies) as srv:
+        ans = run(gemini(srv), slide_path)
+    assert ans.error is None and [s.cached_input_tokens for s in ans.steps[1:]] == [0, 8_000]
+    # gemini-2.5-pro: $1.25 input, $0.125 cached input, $10 output per 1M tokens (2025-10-31 list)
+    expected = (10_000 * 1.25 + 400 * 10 + 12_000 * 1.25 + 8_000 * 0.125 + 400 * 10) / 1e6
+    assert ans.cost_usd == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("model", "rates"),
+    [("gemini-2.5-pro", (1.25, 0.125, 10.0)), ("gemini-2.5-flash", (0.30, 0.03, 2.50)),
+     ("gemini-2.5-flash-lite", (0.10, 0.01, 0.40)), ("gemini-3-pro-preview", (2.0, 0.20, 12.0))],
+)  # fmt: skip
+def test_gemini_list_prices_are_the_pricing_pages(model: str, rates: tuple[float, float, float]) -> None:
+    """(input, cached input, output) per 1M tokens, paid tier, prompts up to 200k tokens, as
+    https://ai.google.dev/gemini-api/docs/pricing lists them ("Last updated 2025-10-31 UTC")."""
+    price = load_price_table().prices[model]
+    assert (price.input_per_mtok, price.cached_input_per_mtok, price.output_per_mtok) == rates
+
+
+def vertex_gemini(srv: ScriptedModelServer, **fields: Any) -> Experiment:
+    return gemini(srv, region="us-central1", **fields)
+
+
+def test_gemini_on_vertex_signs_in_with_adc_at_its_generate_content_route(
+    slide_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gemini through Vertex AI: a service-account key as Google's chain finds it, the token fetched
+    from the key file's token endpoint (here the loopback), the project from the file, the bearer token
+    on every request, no API key; priced as the model; the token scrubbed from every stored text."""
+    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)  # present, and not sent: Vertex signs in with ADC
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    with ScriptedModelServer(three_steps()) as srv:
+        key = service_account(tmp_path / "sa.json", f"{srv.base_url}/token")
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+        ans = run(vertex_gemini(srv), slide_path)
+    assert ans.error is None and json.loads(ans.text) == {"answer": 2}
+    route = "/v1beta1/projects/giant-test-project/locations/us-central1/publishers/google/models"
+    assert [r.path for r in srv.requests] == [f"{route}/gemini-2.5-pro:generateContent"] * 3
+    assert len(srv.token_requests) == 1 and srv.refused == []
+    assert b"grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer" in srv.token_requests[0].body
+    for r in srv.requests:
+        assert r.headers["authorization"] == f"Bearer {srv.access_token}"
+        assert "x-goog-api-key" not in r.headers and "key" not in r.query
+        assert r.json["tools"][0]["functionDeclarations"][0]["name"] == "slide_zoom"
+    assert [len(r.images) for r in srv.requests] == [1, 2, 3]
+    assert ans.cost_usd == pytest.approx(priced(ans, "gemini-2.5-pro")) and ans.cost_usd > 0
+    assert redact_secrets(f"token {srv.access_token}") == f"token {REDACTED}"
+
+
+def test_gemini_on_vertex_is_its_own_result_set_whatever_its_region() -> None:
+    """Vertex AI is another service than the Gemini API: another config hash (its own journals); the
+    region and project are where it runs, not what it answers (speed fields)."""
+    declared = load_experiments(REPO / "experiments.yaml")
+    api, vertex = declared["gemini-giant"], declared["vertex-gemini-giant"]
+    assert vertex.vertex_ai and not api.vertex_ai
+    assert vertex.config_hash() != api.config_hash()
+    moved = vertex.model_copy(update={"region": "europe-west4", "project": "another"})
+    assert moved.config_hash() == vertex.config_hash()
+    assert vertex.endpoint == "https://us-central1-aiplatform.googleapis.com"
+    assert vertex.model_copy(update={"region": "global"}).endpoint == "https://aiplatform.googleapis.com"
+
+
+def test_gemini_on_vertex_refused_token_is_one_clear_error(
+    slide_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 403 from Vertex (no permission on the project) fails the run with Google's message, after one
+    request, the token not in it."""
+    denied = Reply(status=403, text="Permission 'aiplatform.endpoints.predict' denied on resource")
+    with ScriptedModelServer([denied]) as srv:
+        key = service_account(tmp_path / "sa.json", f"{srv.base_url}/token")
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+        ans = run(vertex_gemini(srv, max_attempts=1, project="other-project"), slide_path)
+    assert (
+        "HTTP 403 (not retryable): PERMISSION_DENIED Permission 'aiplatform.endpoints.predict'" in ans.error
+    )
+    assert srv.requests[0].path.startswith("/v1beta1/projects/other-project/locations/us-central1/")
+    assert len(srv.requests) == 1 and srv.access_token not in ans.error
+
+
+def test_authorized_user_credentials_are_remembered_for_redaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gcloud auth application-default login``'s file: its refresh token and client secret are
+    scrubbed from stored text once read (google-auth sends this kind to Google's own token endpoint
+    whatever the file says, so its exchange is not served on loopback); a private key by its shape."""
+    from giant_assets.agents.providers.google_auth import google_credentials
+
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(authorized_user(tmp_path / "adc.json", "x")))
+    credentials, _ = google_credentials("gemini")
+    assert credentials.refresh_token == REFRESH_TOKEN
+    pem = "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\\n-----END PRIVATE KEY-----\\n"
+    text = f"a {REFRESH_TOKEN} b {CLIENT_SECRET} c {pem} d"
+    assert redact_secrets(text) == f"a {REDACTED} b {REDACTED} c {REDACTED}\\n d"
+
+
+def test_google_credentials_missing_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/adc.json")
+    with pytest.raises(MissingAPIKey, match="provider 'gemini': no Google credentials"):
+        make_agent(
+            Experiment(
+                name="v", agent="giant", provider="gemini", model="gemini-2.5-pro", region="us-central1"
+            ),
+            pd.DataFrame(),
+            None,
+        )
+
+
 # ---------------------------------------------------------------- what check refuses
 
 AZ = "provider: azure, azure_endpoint: https://r.openai.azure.com"
@@ -436,6 +558,17 @@ AZ = "provider: azure, azure_endpoint: https://r.openai.azure.com"
          "field 'thinking_budget': gemini-2.5-pro takes a thinking budget of 128 to 32768 tokens"),
         ("provider: gemini, model: gemini-2.5-flash-lite, thinking_budget: 100", "field .*512 to 24576"),
         ("provider: openai, model: gpt-5, region: us-east-1", "field 'region' applies to provider 'bedrock'"),
+        ("provider: vertex, model: gemini-2.5-pro, region: us-central1",
+         "field 'provider': provider 'vertex' serves Claude .* use provider 'gemini' with its region"),
+        ("provider: gemini, model: gemini-2.5-pro, project: p1",
+         "field 'project': Gemini through Vertex AI needs its region too"),
+        ("provider: gemini, model: gemini-2.5-pro, region: us-central1, api_key_env: MY_KEY",
+         "field 'api_key_env': Gemini on Vertex AI .* Application Default Credentials"),
+        ("provider: gemini, model: gemini-2.5-pro, region: us-central1, batch: true",
+         "field 'batch': Vertex AI batch prediction .* is not wired for Gemini"),
+        ("provider: gemini, model: gemini-2.5-pro, deployment: d", "field 'deployment' applies to provider"),
+        ("provider: gemini, model: gemini-2.5-pro, region: us-central1, thinking_budget: 0",
+         "field 'thinking_budget': gemini-2.5-pro takes a thinking budget of 128 to 32768 tokens"),
         *((f"provider: {p}, model: {m}, {extra} batch: true",
            f"field 'batch': batch mode is not available for provider '{p}' yet")
           for p, m, extra in [("azure", "gpt-5", "azure_endpoint: https://r.openai.azure.com,"),
@@ -463,6 +596,8 @@ def test_settings_the_provider_would_refuse_fail_the_check(
         f"{AZ}, model: gpt-4.1, api: chat, api_version: 2024-10-21",
         "provider: gemini, model: gemini-2.5-flash, thinking_budget: 0",
         "provider: vertex, model: claude-sonnet-4-5, region: global, deployment: claude-sonnet-4-5@20250929",
+        "provider: gemini, model: gemini-2.5-flash, region: us-central1, project: p1",
+        "provider: gemini, model: gemini-2.5-pro, region: global",
     ],
 )  # fmt: skip
 def test_settings_within_the_providers_rules_pass_the_check(tmp_path: Path, settings: str) -> None:
@@ -477,7 +612,7 @@ def test_declared_cloud_examples_pass_the_check_and_are_priced() -> None:
 
     declared = load_experiments(REPO / "experiments.yaml")
     names = ["azure-gpt5-giant", "openrouter-gpt5-giant", "bedrock-claude-giant", "vertex-claude-giant",
-             "gemini-giant"]  # fmt: skip
+             "gemini-giant", "vertex-gemini-giant"]  # fmt: skip
     for name in names:
         exp = declared[name]
         assert exp.paid and exp.unbudgeted() is None
@@ -507,7 +642,8 @@ def test_cloud_credentials_of_a_known_shape_are_redacted_unread() -> None:
 @pytest.mark.parametrize(
     ("cloud", "direct"),
     [("azure-gpt5-giant", "gpt5-giant"), ("bedrock-claude-giant", "claude-giant"),
-     ("vertex-claude-giant", "claude-giant"), ("openrouter-gpt5-giant", "gpt5-giant")],
+     ("vertex-claude-giant", "claude-giant"), ("openrouter-gpt5-giant", "gpt5-giant"),
+     ("vertex-gemini-giant", "gemini-giant")],
 )  # fmt: skip
 def test_a_cloud_estimates_as_the_model_it_serves(cloud: str, direct: str) -> None:
     """The same model through a cloud is counted by its family's image rules and priced alike."""

@@ -39,3 +39,15 @@ def test_every_form_and_prefix_of_12_or_more_is_redacted(text: str, expected: st
 def test_a_short_key_is_redacted_only_whole() -> None:
     secret = Secret("abcd1234")
     assert secret.redact("x abcd1234 y abcd12 z") == f"x {REDACTED} y abcd12 z"
+
+
+def test_keys_sharing_a_prefix_are_each_redacted_whole() -> None:
+    """Google access tokens share their first characters ("ya29.a0A..."), and a refreshed one is
+    remembered after the first: a later token must not lose only the shared prefix to the earlier one's
+    prefix rule, leaving its tail (most of the secret) in the text."""
+    from giant_assets.core.secrets import remember
+
+    first, second = "sharedprefix-0123456789-first-key", "sharedprefix-0123456789-second-key"
+    remember(first)
+    remember(second)
+    assert redact_secrets(f"a {second} b {first} c") == f"a {REDACTED} b {REDACTED} c"

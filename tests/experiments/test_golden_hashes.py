@@ -21,6 +21,7 @@ GOLDEN = {  # PROTOCOL_VERSION 4 (model agents; offline agents keep 3): the offi
     "demo-path-review": "79f1b8581010",
     "demo-thumbnail": "03f35119ac85",
     "gemini-giant": "c104292d84ca",
+    "vertex-gemini-giant": "038ea2aae1e0",  # as gemini-giant, through Vertex AI (vertex_ai hashed)
     "gpt5-giant": "aa6f6150c0fb",
     "gpt5-giant-steps-1": "6f2803fa0571",
     "gpt5-giant-steps-10": "f96281258865",

@@ -53,6 +53,7 @@ def _vertex(url: str) -> dict[str, Any]:
 GEMINI = "/v1beta/models/gemini-2.5-pro"
 GEMINI_KEY = "AIza" + "SECRETgeminiKey0123456789abcdefghijk"
 VERTEX = "/v1/projects/YOUR-GCP-PROJECT/locations/us-east5/publishers/anthropic/models"
+VERTEX_GEMINI = "/v1beta1/projects/YOUR-GCP-PROJECT/locations/us-central1/publishers/google/models"
 BEDROCK = "/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/invoke"
 CASES: dict[str, tuple[Callable[[str], dict[str, Any]], dict[str, str], str]] = {
     "azure-gpt5-giant": (_azure, {"AZURE_OPENAI_API_KEY": AZURE_KEY}, "/openai/responses"),
@@ -62,6 +63,7 @@ CASES: dict[str, tuple[Callable[[str], dict[str, Any]], dict[str, str], str]] = 
     "bedrock-claude-giant": (_bedrock, AWS_ENV, BEDROCK),
     "vertex-claude-giant": (_vertex, {}, f"{VERTEX}/claude-sonnet-4-5@20250929:rawPredict"),
     "gemini-giant": (_bedrock, {"GEMINI_API_KEY": GEMINI_KEY}, f"{GEMINI}:generateContent"),
+    "vertex-gemini-giant": (_bedrock, {}, f"{VERTEX_GEMINI}/gemini-2.5-pro:generateContent"),
 }  # fmt: skip
 SECRETS = [AZURE_KEY, OPENROUTER_KEY, AWS_SECRET, GEMINI_KEY]
 
@@ -72,7 +74,8 @@ def environment(name: str, server: ScriptedModelServer, tmp_path: Path) -> dict[
     if name.startswith("vertex"):
         key = service_account(tmp_path / "sa.json", f"{server.base_url}/token")
         environ["GOOGLE_APPLICATION_CREDENTIALS"] = str(key)
-        SECRETS.append(server.access_token)
+        private_key = json.loads(key.read_text())["private_key"]
+        SECRETS.extend([server.access_token, private_key.splitlines()[1]])  # the token, a line of the key
     return environ
 
 

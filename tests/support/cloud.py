@@ -1,6 +1,7 @@
 """Credentials for the cloud providers' tests, all offline: fake AWS keys in the environment (boto3's
-chain finds them, SigV4 signs with them), and a Google service-account key file whose token endpoint
-is the loopback scripted model (``ScriptedModelServer`` answers ``/token``)."""
+chain finds them, SigV4 signs with them), and Google Application Default Credentials files (a
+service-account key, an authorized user's refresh token) whose token endpoint is the loopback scripted
+model (``ScriptedModelServer`` answers ``/token``)."""
 
 from __future__ import annotations
 
@@ -25,5 +26,19 @@ def service_account(path: Path, token_uri: str, project: str = "giant-test-proje
     path.write_text(json.dumps({
         "type": "service_account", "project_id": project, "private_key_id": "k1", "private_key": pem,
         "client_email": f"giant@{project}.iam.gserviceaccount.com", "client_id": "1", "token_uri": token_uri,
+    }))  # fmt: skip
+    return path
+
+
+REFRESH_TOKEN = "1//0g-SECRET-refresh-token-0123456789abcdefghijklmnop"
+CLIENT_SECRET = "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789"
+
+
+def authorized_user(path: Path, token_uri: str) -> Path:
+    """An authorized-user ADC file (what ``gcloud auth application-default login`` writes) whose token
+    endpoint is ``token_uri``: google-auth exchanges its refresh token there for an access token."""
+    path.write_text(json.dumps({
+        "type": "authorized_user", "client_id": "1234.apps.googleusercontent.com",
+        "client_secret": CLIENT_SECRET, "refresh_token": REFRESH_TOKEN, "token_uri": token_uri,
     }))  # fmt: skip
     return path

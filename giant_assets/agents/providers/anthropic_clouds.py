@@ -25,9 +25,8 @@ import anthropic
 
 from giant_assets.agents.providers.anthropic import AnthropicChatModel
 from giant_assets.agents.providers.errors import MissingAPIKey
+from giant_assets.agents.providers.google_auth import google_credentials, remember_credentials
 from giant_assets.core.secrets import redact_secrets, remember
-
-GOOGLE_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 
 class _AnthropicCloud(AnthropicChatModel):
@@ -100,7 +99,7 @@ class VertexChatModel(_AnthropicCloud):
             return anthropic.AsyncAnthropicVertex(
                 access_token=key, project_id=self.project, timeout=self.timeout_s, **common
             )
-        credentials, project = _google_credentials()
+        credentials, project = google_credentials("vertex")
         self.project = self.project or project
         if not self.project:
             raise MissingAPIKey("provider 'vertex': set 'project' (the credentials name none)")
@@ -112,9 +111,7 @@ class VertexChatModel(_AnthropicCloud):
         try:
             return await super()._send(body, headers)
         finally:  # the token the credentials hold now (refreshed by the client when expired)
-            token = getattr(getattr(self._client, "credentials", None), "token", None)
-            if isinstance(token, str) and token:
-                remember(token)
+            remember_credentials(getattr(self._client, "credentials", None))
 
 
 def _remember_aws_credentials(region: str) -> None:
@@ -135,19 +132,3 @@ def _remember_aws_credentials(region: str) -> None:
     for secret in (frozen.secret_key, frozen.token):
         if secret:
             remember(secret)
-
-
-def _google_credentials() -> tuple[Any, str | None]:
-    """Google's Application Default Credentials and their project (MissingAPIKey when none)."""
-    try:
-        import google.auth
-        from google.auth.exceptions import DefaultCredentialsError
-    except ImportError:
-        raise MissingAPIKey("provider 'vertex' needs google-auth: pip install google-auth") from None
-    try:
-        return google.auth.default(scopes=[GOOGLE_SCOPE])
-    except DefaultCredentialsError as exc:
-        raise MissingAPIKey(
-            f"provider 'vertex': no Google credentials ({exc}); run `gcloud auth application-default "
-            "login` or set GOOGLE_APPLICATION_CREDENTIALS"
-        ) from None

@@ -74,4 +74,6 @@ def _cloud_settings(experiment: Experiment) -> dict[str, Any]:
     if provider in ("bedrock", "vertex"):
         extra = {"deployment": experiment.resolved_deployment, "region": experiment.region}
         return extra | ({"project": experiment.project} if provider == "vertex" else {})
+    if experiment.vertex_ai:  # Gemini through Vertex AI
+        return {"region": experiment.region, "project": experiment.project}
     return {}

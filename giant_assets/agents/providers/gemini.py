@@ -3,6 +3,11 @@
 with the key (``GEMINI_API_KEY``) in ``x-goog-api-key``; ``base_url`` goes to the SDK's
 ``http_options`` (a loopback server in the tests). SDK retries stay off: ``retry.py`` is the only loop.
 
+Through Vertex AI (a ``region``): ``genai.Client(vertexai=True, project, location)`` with Google's
+Application Default Credentials (``google_auth``), posting to ``{base_url}/v1beta1/projects/{project}/
+locations/{region}/publishers/google/models/{model}:generateContent`` (the SDK's route and default API
+version for Vertex) with ``Authorization: Bearer <access token>``; the same body and reply.
+
 - Images go as ``inline_data`` parts; ``slide_zoom`` is a function declaration (its JSON schema as
   ``parameters_json_schema``, automatic function calling off); a tool result is a ``function_response``
   part, its crop image following in the same user turn.
@@ -27,7 +32,13 @@ from google import genai
 from google.genai import errors, types
 
 from giant_assets.agents.providers.base import SDKChatModel
-from giant_assets.agents.providers.errors import ContentFiltered, MalformedResponse, ProviderError
+from giant_assets.agents.providers.errors import (
+    ContentFiltered,
+    MalformedResponse,
+    MissingAPIKey,
+    ProviderError,
+)
+from giant_assets.agents.providers.google_auth import google_credentials, remember_credentials
 from giant_assets.agents.providers.messages import (
     ImagePart,
     Message,
@@ -39,8 +50,11 @@ from giant_assets.agents.providers.messages import (
     Usage,
 )
 from giant_assets.agents.providers.retry import Failure, parse_retry_after
+from giant_assets.core.secrets import redact_secrets
+from giant_assets.experiments.spec import vertex_root
 
 MADE_UP_ID = "gemini-call-"  # a call without an id (the Gemini API may omit them) gets one of ours
+VERTEX_API_VERSION = "v1beta1"  # google-genai's default for Vertex AI (v1beta for the Gemini API)
 SAFETY_STOPS = frozenset({"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "IMAGE_SAFETY", "MODEL_ARMOR"})
 
 
@@ -51,19 +65,58 @@ class GeminiChatModel(SDKChatModel):
     default_key_env = "GEMINI_API_KEY"
     sdk = genai
 
-    def __init__(self, model: str, *, thinking_budget: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        thinking_budget: int | None = None,
+        region: str = "",
+        project: str = "",
+        **kwargs: Any,
+    ) -> None:
         self.thinking_budget = thinking_budget
+        self.region = region  # set: Vertex AI in this location
+        self.project = project
+        self._credentials: Any = None
+        if region:
+            kwargs.setdefault("require_key", False)  # Google's credential chain, not an API key
+            kwargs["base_url"] = kwargs.get("base_url") or vertex_root(region)
         super().__init__(model, **kwargs)
+
+    def __repr__(self) -> str:
+        where = f", region={self.region!r}" if self.region else ""
+        return f"{type(self).__name__}(model={self.name!r}, base_url={self.base_url!r}{where})"
 
     @property
     def url(self) -> str:
-        return f"{self.base_url}/v1beta/models/{self.name}:generateContent"
+        if not self.region:
+            return f"{self.base_url}/v1beta/models/{self.name}:generateContent"
+        where = f"projects/{self.project or '(from credentials)'}/locations/{self.region}"
+        model = f"publishers/google/models/{self.name}"
+        return f"{self.base_url}/{VERTEX_API_VERSION}/{where}/{model}:generateContent"
 
     def _make_client(self, key: str) -> genai.Client:
-        options = types.HttpOptions(
-            base_url=self.base_url, api_version="v1beta", timeout=int(self.timeout_s * 1000)
+        timeout = int(self.timeout_s * 1000)
+        if not self.region:
+            options = types.HttpOptions(base_url=self.base_url, api_version="v1beta", timeout=timeout)
+            return genai.Client(api_key=key, http_options=options)
+        self._credentials, project = google_credentials(self.provider)
+        self.project = self.project or project or ""
+        if not self.project:
+            raise MissingAPIKey("provider 'gemini' on Vertex AI: set 'project' (the credentials name none)")
+        options = types.HttpOptions(base_url=self.base_url, api_version=VERTEX_API_VERSION, timeout=timeout)
+        return genai.Client(
+            vertexai=True,
+            credentials=self._credentials,
+            project=self.project,
+            location=self.region,
+            http_options=options,
         )
-        return genai.Client(api_key=key, http_options=options)
+
+    def redact(self, text: str) -> str:
+        if self.region:  # every credential the chain gave, and any of a known shape
+            return redact_secrets(text)
+        return super().redact(text)
 
     def _auth_override(self) -> dict[str, Any]:
         return {}
@@ -96,9 +149,13 @@ class GeminiChatModel(SDKChatModel):
         return {"contents": to_contents(messages), "config": config}
 
     async def _send(self, body: dict[str, Any], headers: dict[str, Any]) -> Any:
-        return await self._client.aio.models.generate_content(
-            model=self.name, contents=body["contents"], config=body["config"]
-        )
+        try:
+            return await self._client.aio.models.generate_content(
+                model=self.name, contents=body["contents"], config=body["config"]
+            )
+        finally:  # Vertex AI: the token the credentials hold now (the SDK refreshes it when expired)
+            if self._credentials is not None:
+                remember_credentials(self._credentials)
 
     def _stored(self, response: Any) -> dict[str, Any]:
         return json.loads(self.redact(json.dumps(response.model_dump(mode="json", exclude_none=True))))

@@ -49,7 +49,8 @@ class RecordedRequest:
 
     @property
     def provider(self) -> str:
-        """Whose route the request came to: openai, azure, anthropic, bedrock, vertex or gemini."""
+        """Whose route the request came to: openai, azure, anthropic, bedrock, vertex, gemini or
+        vertex-gemini."""
         return route(self.path)[1]
 
     @property

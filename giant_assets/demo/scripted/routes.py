@@ -9,7 +9,10 @@ would demand (else 400 with the reason, as the provider would refuse it).
   ``anthropic_version: bedrock-2023-05-31``; signed with SigV4 or a Bedrock API key as a bearer token);
   Vertex AI: ``/v1/projects/{p}/locations/{r}/publishers/anthropic/models/{m}:rawPredict`` (body
   without ``model``, ``anthropic_version: vertex-2023-10-16``, an OAuth bearer token);
-- Gemini: ``/v1beta/models/{model}:generateContent`` (the key in ``x-goog-api-key``).
+- Gemini: ``/v1beta/models/{model}:generateContent`` (the key in ``x-goog-api-key``); Gemini on Vertex AI:
+  ``/{v1|v1beta1}/projects/{p}/locations/{r}/publishers/google/models/{m}:generateContent`` (Vertex's
+  ``projects.locations.publishers.models.generateContent``, https://cloud.google.com/vertex-ai/generative-ai/
+  docs/reference/rest-rpc), an OAuth bearer token and no API key.
 """
 
 from __future__ import annotations
@@ -35,6 +38,14 @@ ROUTES: list[tuple[re.Pattern[str], str, str]] = [
         "vertex",
     ),
     (re.compile(r"^/v1beta/models/(?P<model>[^/:]+):generateContent$"), "gemini", "gemini"),
+    (
+        re.compile(
+            r"^/(v1|v1beta1)/projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/publishers/google/"
+            r"models/(?P<model>[^/:]+):generateContent$"
+        ),
+        "gemini",
+        "vertex-gemini",
+    ),
 ]
 ANTHROPIC_VERSIONS = {"bedrock": "bedrock-2023-05-31", "vertex": "vertex-2023-10-16"}
 
@@ -68,4 +79,6 @@ def refusal(path: str, query: Mapping[str, str], headers: Mapping[str, Any], bod
         return "vertex: no OAuth bearer token"
     if provider == "gemini" and not (headers.get("x-goog-api-key") or query.get("key")):
         return "gemini: no API key (x-goog-api-key)"
+    if provider == "vertex-gemini" and not auth.startswith("Bearer "):
+        return "vertex-gemini: no OAuth bearer token"
     return None

@@ -232,7 +232,8 @@ def _error_body(request: RecordedRequest, reply: Reply) -> bytes:
         message = f"invalid credentials: {auth!r}"
     if request.provider == "bedrock":  # Bedrock's own shape; its kind in x-amzn-ErrorType
         return json.dumps({"message": message}).encode()
-    if request.provider == "gemini" or (request.provider == "vertex" and reply.status in (401, 403)):
+    google = request.provider in ("gemini", "vertex-gemini")
+    if google or (request.provider == "vertex" and reply.status in (401, 403)):
         status = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 429: "RESOURCE_EXHAUSTED"}
         error = {"code": reply.status, "message": message, "status": status.get(reply.status, "INTERNAL")}
         return json.dumps({"error": error}).encode()
