@@ -133,11 +133,12 @@ def test_detach_stops_each_round_and_a_new_process_resumes_without_paying_twice(
     assert rounds == STEPS + 1
 
 
-def test_expired_lines_are_resent_next_round_then_fail_their_run(slide, tmp_path) -> None:
+@pytest.mark.parametrize("provider", ["openai", "azure"])
+def test_expired_lines_are_resent_next_round_then_fail_their_run(slide, tmp_path, provider) -> None:
     items = _items(slide, 4)
     with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
         api.next_outcomes = ["expire_half"]  # the first batch: half its lines expire
-        agent, batch = _batched("openai", api, tmp_path / "a")
+        agent, batch = _batched(provider, api, tmp_path / "a")
         answers = asyncio.run(answer_all(agent, items, batch))
         assert all(a.error is None for a in answers)
         assert batch.rounds == STEPS + 1  # the expired half went into an extra round
