@@ -172,7 +172,9 @@ def test_without_key_or_entra_credential_the_error_names_both(slide, monkeypatch
         )
         assert not srv.requests  # nothing sent without a credential
     assert "no Microsoft Entra ID token" in answer.error and "AZURE_OPENAI_API_KEY" in answer.error
-    # azure-identity not installed: refused when the model is made, naming the key and the extra
+    # no key at a remote endpoint: Entra ID by default; azure-identity not installed: refused when the
+    # model is made, naming the key and the extra
+    monkeypatch.delenv("GIANT_AZURE_AUTH")
     monkeypatch.setitem(sys.modules, "azure.identity", None)
     with pytest.raises(
         MissingAPIKey, match=r"AZURE_OPENAI_API_KEY is not set and azure-identity .*giant-assets\[azure\]"
