@@ -10,6 +10,16 @@ failed); answers in an output file, failed lines in an error file, expired lines
 expired results), ``GET /v1/messages/batches`` (newest first, ``limit``, ``after_id``, ``before_id``),
 processing_status in_progress -> canceling -> ended.
 
+Azure OpenAI (Global Batch; Microsoft Learn, how-to/batch and its batch-rest.md / batch-python.md /
+global-batch-limits.md includes): OpenAI's routes under ``/openai`` instead of ``/v1``
+(``/openai/files``, ``/openai/files/{id}[/content]``, ``/openai/batches[/{id}[/cancel]]``), each with
+the ``api-version`` query and the ``api-key`` header (``azure_key``) or an Entra ID bearer token
+(``azure_token``), refused with Azure's error body (``{"error": {"code", "message"}}``) otherwise.
+Input lines must share one ``url`` (``/chat/completions``, ``/v1/chat/completions`` or ``/v1/responses``)
+and one ``body.model`` naming a deployment (``deployments``), at most 100,000 of them: else the batch
+fails validation with Azure's code (``url_mismatch``, ``model_mismatch``, ``model_not_found``,
+``too_many_tasks``). Azure batch objects carry ``metadata: null``; a file keeps its ``filename``.
+
 Each line is answered, when its batch finishes, by a ``ScriptedModelServer``'s rule through the same
 code that answers a synchronous request, so a batch line and a direct call get the same reply. A batch
 finishes after ``polls_to_finish`` retrievals (one number, or a list: one per batch); ``next_outcomes``
@@ -51,13 +61,23 @@ from giant_assets.demo.loopback import LoopbackServer
 from giant_assets.demo.scripted import ScriptedModelServer
 
 OPENAI_PATHS = {"/v1/responses": "/v1/responses", "/v1/chat/completions": "/v1/chat/completions"}
+AZURE_LINE_URLS = frozenset({"/chat/completions", "/v1/chat/completions", "/v1/responses"})
+AZURE_MAX_REQUESTS = 100_000
+AZURE_DENIED = (
+    "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid "
+    "key for an active subscription and use a correct regional API endpoint for your resource."
+)
+AZURE_BAD_TOKEN = (
+    "Unauthorized. Access token is missing, invalid, audience is incorrect "
+    "(https://cognitiveservices.azure.com), or have expired."
+)
 EXPIRED_MESSAGE = "This request could not be executed before the completion window expired."
 
 
 @dataclass
 class _Batch:
     id: str
-    kind: str  # "openai" or "anthropic"
+    kind: str  # "openai", "azure" or "anthropic"
     endpoint: str  # the synchronous path each line is answered as
     lines: list[tuple[str, dict[str, Any]]]
     created_at: float
@@ -71,6 +91,7 @@ class _Batch:
     views_after_end: int = 0
     bad_lines: bool = False
     conflicting: bool = False
+    failure: tuple[str, str] | None = None  # why validation failed it (code, message); else the server's
     status: str = ""
     results: list[dict[str, Any]] | None = None  # per line, once finished
     output_file_id: str | None = None
@@ -90,6 +111,12 @@ class BatchAPIServer(LoopbackServer):
         self.answered: Counter[str] = Counter()
         self.batches: dict[str, _Batch] = {}
         self.files: dict[str, bytes] = {}
+        self.file_names: dict[str, str] = {}
+        # Azure: the key its routes demand in ``api-key``, or the Entra ID token in ``Authorization``
+        self.azure_key: str | None = None
+        self.azure_token: str | None = None
+        self.deployments: set[str] | None = None  # the resource's batch deployments (None: any name)
+        self.azure_auth: list[str] = []  # "api-key" or "bearer": how each Azure request was authorized
         self.calls: list[tuple[str, str]] = []  # (method, path) of every HTTP request
         self.create_reply_delay_s: float | list[float] = 0.0  # after the batch exists; list: per create
         self.stall_creates = 0  # the next creates hang and create nothing
@@ -167,7 +194,7 @@ class BatchAPIServer(LoopbackServer):
             page = items[-limit:]
         else:
             page = items[:limit]
-        to_wire = self.openai_object if kind == "openai" else self.anthropic_object
+        to_wire = self.anthropic_object if kind == "anthropic" else self.openai_object
         return {
             "object": "list",
             "data": [to_wire(b) for b in page],
@@ -182,7 +209,7 @@ class BatchAPIServer(LoopbackServer):
     def _create(self, kind: str, endpoint: str, lines: list[tuple[str, dict]], **kw: Any) -> _Batch:
         with self._lock:
             batch = _Batch(
-                self._new_id("batch" if kind == "openai" else "msgbatch"),
+                self._new_id("msgbatch" if kind == "anthropic" else "batch"),
                 kind,
                 endpoint,
                 lines,
@@ -210,13 +237,13 @@ class BatchAPIServer(LoopbackServer):
                 batch.views_after_end += 1
                 return
             batch.polls += 1
-            if batch.outcome == "failed":
+            if batch.outcome == "failed" or batch.failure:
                 batch.status = "failed"
                 batch.results = []
                 return
             if not batch.cancelled and batch.polls < batch.polls_to_finish:
                 steps = ["validating", "in_progress", "finalizing"]
-                batch.status = steps[min(batch.polls - 1, 2)] if batch.kind == "openai" else "in_progress"
+                batch.status = steps[min(batch.polls - 1, 2)] if batch.kind != "anthropic" else "in_progress"
                 return
         self._finish(batch)
 
@@ -288,6 +315,7 @@ class BatchAPIServer(LoopbackServer):
                            input_file_id=b.input_file_id, metadata=b.metadata)  # fmt: skip
             return self.openai_object(shown)
         failed = b.status == "failed"
+        code, message = b.failure or self.failure_reason
         return {
             "id": b.id,
             "object": "batch",
@@ -298,10 +326,10 @@ class BatchAPIServer(LoopbackServer):
             "created_at": int(b.created_at),
             "output_file_id": b.output_file_id,
             "error_file_id": b.error_file_id,
-            "metadata": b.metadata,
+            "metadata": None if b.kind == "azure" else b.metadata,
             "errors": {
                 "object": "list",
-                "data": [{"code": self.failure_reason[0], "message": self.failure_reason[1], "line": None}],
+                "data": [{"code": code, "message": message, "line": None}],
             }
             if failed
             else None,  # fmt: skip
@@ -378,9 +406,9 @@ def _jsonl(rows: list[dict[str, Any]], bad: bool) -> bytes:
 
 def _fault_of(parts: list[str]) -> str:
     """Which injected fault counter a GET of ``parts`` draws on."""
-    if parts[:2] == ["v1", "files"] or parts[-1:] == ["results"]:
+    if parts[:2] == ["v1", "files"] and parts[-1:] == ["content"] or parts[-1:] == ["results"]:
         return "fail_downloads"
-    if parts[-1:] == ["batches"]:
+    if parts[-1:] == ["batches"] or parts[:2] == ["v1", "files"]:  # a listing, or (Azure) its file look-ups
         return "fail_listings"
     return "fail_polls"
 
@@ -395,14 +423,34 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z")
 
 
-def _multipart(content_type: str, body: bytes) -> dict[str, bytes]:
+def _multipart(content_type: str, body: bytes) -> tuple[dict[str, bytes], dict[str, str]]:
+    """The form's fields, and the file names of its file fields."""
     message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
         f"Content-Type: {content_type}\r\n\r\n".encode() + body
     )
-    return {
-        part.get_param("name", header="content-disposition"): part.get_payload(decode=True)
-        for part in message.iter_parts()
-    }
+    fields, names = {}, {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        fields[name] = part.get_payload(decode=True)
+        if part.get_filename():
+            names[name] = part.get_filename()
+    return fields, names
+
+
+def _azure_validation(lines: list[dict[str, Any]], deployments: set[str] | None) -> tuple[str, str] | None:
+    """Why Azure's validation fails a batch of these input lines (its documented error codes); None: ok."""
+    urls = {line.get("url") for line in lines}
+    models = {(line.get("body") or {}).get("model") for line in lines}
+    if len(lines) > AZURE_MAX_REQUESTS:
+        return "too_many_tasks", f"The number of requests exceeds the maximum of {AZURE_MAX_REQUESTS}."
+    if len(urls) != 1 or not urls <= AZURE_LINE_URLS:
+        return "url_mismatch", f"The request URLs {sorted(map(str, urls))} do not match one batch endpoint."
+    if len(models) != 1:
+        return "model_mismatch", "The deployment name in 'model' differs between lines of the input file."
+    (model,) = models
+    if deployments is not None and model not in deployments:
+        return "model_not_found", f"The deployment {model!r} in 'model' was not found."
+    return None
 
 
 def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
@@ -423,31 +471,69 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):  # a client killed while its reply was held
                 self.close_connection = True
 
+        kind = "openai"  # of the request being answered: "azure" at the /openai routes
+
+        def _error(self, status: int, message: str, code: str = "") -> None:
+            """An error in the wire's shape: Azure's ``{"error": {"code", "message"}}``, else OpenAI's."""
+            if self.kind == "azure":
+                return self._reply(status, {"error": {"code": code or str(status), "message": message}})
+            kinds = {404: "not_found_error", 429: "rate_limit_error", 500: "api_error"}
+            return self._reply(status, {"error": {"type": kinds.get(status, "invalid_request_error"),
+                                                  "message": message}})  # fmt: skip
+
         def _not_found(self) -> None:
-            self._reply(404, {"error": {"type": "not_found_error", "message": f"no route {self.path}"}})
+            self._error(404, f"no route {self.path}", "NotFound")
 
         def _batch(self, batch_id: str, kind: str) -> _Batch | None:
             batch = server.batches.get(batch_id)
             return batch if batch is not None and batch.kind == kind else None
 
-        def do_GET(self) -> None:  # noqa: N802
+        def _route(self) -> tuple[str, dict[str, str], str | None]:
+            """(path, query) of the request, Azure's ``/openai/...`` routes read as ``/v1/...``, and why
+            Azure refuses it (no api-version, a wrong key or token), else None."""
             path, _, qs = self.path.partition("?")
             query = {k: v[-1] for k, v in urllib.parse.parse_qs(qs).items()}
-            server.calls.append(("GET", path))
+            server.calls.append((self.command, path))
+            self.kind = "azure" if path.startswith("/openai/") else "openai"
+            if self.kind == "openai":
+                return path, query, None
+            path = "/v1/" + path.removeprefix("/openai/")
+            if not query.get("api-version"):
+                return path, query, "Missing required query parameter: api-version"
+            key, auth = self.headers.get("api-key"), self.headers.get("Authorization") or ""
+            server.azure_auth.append("bearer" if auth.startswith("Bearer ") else "api-key" if key else "")
+            if server.azure_key is not None and key != server.azure_key:
+                return path, query, AZURE_DENIED
+            if server.azure_token is not None and (key or auth != f"Bearer {server.azure_token}"):
+                return path, query, AZURE_BAD_TOKEN
+            return path, query, None
+
+        def _refuse(self, why: str) -> None:
+            status = 400 if "api-version" in why else 401
+            self._error(status, why, "BadRequest" if status == 400 else "401")
+
+        def do_GET(self) -> None:  # noqa: N802
+            path, query, refused = self._route()
+            if refused:
+                return self._refuse(refused)
             parts = path.strip("/").split("/")
             if server.take(_fault_of(parts)):
-                return self._reply(500, {"error": {"type": "api_error", "message": "injected 500"}})
+                return self._error(500, "injected 500")
             if parts[:2] == ["v1", "files"] and len(parts) == 4 and parts[3] == "content":
                 data = server.files.get(parts[2])
                 return self._reply(200, data, raw=True) if data is not None else self._not_found()
+            if parts[:2] == ["v1", "files"] and len(parts) == 3:
+                if parts[2] not in server.files:
+                    return self._not_found()
+                return self._reply(200, _file_object(parts[2], server))
             if parts[:2] == ["v1", "batches"] and len(parts) == 3:
-                batch = self._batch(parts[2], "openai")
+                batch = self._batch(parts[2], self.kind)
                 if batch is None:
                     return self._not_found()
                 server._advance(batch)
                 return self._reply(200, server.openai_object(batch))
             if parts[:2] == ["v1", "batches"] and len(parts) == 2:
-                return self._reply(200, server.listing("openai", query))
+                return self._reply(200, server.listing(self.kind, query))
             if parts == ["v1", "messages", "batches"]:
                 page = server.listing("anthropic", query)
                 return self._reply(200, {k: v for k, v in page.items() if k != "object"})
@@ -470,28 +556,21 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
             return self._not_found()
 
         def do_POST(self) -> None:  # noqa: N802
-            path = self.path.split("?")[0]
-            server.calls.append(("POST", path))
+            path, _, refused = self._route()
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if refused:
+                return self._refuse(refused)
             parts = path.strip("/").split("/")
             if path == "/v1/files":
-                fields = _multipart(self.headers.get("Content-Type", ""), body)
+                fields, names = _multipart(self.headers.get("Content-Type", ""), body)
                 if fields.get("purpose") != b"batch" or "file" not in fields:
-                    return self._reply(400, {"error": {"message": "purpose must be batch, with a file"}})
+                    return self._error(400, "purpose must be batch, with a file")
                 file_id = server._new_id("file")
                 server.files[file_id] = fields["file"]
-                return self._reply(
-                    200,
-                    {
-                        "id": file_id,
-                        "object": "file",
-                        "bytes": len(fields["file"]),
-                        "created_at": int(time.time()),
-                        "filename": "batch.jsonl",
-                        "purpose": "batch",
-                        "status": "processed",
-                    },
-                )
+                server.file_names[file_id] = names.get("file", "upload.jsonl")
+                return self._reply(200, _file_object(file_id, server))
+            if path == "/v1/batches" and self.kind == "azure":
+                return self._azure_create(json.loads(body))
             if path == "/v1/batches":
                 req = json.loads(body)
                 lines = []
@@ -526,7 +605,7 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
                 server._hold_create_reply()
                 return self._reply(200, server.openai_object(batch))
             if parts[:2] == ["v1", "batches"] and len(parts) == 4 and parts[3] == "cancel":
-                batch = self._batch(parts[2], "openai")
+                batch = self._batch(parts[2], self.kind)
                 if batch is None:
                     return self._not_found()
                 batch.cancelled = True
@@ -564,4 +643,43 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
                 return self._reply(200, server.anthropic_object(batch))
             return self._not_found()
 
+        def _azure_create(self, req: dict[str, Any]) -> None:
+            """Azure's batch create: the file's lines are validated by the batch (``validating`` ->
+            ``failed`` with Azure's code), not by the create; ``completion_window`` must be 24h."""
+            data = server.files.get(req.get("input_file_id") or "")
+            if data is None:
+                return self._error(404, f"File {req.get('input_file_id')!r} not found.", "NotFound")
+            if req.get("completion_window") != "24h":
+                return self._error(400, "completion_window must be 24h.", "invalid_request")
+            rows = [json.loads(raw) for raw in data.splitlines() if raw.strip()]
+            lines = [(r["custom_id"], r["body"]) for r in rows]
+            if server._stall_create():
+                return self._error(503, "stalled create: no batch", "ServiceUnavailable")
+            if server.take("refuse_creates"):
+                return self._error(429, "injected 429: too many batches", "429")
+            if server.failed_create():
+                return self._error(500, "injected 500 on create", "InternalServerError")
+            urls = {r.get("url") for r in rows}
+            batch = server._create(
+                "azure",
+                urls.pop() if len(urls) == 1 else "",
+                lines,
+                input_file_id=req["input_file_id"],
+                failure=_azure_validation(rows, server.deployments),
+            )
+            server._hold_create_reply()
+            return self._reply(200, server.openai_object(batch))
+
     return Handler
+
+
+def _file_object(file_id: str, server: BatchAPIServer) -> dict[str, Any]:
+    return {
+        "id": file_id,
+        "object": "file",
+        "bytes": len(server.files[file_id]),
+        "created_at": int(time.time()),
+        "filename": server.file_names.get(file_id, "batch.jsonl"),
+        "purpose": "batch",
+        "status": "processed",
+    }

@@ -56,6 +56,7 @@ PROVIDER_APIS: dict[str, tuple[str, ...]] = {
     "openai": ("responses", "chat"), "azure": ("responses", "chat"), "openrouter": ("chat",),
     "anthropic": ("messages",), "bedrock": ("messages",), "vertex": ("messages",), "gemini": ("gemini",),
 }  # fmt: skip
+AZURE_BATCH_SINCE = "2024-07-01"  # the first api-version with /openai/files and /openai/batches
 AZURE_API_VERSION = "2025-03-01-preview"  # the official GIANT code's (the first with the Responses API)
 Server = Literal["vllm", "sglang", "ollama", "llamacpp"]
 # where each local server listens by default (its own documented port), OpenAI-compatible under /v1
@@ -502,10 +503,10 @@ def _cloud_problem(exp: Experiment) -> str | None:
         google = _google_problem(exp)
         if google:
             return google
-    if exp.batch:
+    if exp.batch and p != "azure":
         return (
-            f"field 'batch': batch mode is not available for provider {p!r} yet (only openai and "
-            "anthropic); remove batch: true"
+            f"field 'batch': batch mode is not available for provider {p!r} yet (only openai, "
+            "anthropic and azure); remove batch: true"
         )
     if p == "azure":
         return _azure_problem(exp)
@@ -576,6 +577,12 @@ def _azure_problem(exp: Experiment) -> str | None:
         return (
             f"field 'api_version': Azure serves the Responses API from {AZURE_API_VERSION} on (a preview "
             f"version), not {exp.api_version!r}; use api_version {AZURE_API_VERSION} or api 'chat'"
+        )
+    if exp.batch and version.group(1) < AZURE_BATCH_SINCE:
+        return (
+            f"field 'api_version': Azure's batch API (Files + Batches, a Global Batch or Data Zone Batch "
+            f"deployment) needs api-version {AZURE_BATCH_SINCE}-preview or later (2024-10-21 is the first "
+            f"GA one), not {exp.api_version!r}; use api_version {AZURE_API_VERSION} or remove batch: true"
         )
     return None
 

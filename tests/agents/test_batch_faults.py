@@ -1,6 +1,7 @@
-"""Batch mode under faults, for both providers, against the loopback batch APIs with injected faults:
-nothing is paid twice (every create line counted at the server), every batch endpoint call goes
-through the retry policy, a bad result line is named and left out, and what cannot finish says why."""
+"""Batch mode under faults, for every provider with a batch API (OpenAI, Azure OpenAI, Anthropic),
+against the loopback batch APIs with injected faults: nothing is paid twice (every create line counted
+at the server), every batch endpoint call goes through the retry policy, a bad result line is named and
+left out, and what cannot finish says why."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ import pytest
 
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.providers import AnthropicChatModel, OpenAIResponsesModel
+from giant_assets.agents.providers.azure import AzureResponsesModel
 from giant_assets.agents.providers.batching import (
     ANTHROPIC_LIMITS,
+    AZURE_LIMITS,
     OPENAI_LIMITS,
     BatchPending,
     BatchRound,
@@ -28,7 +31,17 @@ from giant_assets.runs.agent_api import AgentItem
 from giant_assets.runs.run_identity import RunIdentity, running
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 
-PROVIDERS = ["openai", "anthropic"]
+PROVIDERS = ["openai", "azure", "anthropic"]
+OPENAI_WIRE = ("openai", "azure")  # the Files + Batches wire: a batch fails as a whole with a reason
+AZURE_KEY = "azure-batch-key-0123456789abcdef0123"
+DEPLOYMENT = "giant-gpt5-batch"  # a Global Batch deployment: its name goes in every line's body.model
+
+
+@pytest.fixture(autouse=True)
+def _azure_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", AZURE_KEY)
+
+
 FAST = RetryPolicy(max_attempts=4, base_delay_s=0.001, max_delay_s=0.005)
 PROMPT = "Which organ?\n1. Lung\n2. Liver\n3. Skin"
 
@@ -54,6 +67,12 @@ def _round(provider: str, api: BatchAPIServer, store: Path, retry: RetryPolicy =
     if provider == "openai":
         chat = OpenAIResponsesModel(
             "gpt-5", base_url=api.openai_base_url, reasoning_effort="low", retry=retry
+        )
+    elif provider == "azure":
+        # the loopback resource demands the key and knows only the batch deployment
+        api.azure_key, api.deployments = AZURE_KEY, {DEPLOYMENT}
+        chat = AzureResponsesModel(
+            "gpt-5", deployment=DEPLOYMENT, base_url=api.base_url, reasoning_effort="low", retry=retry
         )
     else:
         chat = AnthropicChatModel(
@@ -222,7 +241,7 @@ def test_where_every_batch_fails_the_runs_fail_naming_the_batches_and_the_settin
 ) -> None:
     logs: list[str] = []
     with ScriptedModelServer(rule=one_call) as model, BatchAPIServer(model, polls_to_finish=1) as api:
-        api.next_outcomes = ["failed" if provider == "openai" else "expired"] * 2
+        api.next_outcomes = ["failed" if provider in OPENAI_WIRE else "expired"] * 2
         agent, batch = _round(provider, api, tmp_path / "s", max_line_attempts=2, log=logs.append)
         answers = asyncio.run(_answer_runs(agent, _items(slide, 2), batch))
         ids = list(api.batches)
@@ -230,7 +249,7 @@ def test_where_every_batch_fails_the_runs_fail_naming_the_batches_and_the_settin
     for answer in answers:
         assert "batch_max_line_attempts is 2" in answer.error and all(i in answer.error for i in ids)
         assert "raise batch_max_line_attempts" in answer.error
-    if provider == "openai":  # the failed batch's reason is in the log
+    if provider in OPENAI_WIRE:  # the failed batch's reason is in the log
         assert sum("token_limit_exceeded: Enqueued token limit reached" in line for line in logs) == 2, logs
 
 
@@ -275,7 +294,10 @@ def test_a_held_store_lock_is_waited_for_then_named(slide, tmp_path) -> None:
     holder.unlock()
 
 
-@pytest.mark.parametrize(("provider", "limits"), [("openai", OPENAI_LIMITS), ("anthropic", ANTHROPIC_LIMITS)])
+@pytest.mark.parametrize(
+    ("provider", "limits"),
+    [("openai", OPENAI_LIMITS), ("azure", AZURE_LIMITS), ("anthropic", ANTHROPIC_LIMITS)],
+)
 def test_a_round_of_giant_sized_requests_splits_at_the_byte_cap(tmp_path, provider, limits) -> None:
     """GIANT requests carry several MB of base64 images: a round of them splits below the provider's
     byte cap, measured on the exact JSONL the client uploads (OpenAI) or the request it sends."""
@@ -292,7 +314,7 @@ def test_a_round_of_giant_sized_requests_splits_at_the_byte_cap(tmp_path, provid
     assert len(chunks) == 2 and sum(len(c) for c in chunks) == len(lines)
 
     def wire_bytes(chunk: list) -> int:  # what the client sends for the chunk, as the SDK serializes it
-        if provider == "openai":
+        if provider in OPENAI_WIRE:
             url = batch.client.endpoint
             return sum(
                 len(json.dumps({"custom_id": c, "method": "POST", "url": url, "body": b})) + 1

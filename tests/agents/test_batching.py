@@ -18,6 +18,7 @@ import pytest
 
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.providers import AnthropicChatModel, OpenAIChatModel, OpenAIResponsesModel
+from giant_assets.agents.providers.azure import AzureChatModel, AzureResponsesModel
 from giant_assets.agents.providers.batching import BatchPending, BatchRound, BatchStore, batch_client
 from giant_assets.demo.batch_api import BatchAPIServer
 from giant_assets.demo.scripted import (
@@ -54,6 +55,9 @@ def _model(provider: str, server: BatchAPIServer | ScriptedModelServer):
         return OpenAIResponsesModel("gpt-5", base_url=server.openai_base_url, reasoning_effort="low")
     if provider == "chat":
         return OpenAIChatModel("gpt-5", base_url=server.openai_base_url, reasoning_effort="low")
+    if provider.startswith("azure"):  # the resource's endpoint; a Global Batch deployment
+        azure = AzureChatModel if provider == "azure-chat" else AzureResponsesModel
+        return azure("gpt-5", deployment="gpt5-batch", base_url=server.base_url, reasoning_effort="low")
     return AnthropicChatModel("claude-sonnet-4-5", base_url=server.base_url, thinking_budget=1024)
 
 
@@ -68,7 +72,7 @@ def _batched(provider: str, api: BatchAPIServer, store: Path, mode: str = "hold"
     return GiantAgent(chat, max_steps=STEPS, image_size=500), chat.batch
 
 
-@pytest.mark.parametrize("provider", ["openai", "chat", "anthropic"])
+@pytest.mark.parametrize("provider", ["openai", "chat", "azure", "azure-chat", "anthropic"])
 def test_hold_mode_one_round_per_step_same_answers_as_direct_calls(slide, tmp_path, provider) -> None:
     items = _items(slide, 4)
     with ScriptedModelServer(rule=navigate) as direct:
@@ -104,7 +108,7 @@ def test_hold_mode_one_round_per_step_same_answers_as_direct_calls(slide, tmp_pa
         for first in (True, False):
             assert bodies(lines, first) == bodies(direct.requests, first) != []
         # no intent left open: nothing is looked up at the provider
-        assert not {("GET", "/v1/batches"), ("GET", "/v1/messages/batches")} & set(api.calls)
+        assert not set(LIST.values()) & set(api.calls)
     assert [a.text for a in answers] == [a.text for a in sync]
     assert all(a.error is None for a in answers)
     assert [len(a.steps) for a in answers] == [len(a.steps) for a in sync]
@@ -129,11 +133,12 @@ def test_detach_stops_each_round_and_a_new_process_resumes_without_paying_twice(
     assert rounds == STEPS + 1
 
 
-def test_expired_lines_are_resent_next_round_then_fail_their_run(slide, tmp_path) -> None:
+@pytest.mark.parametrize("provider", ["openai", "azure"])
+def test_expired_lines_are_resent_next_round_then_fail_their_run(slide, tmp_path, provider) -> None:
     items = _items(slide, 4)
     with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
         api.next_outcomes = ["expire_half"]  # the first batch: half its lines expire
-        agent, batch = _batched("openai", api, tmp_path / "a")
+        agent, batch = _batched(provider, api, tmp_path / "a")
         answers = asyncio.run(answer_all(agent, items, batch))
         assert all(a.error is None for a in answers)
         assert batch.rounds == STEPS + 1  # the expired half went into an extra round
@@ -229,8 +234,8 @@ def test_a_refused_reasoning_summary_is_dropped_in_batch_mode_too(slide, tmp_pat
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENT = "import sys; from tests.agents.test_batching import client_process; client_process(*sys.argv[1:])"
-CREATE = {"openai": "/v1/batches", "anthropic": "/v1/messages/batches"}
-LIST = {"openai": ("GET", "/v1/batches"), "anthropic": ("GET", "/v1/messages/batches")}
+CREATE = {"openai": "/v1/batches", "azure": "/openai/batches", "anthropic": "/v1/messages/batches"}
+LIST = {p: ("GET", path) for p, path in CREATE.items()}
 
 
 def client_process(provider: str, base_url: str, store: str, slide: str, n: str) -> None:
@@ -284,7 +289,7 @@ def _submissions(api: BatchAPIServer, but: tuple[str, ...] = ()) -> Counter:
     return Counter(cid for b in api.batches.values() if b.id not in but for cid, _ in b.lines)
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ["openai", "azure", "anthropic"])
 def test_a_batch_accepted_before_a_kill_is_adopted_not_paid_twice(slide, tmp_path, provider) -> None:
     items, store = _items(slide, 3), tmp_path / "store"
     sync = _direct_answers(provider, items)
@@ -313,7 +318,7 @@ def test_a_batch_accepted_before_a_kill_is_adopted_not_paid_twice(slide, tmp_pat
     assert BatchStore(store).unresolved_intents() == []
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ["openai", "azure", "anthropic"])
 def test_a_kill_before_the_provider_accepted_submits_normally(slide, tmp_path, provider) -> None:
     items, store = _items(slide, 3), tmp_path / "store"
     sync = _direct_answers(provider, items)

@@ -546,6 +546,8 @@ AZ = "provider: azure, azure_endpoint: https://r.openai.azure.com"
          "field 'api_version': 'latest' is not an Azure api-version"),
         ("provider: azure, model: gpt-5, azure_endpoint: https://r.openai.azure.com, api: messages",
          "provider 'azure' speaks api 'responses' or 'chat', not 'messages'"),
+        (f"{AZ}, model: gpt-4.1, api: chat, api_version: 2024-06-01, batch: true",
+         "field 'api_version': Azure's batch API .* needs api-version 2024-07-01-preview or later"),
         ("provider: openrouter, model: gpt-5", "field 'model': OpenRouter names models 'vendor/model'"),
         ("provider: openrouter, model: openai/gpt-5, api: responses",
          "provider 'openrouter' speaks api 'chat'"),
@@ -571,8 +573,7 @@ AZ = "provider: azure, azure_endpoint: https://r.openai.azure.com"
          "field 'thinking_budget': gemini-2.5-pro takes a thinking budget of 128 to 32768 tokens"),
         *((f"provider: {p}, model: {m}, {extra} batch: true",
            f"field 'batch': batch mode is not available for provider '{p}' yet")
-          for p, m, extra in [("azure", "gpt-5", "azure_endpoint: https://r.openai.azure.com,"),
-                              ("openrouter", "openai/gpt-5", ""),
+          for p, m, extra in [("openrouter", "openai/gpt-5", ""),
                               ("bedrock", "claude-sonnet-4-5", "region: x,"),
                               ("vertex", "claude-sonnet-4-5", "region: x,"),
                               ("gemini", "gemini-2.5-pro", "")]),
@@ -594,6 +595,7 @@ def test_settings_the_provider_would_refuse_fail_the_check(
     [
         f"{AZ}, model: gpt-5, api_version: 2025-04-01-preview",
         f"{AZ}, model: gpt-4.1, api: chat, api_version: 2024-10-21",
+        f"{AZ}, model: gpt-5, batch: true",  # Global Batch: Files + Batches at the default api-version
         "provider: gemini, model: gemini-2.5-flash, thinking_budget: 0",
         "provider: vertex, model: claude-sonnet-4-5, region: global, deployment: claude-sonnet-4-5@20250929",
         "provider: gemini, model: gemini-2.5-flash, region: us-central1, project: p1",

@@ -291,3 +291,31 @@ def test_the_iteration_scaling_is_declared_as_gpt5_giant_with_other_step_budgets
         assert {k: v for k, v in e.answer_settings().items() if k != "max_steps"} == base, name
         assert e.unbudgeted() is None and e.budget_usd > 0, name
     assert len({e.config_hash() for e in scaling.values()}) == 6
+
+
+AZURE = "{agent: giant, provider: azure, model: gpt-5, azure_endpoint: 'https://r.example', budget_usd: 5"
+
+
+@pytest.mark.parametrize(
+    ("settings", "refusal"),
+    [
+        (f"{AZURE}, batch: true}}", None),  # the default api-version has Files + Batches
+        (f"{AZURE}, batch: true, api: chat, api_version: 2024-10-21}}", None),  # the first GA one
+        (f"{AZURE}, batch: true, api: chat, api_version: 2024-07-01-preview}}", None),
+        (f"{AZURE}, batch: true, api: chat, api_version: 2024-06-01}}",
+         "field 'api_version': Azure's batch API (Files + Batches, a Global Batch or Data Zone Batch "
+         "deployment) needs api-version 2024-07-01-preview or later"),
+        (f"{AZURE}, api: chat, api_version: 2024-06-01}}", None),  # no batch: any api-version
+    ],
+)  # fmt: skip
+def test_check_accepts_azure_batch_from_the_api_version_with_batches(
+    tmp_path: Path, settings: str, refusal: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, f"experiments:\n  az: {settings}\n")
+    status = experiments_main(["check", "--file", str(path)])
+    err = capsys.readouterr().err
+    if refusal is None:
+        assert status == 0 and not err, err
+    else:
+        assert status == 1 and "experiment 'az': " in err and refusal in err, err
+        assert "2024-06-01" in err and "remove batch: true" in err

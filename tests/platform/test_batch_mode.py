@@ -52,16 +52,30 @@ def _declare_and_ingest(instance: DagsterInstance, declared: Path, resources: di
     ).success  # fmt: skip
 
 
+AZURE_KEY = "azure-batch-key-SECRET-0123456789abcdef"
+
+
+def _provider_settings(provider: str, api: BatchAPIServer) -> dict:
+    """openai at its base URL; azure at the resource's endpoint, a Global Batch deployment, the key."""
+    if provider == "openai":
+        return _settings(api)
+    api.azure_key, api.deployments = AZURE_KEY, {"gpt5-global-batch"}  # refused or failed otherwise
+    azure = {"provider": "azure", "azure_endpoint": api.base_url, "deployment": "gpt5-global-batch"}
+    return {k: v for k, v in _settings(api).items() if k != "base_url"} | azure
+
+
+@pytest.mark.parametrize("provider", ["openai", "azure"])
 def test_a_cell_waits_on_its_batches_then_completes_at_half_price(
-    tmp_path: Path, sample_wsi_root: Path
+    tmp_path: Path, sample_wsi_root: Path, monkeypatch: pytest.MonkeyPatch, provider: str
 ) -> None:
     data, declared = tmp_path / "data", tmp_path / "experiments.yaml"
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", AZURE_KEY)
     instance = DagsterInstance.ephemeral()
     resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
     key = result_key("batched", "gtex")
     # each batch ends on its second look: a pass submits a round, looks once and stops
     with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=2) as api:
-        _declare_and_ingest(instance, declared, resources, _settings(api))
+        _declare_and_ingest(instance, declared, resources, _provider_settings(provider, api))
         passes, observations = 0, []
         gtex_ok = 2  # the sample's gtex items with a readable slide
         while True:
@@ -86,6 +100,13 @@ def test_a_cell_waits_on_its_batches_then_completes_at_half_price(
         assert named and all(named) and {b for names in named for b in names} <= set(api.batches)
         assert set(api.answered.values()) == {1}, "a request was paid for twice"
         assert meta["batches_total"].value == len(api.batches) >= 2
+        # the provider's own batch API: Azure's resource routes, every line to the deployment
+        assert {b.kind for b in api.batches.values()} == {provider}
+        if provider == "azure":
+            assert set(api.azure_auth) == {"api-key"} and ("POST", "/openai/batches") in api.calls
+            assert {body["model"] for b in api.batches.values() for _, body in b.lines} == {
+                "gpt5-global-batch"
+            }
     with duckdb.connect(str(data / "giant.duckdb"), read_only=True) as con:
         rows = con.sql("select error_kind, input_tokens, cached_input_tokens, output_tokens, cost_usd "
                        "from predictions").fetchall()  # fmt: skip
@@ -94,6 +115,10 @@ def test_a_cell_waits_on_its_batches_then_completes_at_half_price(
     for _, n_in, cached, n_out, cost in rows:
         if n_in:  # batch price: half of what the same tokens cost synchronously
             assert cost == pytest.approx(price.usd(n_in, n_out, cached) / 2, rel=1e-9)
+    stored = [
+        f.read_bytes() for f in data.rglob("*") if f.is_file()
+    ]  # journals, batch store, Parquet, DuckDB
+    assert stored and not any(AZURE_KEY.encode() in blob for blob in stored)
     assert meta["cost_usd_now_sync_equivalent"].value == pytest.approx(
         2 * meta["cost_usd_now"].value, abs=2.1e-6
     )  # both are rounded to 6 decimals: doubling the rounded value may differ by 1e-6

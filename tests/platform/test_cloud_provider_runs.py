@@ -18,11 +18,11 @@ import yaml
 from dagster import DagsterInstance, materialize
 
 from giant_assets.core.storage import ParquetStore
-from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
+from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, demo_policy
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.assets.predictions import predictions
 from giant_assets.platform.partitions import result_key
-from tests.support.cloud import AWS_ENV, AWS_SECRET, service_account
+from tests.support.cloud import AWS_ENV, AWS_SECRET, ManagedIdentityEndpoint, service_account
 from tests.support.dagster_env import add_experiments, resources_for, write_experiments
 
 REPO = Path(__file__).resolve().parents[2]
@@ -163,3 +163,55 @@ def test_declared_cloud_example_through_giant_run(tmp_path: Path, sample_wsi_roo
     assert {r.path for r in requests} == {path}
     written = (tmp_path / "t.json").read_text() + result.stdout + result.stderr
     assert not any(secret in written for secret in SECRETS)
+
+
+def test_azure_with_an_entra_id_token_materializes_and_keeps_no_token(
+    tmp_path: Path, sample_wsi_root: Path
+) -> None:
+    """The declared Azure example, keyless: a Microsoft Entra ID token from azure-identity's
+    DefaultAzureCredential (a managed identity on loopback) in ``Authorization``, no ``api-key``; an
+    error echoing the token is stored redacted, and the token is in none of the stored files."""
+    name = "azure-gpt5-giant"
+    data = tmp_path / "data"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("GIANT_DATA_DIR", str(data))
+    mp.delenv("AZURE_OPENAI_API_KEY", raising=False)
+    instance = DagsterInstance.ephemeral()
+    add_experiments(instance, name)
+    experiments_file = tmp_path / "experiments.yaml"
+    resources = resources_for(data, experiments_file=experiments_file, wsi_root=str(sample_wsi_root))
+
+    echoed: list[str] = []
+
+    def rule(request: RecordedRequest) -> Reply:  # the first request echoes its credentials back
+        if not echoed:
+            echoed.append(request.question)
+            return Reply(status=400, text="bad request", echo_auth=True)
+        return demo_policy(request)
+
+    try:
+        assert materialize([multipathqa_csv, benchmark_items], resources=resources, instance=instance).success
+        with ManagedIdentityEndpoint() as identity, ScriptedModelServer(rule=rule) as server:
+            for k, v in (identity.env | {"GIANT_AZURE_AUTH": "entra"}).items():
+                mp.setenv(k, v)
+            settings = declared(name) | _azure(server.base_url) | {"max_failed_share": 1.0}
+            write_experiments(experiments_file, {name: settings})
+            result = materialize(
+                [multipathqa_csv, benchmark_items, predictions],
+                selection=[predictions],
+                partition_key=result_key(name, PARTITION),
+                resources=resources,
+                instance=instance,
+            )
+            requests, token = list(server.requests), identity.token
+    finally:
+        mp.undo()
+    assert result.success
+    assert requests and all(r.headers["authorization"] == f"Bearer {token}" for r in requests)
+    assert not any("api-key" in r.headers for r in requests)
+    rows = ParquetStore(data).read("predictions", [f"{name}/{PARTITION}"])
+    errors = rows["error"].dropna().tolist()
+    assert len(errors) == 1 and "invalid credentials" in errors[0] and "Bearer" in errors[0]
+    assert rows["error"].isna().sum() == 2
+    stored = [f.read_bytes() for f in data.rglob("*") if f.is_file()]  # journals, Parquet, DuckDB, logs
+    assert stored and not any(token.encode() in blob for blob in stored)

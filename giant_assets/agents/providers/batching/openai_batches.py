@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import datetime
 from typing import Any
 
 from giant_assets.agents.providers.batching.client import (
@@ -23,6 +24,14 @@ class OpenAIBatches(BatchClient):
     limits = OPENAI_LIMITS
     tagged = True
     TERMINAL = frozenset({"completed", "expired", "cancelled", "failed"})
+    name = "openai"  # how calls are named in errors and logs
+    routes = "/v1"  # the files and batches routes' prefix, for the same
+
+    def _upload_name(self, tag: str) -> str:
+        return "giant-batch.jsonl"
+
+    def _create_options(self, tag: str) -> dict[str, Any]:
+        return {"metadata": {"giant_round": tag}}
 
     async def submit(self, lines: list[tuple[str, dict[str, Any]]], tag: str) -> str:
         jsonl = "".join(
@@ -31,23 +40,29 @@ class OpenAIBatches(BatchClient):
         ).encode()
         # an upload sent again costs nothing (an unused file); a create only where it was refused
         upload = await self.call(
-            "openai /v1/files",
-            lambda: self.client.files.create(file=("giant-batch.jsonl", io.BytesIO(jsonl)), purpose="batch"),
+            f"{self.name} {self.routes}/files",
+            lambda: self.client.files.create(
+                file=(self._upload_name(tag), io.BytesIO(jsonl)), purpose="batch"
+            ),
         )
         batch = await self.call(
-            "openai /v1/batches create",
+            f"{self.name} {self.routes}/batches create",
             lambda: self.client.batches.create(
                 input_file_id=upload.id,
                 endpoint=self.endpoint,
                 completion_window="24h",
-                metadata={"giant_round": tag},
+                **self._create_options(tag),
             ),
             create=True,
         )
         return batch.id
 
     async def _retrieve(self, batch_id: str) -> Any:
-        return await self.call(f"openai batch {batch_id}", lambda: self.client.batches.retrieve(batch_id))
+        batch = await self.call(
+            f"{self.name} batch {batch_id}", lambda: self.client.batches.retrieve(batch_id)
+        )
+        batch.status = str(batch.status or "").lower()  # Azure's REST reference shows "Validating"
+        return batch
 
     async def status(self, batch_id: str) -> BatchStatus:
         batch = await self._retrieve(batch_id)
@@ -68,26 +83,38 @@ class OpenAIBatches(BatchClient):
             if not file_id:
                 continue
             content = await self.call(
-                f"openai file {file_id}", lambda f=file_id: self.client.files.content(f)
+                f"{self.name} file {file_id}", lambda f=file_id: self.client.files.content(f)
             )
             read_lines(content.text, f"batch {batch_id} file {file_id}", _row, out)
         return out
 
     async def cancel(self, batch_id: str) -> None:
-        await self.call(f"openai batch {batch_id} cancel", lambda: self.client.batches.cancel(batch_id))
+        await self.call(f"{self.name} batch {batch_id} cancel", lambda: self.client.batches.cancel(batch_id))
+
+    async def _tag(self, batch: Any) -> str | None:
+        """The round tag ``batch`` was created with."""
+        return (batch.metadata or {}).get("giant_round")
 
     async def listed(self, since: float) -> list[ListedBatch]:
         async def listing() -> list[ListedBatch]:
             out = []
             async for batch in self.client.batches.list(limit=100):  # newest first, page by page
-                if batch.created_at < since:
+                created = _unix(batch.created_at)
+                if created < since:
                     break
                 counts = batch.request_counts
-                tag = (batch.metadata or {}).get("giant_round")
-                out.append(ListedBatch(batch.id, float(batch.created_at), counts.total if counts else 0, tag))
+                total = (counts.total or 0) if counts else 0
+                out.append(ListedBatch(batch.id, created, total, await self._tag(batch)))
             return out
 
-        return await self.call("openai /v1/batches list", listing)
+        return await self.call(f"{self.name} {self.routes}/batches list", listing)
+
+
+def _unix(value: Any) -> float:
+    """A batch's ``created_at``: unix seconds, or (Azure's REST reference shows both) an ISO 8601 time."""
+    if isinstance(value, str) and not value.replace(".", "").isdigit():
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return float(value)
 
 
 def _row(line: dict[str, Any]) -> dict[str, Any]:
