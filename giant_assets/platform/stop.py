@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
-from dagster._core.execution.backfill import BulkActionStatus
+from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.storage.tags import PARTITION_NAME_TAG, get_multidimensional_partition_tag
 
 from giant_assets.platform.partitions import BENCHMARK, EXPERIMENT, split_key
@@ -40,6 +40,19 @@ class Stopped:
     not_launched: list[str] = field(default_factory=list)  # chosen cells a kept backfill has yet to launch
 
 
+def backfill_partitions(backfill: PartitionBackfill) -> list[str]:
+    """The partition keys a backfill targets: a job backfill's (``dagster job backfill``, the job page)
+    or, for an asset backfill (the asset pages' *Materialize*), those of any of its assets."""
+    if backfill.partition_names is not None:
+        return [str(p) for p in backfill.partition_names]
+    data = backfill.asset_backfill_data  # None when stored only serialized (older Dagster): not read here
+    if data is None:
+        return []
+    keys = {str(k) for subset in data.target_subset.partitions_subsets_by_asset_key.values()
+            for k in subset.get_partition_keys()}  # fmt: skip
+    return sorted(keys)
+
+
 def stop_experiment(instance: DagsterInstance, name: str, benchmarks: list[str] | None = None) -> Stopped:
     """Cancel the backfills, queued and in-progress runs of experiment ``name`` (only ``benchmarks``)."""
     out = Stopped()
@@ -53,7 +66,7 @@ def stop_experiment(instance: DagsterInstance, name: str, benchmarks: list[str] 
         return experiment == name and (not wanted or benchmark in wanted)
 
     for backfill in instance.get_backfills(status=BulkActionStatus.REQUESTED):
-        partitions = [str(p) for p in backfill.partition_names or []]
+        partitions = backfill_partitions(backfill)
         chosen = [p for p in partitions if ours(p)]
         if not chosen:
             continue

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, materialize
+from dagster import AssetKey, DagsterInstance, DagsterRun, DagsterRunStatus, materialize
 from dagster._core.definitions.repository_definition.valid_definitions import SINGLETON_REPOSITORY_NAME
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.instance.ref import InstanceRef
@@ -32,6 +32,7 @@ from dagster._core.utils import make_new_backfill_id
 from giant_assets.demo.scripted import ScriptedModelServer, serve_demo_model
 from giant_assets.platform import experiments_cli
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
+from giant_assets.platform.definitions import defs
 from giant_assets.platform.partitions import BENCHMARK, result_key
 from giant_assets.platform.stop import stop_experiment
 from tests.support.dagster_env import add_experiments, dagster_daemon, resources_for, write_experiments
@@ -219,3 +220,33 @@ def test_stop_one_benchmark_names_the_cells_a_mixed_backfill_has_not_launched(
         stopped = stop_experiment(instance, ROW)
         assert (stopped.backfills, stopped.kept_backfills, stopped.not_launched) == ([backfill_id], [], [])
         assert instance.get_backfill(backfill_id).status == BulkActionStatus.CANCELING
+
+
+def test_stop_finds_the_asset_backfills_of_its_cells(tmp_path: Path) -> None:
+    """An asset backfill (the asset pages' *Materialize* of a row or a column) lists no partition names:
+    its cells are read from its target; one of ROW's cells alone is canceled, a column with another
+    experiment's cell is left running."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        add_experiments(instance, ROW, "other")
+        graph = defs.resolve_asset_graph()
+
+        def asset_backfill(*keys: str) -> str:
+            backfill = PartitionBackfill.from_asset_partitions(
+                backfill_id=make_new_backfill_id(), asset_graph=graph, partition_names=list(keys),
+                asset_selection=[AssetKey("predictions"), AssetKey("benchmark_metrics")],
+                backfill_timestamp=time.time(), tags={}, dynamic_partitions_store=instance,
+                all_partitions=False, title=None, description=None, run_config=None,
+            )  # fmt: skip
+            instance.add_backfill(backfill)
+            return backfill.backfill_id
+
+        row = asset_backfill(str(result_key(ROW, "tcga")), str(result_key(ROW, "gtex")))
+        column = asset_backfill(str(result_key(ROW, "panda")), str(result_key("other", "panda")))
+        stopped = stop_experiment(instance, ROW)
+        assert (stopped.backfills, stopped.kept_backfills) == ([row], [column])
+        assert stopped.not_launched == [str(result_key(ROW, "panda"))]
+        assert instance.get_backfill(row).status == BulkActionStatus.CANCELING
+        assert instance.get_backfill(column).status == BulkActionStatus.REQUESTED
