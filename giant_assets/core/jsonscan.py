@@ -5,7 +5,8 @@ A plain scan (``raw_decode`` at every "{") is quadratic on a degenerate reply of
 nested 100,000 deep; this one reads at most the last ``MAX_PARSED_CHARS`` and ``DECODE_BUDGET``
 characters in all, and skips a too-deep object whole. Used wherever model text is searched for JSON
 (the GIANT agent's free-JSON actions, tool calls a local server writes in its text, answer extraction,
-which also reads single-quoted Python dicts with ``python_literals``).
+which also reads single-quoted Python dicts with ``python_literals``, and the judges' raw answer text,
+which is read whole up to its own limit with ``window``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import warnings
 from typing import Any
 
 MAX_PARSED_CHARS = 65_536  # a reply's JSON is looked for in its last 64 KiB only
-_DECODE_BUDGET = 8_000_000  # characters the scan may read in all (failed attempts included)
+DECODE_BUDGET = 8_000_000  # characters the scan may read in all (failed attempts included)
 _WINDOW = 4096  # a JSON value is first decoded from this many characters
 _DECODER = json.JSONDecoder()
 _OBJECT_START = re.compile(r'\{[ \t\n\r]*["}]')
@@ -25,17 +26,19 @@ _LITERAL_START = re.compile(r"""\{[ \t\n\r]*["'}]""")
 MAX_LITERAL_CHARS = 4096  # a Python-literal dict is read only when its braces span at most this
 
 
-def json_objects(text: str, *, python_literals: bool = False) -> list[dict[str, Any]]:
-    """Every top-level JSON object embedded in the last MAX_PARSED_CHARS of ``text`` (prose and code
+def json_objects(
+    text: str, *, python_literals: bool = False, window: int = MAX_PARSED_CHARS
+) -> list[dict[str, Any]]:
+    """Every top-level JSON object embedded in the last ``window`` characters of ``text`` (prose and code
     fences around them are fine), in text order. Bounded: an object nested past the recursion limit is
-    skipped whole, and the scan stops after reading _DECODE_BUDGET characters (a degenerate reply of
+    skipped whole, and the scan stops after reading DECODE_BUDGET characters (a degenerate reply of
     unclosed braces). ``python_literals``: where JSON fails, a single-quoted Python dict
     (``{'answer': 3}``) of at most MAX_LITERAL_CHARS between matching braces is read too."""
-    text = text[-MAX_PARSED_CHARS:]
+    text = text[-window:]
     start = _LITERAL_START if python_literals else _OBJECT_START
     found: list[dict[str, Any]] = []
     closing: dict[int, int] | None = None
-    budget = _DECODE_BUDGET
+    budget = DECODE_BUDGET
     i = _next_object(text, 0, start)
     while i != -1 and budget > 0:
         try:
@@ -81,7 +84,8 @@ def _decode_at(text: str, i: int) -> tuple[Any, int, int]:
 
     Decoded from a slice of _WINDOW characters first, so a failure costs what was read, not ``i``
     (``JSONDecodeError`` counts the lines before its position); only a value the window cut short is
-    decoded again from the whole rest of the text.
+    decoded again from the whole rest of the text. A value Python refuses (an integer of more than 4300
+    digits) is no object, like any other that does not decode.
     """
     chunk = text[i : i + _WINDOW]
     for attempt in (1, 2):
@@ -93,6 +97,8 @@ def _decode_at(text: str, i: int) -> tuple[Any, int, int]:
             if attempt == 2 or not cut_short or i + len(chunk) >= len(text):
                 return None, i + 1, max(1, exc.pos) + (len(chunk) if attempt == 2 else 0)
             chunk = text[i:]
+        except ValueError:  # an integer of more than 4300 digits (Python's int limit): not an object here
+            return None, i + 1, len(chunk)
     raise AssertionError("unreachable")
 
 

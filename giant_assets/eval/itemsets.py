@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from collections.abc import Collection, Mapping
 
 import pandas as pd
 
+from giant_assets.core.settings import SUPERSEDED_WARNING_FILTER
 from giant_assets.multipathqa.fingerprint import item_set_fingerprint
 
 ITEM_SET = "item_set_fingerprint"
@@ -84,8 +86,10 @@ def cell_status(
 
 
 def rerun_command(experiment: str, benchmark: str) -> str:
-    """The shell command that recomputes one cell of the results grid over today's items."""
+    """The shell command that recomputes one cell of the results grid over today's items; it sets the
+    warnings filter itself, so that pasted into any shell it prints no SupersessionWarning."""
     return (
+        f"PYTHONWARNINGS={shlex.quote(SUPERSEDED_WARNING_FILTER)} "
         f"dagster asset materialize -m {DEFINITIONS} --select {CELL_ASSETS} "
         f'--partition "{benchmark}|{experiment}"'
     )

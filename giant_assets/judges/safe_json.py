@@ -5,8 +5,9 @@ Limits (each refusal is a ``JsonLimitError`` with a message, never a traceback):
 * ``MAX_JSON_DEPTH`` = 64 levels of nested arrays/objects (checked before parsing, so a 100k-deep
   document costs one linear scan, not a RecursionError);
 * integers of more than 4300 digits (Python's own limit) are refused by the parser;
-* ``MAX_ANSWER_CHARS`` = 1,000,000 characters of answer text searched for a JSON object, at most
-  ``MAX_OBJECT_ATTEMPTS`` = 1000 candidate objects tried.
+* ``MAX_ANSWER_CHARS`` = 1,000,000 characters of answer text searched for a JSON object, by the one
+  bounded scanner for model text (``core.jsonscan``: at most ``DECODE_BUDGET`` = 8,000,000 characters
+  decoded in all, an object nested past the recursion limit skipped whole).
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ import json
 import re
 from typing import Any
 
+from giant_assets.core.jsonscan import json_objects
+
 MAX_JSON_DEPTH = 64
 MAX_ANSWER_CHARS = 1_000_000
-MAX_OBJECT_ATTEMPTS = 1000
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|jsonc)?[ \t]*\r?\n(.*?)```", re.DOTALL)
-_DECODER = json.JSONDecoder()
 
 
 class JsonLimitError(ValueError):
@@ -72,25 +73,13 @@ def _as_object(text: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def _top_level_starts(text: str) -> list[int]:
-    """Positions of '{' that open a top-level brace group (every brace counts, strings included)."""
-    starts, depth = [], 0
-    for match in re.finditer(r"[{}]", text):
-        if match.group() == "{":
-            if depth == 0:
-                starts.append(match.start())
-            depth += 1
-        else:
-            depth = max(0, depth - 1)
-    return starts
-
-
 def extract_json_object(text: str, what: str = "answer") -> dict:
     """The JSON object in a model's raw answer text.
 
     In order: the whole text if it is a JSON object; else the first fenced code block (```json or
     ```) holding an object; else the last top-level ``{...}`` in the prose that parses as an object
-    (a final answer usually comes last). Raises JsonLimitError when there is none.
+    (a final answer usually comes last) and nests at most MAX_JSON_DEPTH levels, found by
+    ``core.jsonscan.json_objects`` over the whole text. Raises JsonLimitError when there is none.
     """
     if len(text) > MAX_ANSWER_CHARS:
         raise JsonLimitError(f"{what}: {len(text):,} characters of text; the limit is {MAX_ANSWER_CHARS:,}")
@@ -101,14 +90,7 @@ def extract_json_object(text: str, what: str = "answer") -> dict:
         found = _as_object(block.strip())
         if found is not None:
             return found
-    last = None
-    for start in _top_level_starts(text)[:MAX_OBJECT_ATTEMPTS]:
-        try:
-            value, _ = _DECODER.raw_decode(text, start)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(value, dict) and json_depth(json.dumps(value)) <= MAX_JSON_DEPTH:
-            last = value
-    if last is None:
-        raise JsonLimitError(f"{what}: no JSON object found in the text {text[:80]!r}")
-    return last
+    for found in reversed(json_objects(text, window=MAX_ANSWER_CHARS)):
+        if json_depth(json.dumps(found)) <= MAX_JSON_DEPTH:
+            return found
+    raise JsonLimitError(f"{what}: no JSON object found in the text {text[:80]!r}")

@@ -183,10 +183,16 @@ def _stop(name: str | None, benchmarks: list[str] | None) -> int:
         stopped = stop_experiment(instance, name, benchmarks)
     print(f"{name}: {len(stopped.backfills)} backfill(s) canceled, {len(stopped.runs)} run(s) canceled "
           f"or terminating: {', '.join(stopped.backfills + stopped.runs) or 'none'}")  # fmt: skip
+    for backfill_id in stopped.kept_backfills:
+        print(f"backfill {backfill_id} also runs other cells: left running (its runs of these cells are "
+              "canceled above)")  # fmt: skip
+    if stopped.not_launched:
+        print(f"not launched yet by such a backfill, so not stopped: {', '.join(stopped.not_launched)}; run "
+              "stop again once they are queued", file=sys.stderr)  # fmt: skip
     for run_id in stopped.not_stopped:
         print(f"run {run_id} could not be terminated (started from a shell, no code server to ask): "
               "interrupt its process (Ctrl-C)", file=sys.stderr)  # fmt: skip
-    return 1 if stopped.not_stopped else 0
+    return 1 if stopped.not_stopped or stopped.not_launched else 0
 
 
 def _status(declared: dict, name: str | None) -> int:

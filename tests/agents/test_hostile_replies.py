@@ -27,6 +27,7 @@ from giant_assets.agents.providers.messages import Message, Usage
 from giant_assets.core import jsonscan
 from giant_assets.core.jsonscan import json_objects
 from giant_assets.demo.scripted import Reply, ScriptedModelServer
+from giant_assets.runs.extraction import extract_label
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 from tests.agents.test_run_cli import OPTIONS, giant_run
 
@@ -161,8 +162,21 @@ def test_json_scan_finds_what_the_plain_scan_finds_and_is_bounded(monkeypatch: p
         calls, handed, read = tally
         assert calls > 0 or text[1] == "{"  # the "{{{" reply has no place where an object may start
         assert calls <= 2 * jsonscan.MAX_PARSED_CHARS, text[:20]
-        assert handed <= calls * jsonscan._WINDOW + jsonscan._DECODE_BUDGET + jsonscan.MAX_PARSED_CHARS
-        assert read <= jsonscan._DECODE_BUDGET + jsonscan.MAX_PARSED_CHARS
+        assert handed <= calls * jsonscan._WINDOW + jsonscan.DECODE_BUDGET + jsonscan.MAX_PARSED_CHARS
+        assert read <= jsonscan.DECODE_BUDGET + jsonscan.MAX_PARSED_CHARS
+
+
+def test_an_integer_python_refuses_makes_no_object_never_a_value_error() -> None:
+    """json refuses integers of more than 4300 digits with a ValueError (not a JSONDecodeError)."""
+    for digits in (4400, 5000, 50_000):  # 50,000: still within the last 64 KiB a reply is searched in
+        huge = "9" * digits
+        assert json_objects(f'{{"answer": {huge}}} then {{"answer": 2}}') == [{"answer": 2}]
+        action = parse_action(f'{{"action": "crop", "x": 1}} or {{"action": "crop", "x": {huge}}}')
+        assert action is not None and action.kind == "crop"
+        got = extract_label(
+            f'{{"isup_grade": 3}} then {{"isup_grade": {huge}}}', benchmark_name="panda", options=None
+        )
+        assert got.label == 3
 
 
 @pytest.mark.parametrize("depth", [990, 995, 1000, 1500, DEEP])

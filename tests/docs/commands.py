@@ -1,5 +1,10 @@
 """The shell commands of the README and docs/*.md: every ```bash / sh / shell fence, split as bash parses it.
 
+Fences follow CommonMark (https://spec.commonmark.org/0.31.2/#fenced-code-blocks) for top-level blocks: a
+fence opens only at line start after at most 3 spaces, a backtick fence's info string holds no backtick
+(so inline ```` ```json ```` in prose opens nothing), and it closes with a fence of the same character, at
+least as long, and nothing after it but spaces; a fence never closed runs to the end of the file.
+
 A block becomes a list of commands: ``\\`` continuations joined, comments dropped, and lines grouped
 until bash accepts them as complete (``bash -n``), so a function, a loop or a quoted multi-line string is
 one command. ``export`` lines are kept as the environment of the commands after them in the block.
@@ -13,7 +18,44 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SHELL_FENCES = {"bash", "sh", "shell"}
-FENCE = re.compile(r"^\s*(```+|~~~+)\s*([\w+-]*)")
+OPENING = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
+CLOSING = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A fenced code block: the line of its opening fence, its info string and its content lines."""
+
+    line: int
+    info: str
+    lines: tuple[str, ...]
+
+    @property
+    def lang(self) -> str:
+        return self.info.split(maxsplit=1)[0].lower() if self.info else ""
+
+
+def fences(text: str) -> list[Fence]:
+    """The top-level fenced code blocks of Markdown ``text`` (CommonMark's rules, see above)."""
+    found: list[Fence] = []
+    opening: tuple[int, int, str, str] | None = None  # line, indent, fence, info
+    body: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if opening is None:
+            match = OPENING.match(line)
+            if match and not (match.group(2)[0] == "`" and "`" in match.group(3)):
+                opening, body = (number, len(match.group(1)), match.group(2), match.group(3).strip()), []
+            continue
+        at, indent, fence, info = opening
+        close = CLOSING.match(line)
+        if close and close.group(1)[0] == fence[0] and len(close.group(1)) >= len(fence):
+            found.append(Fence(at, info, tuple(body)))
+            opening = None
+        else:  # the content loses up to as many leading spaces as the opening fence had
+            body.append(line[min(indent, len(line) - len(line.lstrip(" "))) :])
+    if opening is not None:
+        found.append(Fence(opening[0], opening[3], tuple(body)))
+    return found
 
 
 @dataclass(frozen=True)
@@ -95,19 +137,11 @@ def split_block(file: str, first_line: int, lines: list[str]) -> list[Command]:
 def blocks_in(path: Path, root: Path) -> list[Block]:
     """The shell blocks of one Markdown file."""
     rel = path.relative_to(root).as_posix()
-    blocks, fence, lang, start, body = [], None, "", 0, []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        match = FENCE.match(line)
-        if fence is None:
-            if match:
-                fence, lang, start, body = match.group(1), match.group(2).lower(), number, []
-        elif match and match.group(1).startswith(fence) and not match.group(2):
-            if lang in SHELL_FENCES:
-                blocks.append(Block(rel, start, tuple(split_block(rel, start + 1, body))))
-            fence = None
-        else:
-            body.append(line)
-    return blocks
+    return [
+        Block(rel, f.line, tuple(split_block(rel, f.line + 1, list(f.lines))))
+        for f in fences(path.read_text(encoding="utf-8"))
+        if f.lang in SHELL_FENCES
+    ]
 
 
 def docs_files(root: Path) -> list[Path]:

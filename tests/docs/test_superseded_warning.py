@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from giant_assets.core.settings import SUPERSEDED_WARNING_FILTER
+
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER = Path(sys.executable).with_name("dagster")
 
@@ -36,5 +38,6 @@ def test_the_readme_filter_silences_exactly_the_supersession_warning(tmp_path: P
     )
     filtered = materialize_stderr(tmp_path, PYTHONWARNINGS=readme_filter())
     assert "SupersessionWarning" not in filtered and "no_such_code_location" in filtered
+    assert readme_filter() == SUPERSEDED_WARNING_FILTER  # the one the platform's printed commands set
     make = (REPO / "Makefile").read_text()
     assert re.search(r"^export PYTHONWARNINGS := (.*)$", make, re.M).group(1) == readme_filter()

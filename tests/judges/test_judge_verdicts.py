@@ -105,7 +105,22 @@ def test_missing_box_is_the_spec_message(side):
         '```\n{"bbox": [0, 0, 10, 10]}\n```',
         'I looked at {the left crop} first. Final answer: {"bbox": [0, 0, 10, 10]}.',
         'Draft {"bbox": [0, 0, 1, 1]} ... revised: {"bbox": [0, 0, 10, 10]}',
+        # the whole text is searched, not only the last 64 KiB an agent's reply is searched in
+        'Final answer: {"bbox": [0, 0, 10, 10]}. ' + "Reasoning at length. " * 5000,
+        # an integer Python refuses to read (over 4300 digits) makes that object no object, not an error
+        'Draft {"bbox": [0, 0, ' + "9" * 5000 + ', 1]} ... revised: {"bbox": [0, 0, 10, 10]}',
+        '{"bbox": [0, 0, 10, 10]} then {"bbox": [0, 0, ' + "9" * 5000 + ", 1]}",
     ],
+    ids=[
+        "object",
+        "fenced-json",
+        "fenced",
+        "prose-braces",
+        "last-of-two",
+        "long-prose",
+        "huge-int-first",
+        "huge-int-last",
+    ],  # fmt: skip
 )
 def test_candidate_answer_is_raw_model_text(text):
     out = verdict(bbox_iou, text, {"bbox": [0, 0, 10, 5]})

@@ -21,6 +21,7 @@ import pandas as pd
 import pytest
 from dagster import AssetSelection, DagsterEventType, DagsterInstance, materialize
 
+from giant_assets.core.settings import SUPERSEDED_WARNING_FILTER
 from giant_assets.core.storage import ParquetStore
 from giant_assets.multipathqa.fingerprint import item_set_fingerprint
 from giant_assets.platform.definitions import ALL_ASSETS, ALL_CHECKS
@@ -173,7 +174,8 @@ def test_after_a_csv_switch_only_todays_item_set_is_ranked_and_the_stale_cell_sa
 
     # running what leaderboard_stale says (its --select and --partition) brings the cell back
     args = shlex.split(row["rerun"])
-    assert args[:4] == ["dagster", "asset", "materialize", "-m"]
+    assert args[0] == f"PYTHONWARNINGS={SUPERSEDED_WARNING_FILTER}"
+    assert args[1:5] == ["dagster", "asset", "materialize", "-m"]
     selected = args[args.index("--select") + 1].split(",")
     assert set(selected) == {"predictions", "trajectory_steps", "item_predictions", "benchmark_metrics"}
     benchmark, experiment = args[args.index("--partition") + 1].split("|")

@@ -4,12 +4,17 @@ the reason and the command that retries it), a cell whose run is in flight (runn
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
 
+from giant_assets.core.settings import SUPERSEDED_WARNING_FILTER
 from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, demo_policy
 from giant_assets.platform import experiments_cli
@@ -22,17 +27,19 @@ from tests.support.dagster_env import add_experiments, resources_for, write_expe
 BENCHMARK = "tcga_slidebench"  # three items, every slide readable
 CELL = AssetSelection.assets("predictions", "trajectory_steps", "item_predictions", "benchmark_metrics")
 BOARD = AssetSelection.assets("leaderboard", "leaderboard_long", "leaderboard_stale")
+WARNINGS_PREFIX = f"PYTHONWARNINGS={shlex.quote(SUPERSEDED_WARNING_FILTER)}"
 
 
 class Model:
     """Refuses every call of the experiment 'refused' (HTTP 400); holds a call of 'slow' until released."""
 
     def __init__(self) -> None:
+        self.refuse = True
         self.release = threading.Event()
         self.held = threading.Event()
 
     def __call__(self, request: RecordedRequest) -> Reply:
-        if request.json.get("model") == "scripted-refused":
+        if request.json.get("model") == "scripted-refused" and self.refuse:
             return Reply(status=400, text="model not available to this key")
         if request.json.get("model") == "scripted-slow":
             self.held.set()
@@ -90,7 +97,7 @@ def test_status_of_complete_failed_running_and_to_do_cells(grid, capsys: pytest.
     failed = states[("refused", BENCHMARK)]
     assert failed.state == "failed" and failed.detail.startswith("run ")  # the run's failure event
     assert "3 of 3 runs with a slide failed" in failed.detail and "model not available" in failed.detail
-    assert failed.retry.startswith("fix the cause, then dagster asset materialize")
+    assert failed.retry.startswith(f"fix the cause, then {WARNINGS_PREFIX} dagster asset materialize")
     assert failed.retry.endswith(f'--partition "{BENCHMARK}|refused"')  # retry_failed is on by default
     untouched = states[("refused", "gtex")]
     assert untouched.state == "to do" and "not started" in untouched.detail
@@ -123,6 +130,32 @@ def test_status_of_complete_failed_running_and_to_do_cells(grid, capsys: pytest.
     assert f"refused                  {BENCHMARK:<18} failed" in out and "retry: fix the cause, then" in out
     assert out.strip().splitlines()[-1] == "1 failed, 4 to do of 5 cell(s)"
     assert experiments_cli.main(["status", "nope"]) == 2
+
+
+def test_the_printed_retry_command_runs_the_cell_without_the_supersession_warning(
+    grid, tmp_path: Path, sample_wsi_root: Path
+) -> None:
+    """What `status` and leaderboard_stale print, pasted into a shell without the README's environment
+    (no PYTHONWARNINGS), materializes the cell on the instance and prints no Dagster FutureWarning."""
+    run, model, instance, data = grid
+    assert run(CELL, result_key("rand", BENCHMARK)).success  # the leaderboard needs one cell done
+    assert not run(CELL, result_key("refused", BENCHMARK)).success
+    assert run(BOARD).success
+    stale = ParquetStore(data).read("leaderboard_stale").set_index("partition")
+    printed = stale.loc[f"{BENCHMARK}|refused", "rerun"]
+    assert _states(instance, data)[("refused", BENCHMARK)].retry == printed
+    command = printed.removeprefix("fix the cause, then ")
+    assert command.startswith(f"{WARNINGS_PREFIX} dagster asset materialize ")
+    model.refuse = False  # the cause fixed
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"} | {
+        "GIANT_WSI_ROOT": str(sample_wsi_root),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+    done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "RUN_SUCCESS" in done.stderr and "Warning" not in done.stderr, done.stderr[-3000:]
+    assert _states(instance, data)[("refused", BENCHMARK)].state == "complete"
 
 
 def test_a_cell_waiting_on_its_provider_batches(tmp_path: Path, sample_wsi_root: Path) -> None:

@@ -1,7 +1,7 @@
 """`giant-experiments stop NAME` against a real `dagster-daemon`: a backfill of an experiment's row runs
 GIANT against a slow loopback model; stop cancels the backfill and terminates its runs (queued ones
 leave the queue, started ones end as canceled), and the model is asked nothing more; another
-experiment's run is left alone."""
+experiment's run is left alone. With --benchmark, only that cell's run is stopped."""
 
 from __future__ import annotations
 
@@ -10,21 +10,38 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus, materialize
+from dagster import AssetKey, DagsterInstance, DagsterRun, DagsterRunStatus, materialize
+from dagster._core.definitions.repository_definition.valid_definitions import SINGLETON_REPOSITORY_NAME
+from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.instance.ref import InstanceRef
+from dagster._core.remote_origin import (
+    ManagedGrpcPythonEnvCodeLocationOrigin,
+    RemotePartitionSetOrigin,
+    RemoteRepositoryOrigin,
+)
+from dagster._core.storage.tags import get_multidimensional_partition_tag
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+from dagster._core.utils import make_new_backfill_id
 
-from giant_assets.demo.scripted import serve_demo_model
+from giant_assets.demo.scripted import ScriptedModelServer, serve_demo_model
+from giant_assets.platform import experiments_cli
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
-from giant_assets.platform.partitions import result_key
+from giant_assets.platform.definitions import defs
+from giant_assets.platform.partitions import BENCHMARK, result_key
+from giant_assets.platform.stop import stop_experiment
 from tests.support.dagster_env import add_experiments, dagster_daemon, resources_for, write_experiments
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 ROW = "slow-row"
 CELLS = ("tcga_slidebench", "tcga", "gtex")
+DEFINITIONS = "giant_assets.platform.definitions"  # the code location (workspace.yaml's name for it too)
 FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
 
 
@@ -36,9 +53,47 @@ def wait_for(what: str, done, seconds: float = 180) -> None:
         time.sleep(0.5)
 
 
-def test_stop_cancels_the_backfill_and_terminates_the_rows_runs(
-    tmp_path: Path, sample_wsi_root: Path
-) -> None:
+@dataclass
+class Row:
+    """A daemon-run instance where a backfill of ROW's ``cells`` asks a slow loopback model."""
+
+    env: dict[str, str]
+    instance: DagsterInstance
+    server: ScriptedModelServer
+
+    def evaluate_runs(self) -> list[DagsterRun]:
+        return [r for r in self.instance.get_runs() if r.job_name == "evaluate_cell"]
+
+    def stop(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([BIN / "giant-experiments", "stop", ROW, *args], env=self.env, cwd=REPO,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def queue_backfill(instance: DagsterInstance, keys: list[str]) -> str:
+    """A backfill of evaluate_cell's partitions ``keys`` left to the daemon, as the UI's *Launch backfill*
+    (GraphQL launchPartitionBackfill) makes it: it stays requested while its runs are unfinished."""
+    location = ManagedGrpcPythonEnvCodeLocationOrigin(
+        LoadableTargetOrigin(module_name=DEFINITIONS), DEFINITIONS
+    )
+    origin = RemotePartitionSetOrigin(
+        repository_origin=RemoteRepositoryOrigin(
+            code_location_origin=location, repository_name=SINGLETON_REPOSITORY_NAME
+        ),
+        partition_set_name="evaluate_cell_partition_set",
+    )
+    backfill_id = make_new_backfill_id()
+    instance.add_backfill(
+        PartitionBackfill(backfill_id=backfill_id, partition_set_origin=origin,
+                          status=BulkActionStatus.REQUESTED, partition_names=keys, from_failure=False,
+                          reexecution_steps=None, tags={}, backfill_timestamp=time.time())
+    )  # fmt: skip
+    return backfill_id
+
+
+@contextmanager
+def backfilled_row(
+    tmp_path: Path, sample_wsi_root: Path, cells: tuple[str, ...], by_daemon: bool = False
+) -> Iterator[Row]:
     data, home = tmp_path / "data", tmp_path / "dagster_home"
     home.mkdir()
     shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
@@ -57,8 +112,13 @@ def test_stop_cancels_the_backfill_and_terminates_the_rows_runs(
                 resources=resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root)),
                 instance=instance,
             ).success
-        keys = [str(result_key(ROW, b)) for b in CELLS]
+        keys = [str(result_key(ROW, b)) for b in cells]
         with dagster_daemon(env, REPO):
+            if by_daemon:
+                with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+                    queue_backfill(instance, keys)
+                    yield Row(env, instance, server)
+                return
             launched = subprocess.run(
                 [BIN / "dagster", "job", "backfill", "-m", "giant_assets.platform.definitions",
                  "-j", "evaluate_cell", "--partitions", ",".join(keys), "--noprompt"],
@@ -66,32 +126,127 @@ def test_stop_cancels_the_backfill_and_terminates_the_rows_runs(
             )  # fmt: skip
             assert launched.returncode == 0, launched.stdout[-2000:] + launched.stderr[-2000:]
             with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
-                wait_for("a run of the row asking the model", lambda: len(server.requests) > 0)
-                stopped_at = time.time()
-                stop = subprocess.run(
-                    [BIN / "giant-experiments", "stop", ROW], env=env, cwd=REPO, capture_output=True,
-                    text=True, timeout=120,
-                )  # fmt: skip
-                assert stop.returncode == 0, stop.stdout + stop.stderr
-                # the backfill has queued every run of its cells already (it is complete): they are stopped
-                assert f"{len(CELLS)} run(s) canceled or terminating" in stop.stdout
-
-                def ended() -> bool:
-                    runs = [r for r in instance.get_runs() if r.job_name == "evaluate_cell"]
-                    return bool(runs) and all(r.status in FINISHED for r in runs)
-
-                wait_for("every run of the row to end", ended)
-                asked = len(server.requests)
-                runs = [r for r in instance.get_runs() if r.job_name == "evaluate_cell"]
-                assert DagsterRunStatus.CANCELED in {r.status for r in runs}
-                # none ran to its end after the stop (a cell with few calls may have finished before it)
-                records = instance.get_run_records()
-                finished = [r.end_time for r in records if r.dagster_run.status == DagsterRunStatus.SUCCESS]
-                assert all(end is not None and end <= stopped_at for end in finished), (finished, stopped_at)
-                time.sleep(5)  # the daemon is still up: the backfill launches nothing more, nothing asks
-                assert len([r for r in instance.get_runs() if r.job_name == "evaluate_cell"]) == len(runs)
-                assert len(server.requests) == asked
-        # a cell needs 3 items x 3 runs x 2 calls: the row was cut short
-        assert asked < len(CELLS) * 18
+                yield Row(env, instance, server)
     finally:
         server.stop()
+
+
+def test_stop_cancels_the_backfill_and_terminates_the_rows_runs(
+    tmp_path: Path, sample_wsi_root: Path
+) -> None:
+    with backfilled_row(tmp_path, sample_wsi_root, CELLS) as row:
+        instance, server = row.instance, row.server
+        wait_for("a run of the row asking the model", lambda: len(server.requests) > 0)
+        stopped_at = time.time()
+        stop = row.stop()
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        # the backfill has queued every run of its cells already (it is complete): they are stopped
+        assert f"{len(CELLS)} run(s) canceled or terminating" in stop.stdout
+
+        def ended() -> bool:
+            runs = row.evaluate_runs()
+            return bool(runs) and all(r.status in FINISHED for r in runs)
+
+        wait_for("every run of the row to end", ended)
+        asked = len(server.requests)
+        runs = row.evaluate_runs()
+        assert DagsterRunStatus.CANCELED in {r.status for r in runs}
+        # none ran to its end after the stop (a cell with few calls may have finished before it)
+        records = instance.get_run_records()
+        finished = [r.end_time for r in records if r.dagster_run.status == DagsterRunStatus.SUCCESS]
+        assert all(end is not None and end <= stopped_at for end in finished), (finished, stopped_at)
+        time.sleep(5)  # the daemon is still up: the backfill launches nothing more, nothing asks
+        assert len(row.evaluate_runs()) == len(runs)
+        assert len(server.requests) == asked
+    # a cell needs 3 items x 3 runs x 2 calls: the row was cut short
+    assert asked < len(CELLS) * 18
+
+
+def test_stop_one_benchmark_cancels_its_run_and_leaves_the_other_cells_of_the_backfill_running(
+    tmp_path: Path, sample_wsi_root: Path
+) -> None:
+    """One backfill holds both cells: canceling it would cancel the gtex run too, so it is left running."""
+    with backfilled_row(tmp_path, sample_wsi_root, ("tcga_slidebench", "gtex"), by_daemon=True) as row:
+        tag = get_multidimensional_partition_tag(BENCHMARK)
+
+        def by_benchmark() -> dict[str, DagsterRun]:
+            return {r.tags[tag]: r for r in row.evaluate_runs()}
+
+        wait_for("both cells' runs started and asking the model", lambda: len(row.server.requests) > 0 and [
+            r.status for r in by_benchmark().values()] == [DagsterRunStatus.STARTED] * 2)  # fmt: skip
+        stop = row.stop("--benchmark", "tcga_slidebench")
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        stopped = by_benchmark()["tcga_slidebench"].run_id
+        assert (
+            stop.stdout.splitlines()[0]
+            == f"{ROW}: 0 backfill(s) canceled, 1 run(s) canceled or terminating: {stopped}"
+        )
+        (backfill,) = row.instance.get_backfills()
+        assert f"backfill {backfill.backfill_id} also runs other cells: left running" in stop.stdout
+        wait_for(
+            "the tcga_slidebench run to end", lambda: by_benchmark()["tcga_slidebench"].status in FINISHED
+        )
+        assert by_benchmark()["tcga_slidebench"].status == DagsterRunStatus.CANCELED
+        asked = len(row.server.requests)
+        time.sleep(3)  # the gtex cell goes on asking the model; its backfill is not canceled
+        assert by_benchmark()["gtex"].status == DagsterRunStatus.STARTED and len(row.server.requests) > asked
+        assert row.instance.get_backfill(backfill.backfill_id).status == BulkActionStatus.REQUESTED
+        assert row.stop().returncode == 0  # the rest of the row, so the test ends soon
+        wait_for("the gtex run to end", lambda: by_benchmark()["gtex"].status in FINISHED)
+
+
+def test_stop_one_benchmark_names_the_cells_a_mixed_backfill_has_not_launched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No daemon: the backfill has launched nothing yet. Stopping one of its cells leaves it requested and
+    says which cells it will still launch (exit 1); stopping the whole row cancels it."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    keys = [str(result_key(ROW, b)) for b in ("tcga_slidebench", "gtex")]
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        backfill_id = queue_backfill(instance, keys)
+    assert experiments_cli.main(["stop", ROW, "--benchmark", "gtex"]) == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [
+        f"{ROW}: 0 backfill(s) canceled, 0 run(s) canceled or terminating: none",
+        f"backfill {backfill_id} also runs other cells: left running "
+        "(its runs of these cells are canceled above)",
+    ]
+    assert f"not launched yet by such a backfill, so not stopped: {keys[1]};" in err
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        assert instance.get_backfill(backfill_id).status == BulkActionStatus.REQUESTED
+        stopped = stop_experiment(instance, ROW)
+        assert (stopped.backfills, stopped.kept_backfills, stopped.not_launched) == ([backfill_id], [], [])
+        assert instance.get_backfill(backfill_id).status == BulkActionStatus.CANCELING
+
+
+def test_stop_finds_the_asset_backfills_of_its_cells(tmp_path: Path) -> None:
+    """An asset backfill (the asset pages' *Materialize* of a row or a column) lists no partition names:
+    its cells are read from its target; one of ROW's cells alone is canceled, a column with another
+    experiment's cell is left running."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        add_experiments(instance, ROW, "other")
+        graph = defs.resolve_asset_graph()
+
+        def asset_backfill(*keys: str) -> str:
+            backfill = PartitionBackfill.from_asset_partitions(
+                backfill_id=make_new_backfill_id(), asset_graph=graph, partition_names=list(keys),
+                asset_selection=[AssetKey("predictions"), AssetKey("benchmark_metrics")],
+                backfill_timestamp=time.time(), tags={}, dynamic_partitions_store=instance,
+                all_partitions=False, title=None, description=None, run_config=None,
+            )  # fmt: skip
+            instance.add_backfill(backfill)
+            return backfill.backfill_id
+
+        row = asset_backfill(str(result_key(ROW, "tcga")), str(result_key(ROW, "gtex")))
+        column = asset_backfill(str(result_key(ROW, "panda")), str(result_key("other", "panda")))
+        stopped = stop_experiment(instance, ROW)
+        assert (stopped.backfills, stopped.kept_backfills) == ([row], [column])
+        assert stopped.not_launched == [str(result_key(ROW, "panda"))]
+        assert instance.get_backfill(row).status == BulkActionStatus.CANCELING
+        assert instance.get_backfill(column).status == BulkActionStatus.REQUESTED

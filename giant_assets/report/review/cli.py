@@ -8,10 +8,10 @@ giant-review serve                             # http://127.0.0.1:8766/ (Ctrl-C 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
 
+from giant_assets.core.serving import serve_until_stopped
 from giant_assets.core.settings import data_dir
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.qupath import read_reported_regions, stored_reported_regions
@@ -74,15 +74,9 @@ def main(argv: list[str] | None = None) -> int:
             print(prepare(root, files, args.experiment, args.benchmark, args.reported))
         else:
             server = ReviewServer(files, args.host, args.port)
-            signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
             host, port = server.server_address[:2]
             print(f"review: http://{host}:{port}/ (reviewers open their link once)", flush=True)
-            try:
-                server.serve_forever()
-            except KeyboardInterrupt:
-                pass
-            finally:
-                server.server_close()
+            serve_until_stopped(server)
     except (ValueError, OSError) as exc:
         print(f"giant-review: error: {exc}", file=sys.stderr)
         return 2

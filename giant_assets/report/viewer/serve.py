@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from giant_assets.core.serving import serve_until_stopped
 from giant_assets.core.settings import DATA_DIR_ENV, env
 from giant_assets.report.viewer.lazy import render_pending
 from giant_assets.report.viewer.site import RECIPE
@@ -113,13 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     host, port = server.server_address[:2]
     print(f"trajectory viewer: http://{host}:{port}/ (Ctrl-C stops; pictures are drawn on first visit)")
     print(f"remote machine: ssh -L {port}:127.0.0.1:{port} <host>", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop cleanly, as on Ctrl-C
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    serve_until_stopped(server)
     return 0
 
 
