@@ -47,6 +47,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from giant_assets.demo import batch_gemini
 from giant_assets.demo.loopback import LoopbackServer
 from giant_assets.demo.scripted import ScriptedModelServer
 
@@ -57,7 +58,7 @@ EXPIRED_MESSAGE = "This request could not be executed before the completion wind
 @dataclass
 class _Batch:
     id: str
-    kind: str  # "openai" or "anthropic"
+    kind: str  # "openai", "anthropic" or "gemini"
     endpoint: str  # the synchronous path each line is answered as
     lines: list[tuple[str, dict[str, Any]]]
     created_at: float
@@ -71,6 +72,7 @@ class _Batch:
     views_after_end: int = 0
     bad_lines: bool = False
     conflicting: bool = False
+    no_metadata: bool = False  # gemini: responses without their metadata
     status: str = ""
     results: list[dict[str, Any]] | None = None  # per line, once finished
     output_file_id: str | None = None
@@ -103,6 +105,7 @@ class BatchAPIServer(LoopbackServer):
         self.conflicting = 0
         self.failure_reason = ("token_limit_exceeded", "Enqueued token limit reached for gpt-5.")
         self.created_lines: Counter[str] = Counter()
+        self.drop_metadata = 0  # gemini: the next batches' responses come without their metadata
         self.fail_create_at: set[int] = set()  # these creates (1 = the first) answer 500, create nothing
         self.creates = 0
         self._stopping = threading.Event()
@@ -181,8 +184,9 @@ class BatchAPIServer(LoopbackServer):
 
     def _create(self, kind: str, endpoint: str, lines: list[tuple[str, dict]], **kw: Any) -> _Batch:
         with self._lock:
+            prefix = {"openai": "batch", "anthropic": "msgbatch", "gemini": "batches/gbatch"}[kind]
             batch = _Batch(
-                self._new_id("batch" if kind == "openai" else "msgbatch"),
+                self._new_id(prefix),
                 kind,
                 endpoint,
                 lines,
@@ -244,6 +248,8 @@ class BatchAPIServer(LoopbackServer):
             batch.results = results
             if batch.kind == "anthropic":
                 batch.status = "ended"
+            elif batch.kind == "gemini":
+                batch.status = "ended"  # its state is read off the batch (``batch_gemini.state``)
             else:
                 batch.status = (
                     "cancelled"
@@ -435,7 +441,12 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
             query = {k: v[-1] for k, v in urllib.parse.parse_qs(qs).items()}
             server.calls.append(("GET", path))
             parts = path.strip("/").split("/")
-            if server.take(_fault_of(parts)):
+            fault = server.take(_fault_of(parts))
+            if fault and parts[0] == "v1beta":
+                return self._reply(500, batch_gemini.error(500, "injected 500"))
+            if parts[0] == "v1beta":
+                return batch_gemini.handle(server, self, "GET", parts, query, b"")
+            if fault:
                 return self._reply(500, {"error": {"type": "api_error", "message": "injected 500"}})
             if parts[:2] == ["v1", "files"] and len(parts) == 4 and parts[3] == "content":
                 data = server.files.get(parts[2])
@@ -474,6 +485,9 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
             server.calls.append(("POST", path))
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             parts = path.strip("/").split("/")
+            if parts[0] == "v1beta":
+                query = {k: v[-1] for k, v in urllib.parse.parse_qs(self.path.partition("?")[2]).items()}
+                return batch_gemini.handle(server, self, "POST", parts, query, body)
             if path == "/v1/files":
                 fields = _multipart(self.headers.get("Content-Type", ""), body)
                 if fields.get("purpose") != b"batch" or "file" not in fields:

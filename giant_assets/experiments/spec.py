@@ -484,10 +484,10 @@ def _cloud_problem(exp: Experiment) -> str | None:
     apis = PROVIDER_APIS[p]
     if exp.api is not None and exp.api not in apis:
         return f"provider {p!r} speaks api {' or '.join(map(repr, apis))}, not {exp.api!r}"
-    if exp.batch:
+    if exp.batch and p != "gemini":
         return (
-            f"field 'batch': batch mode is not available for provider {p!r} yet (only openai and "
-            "anthropic); remove batch: true"
+            f"field 'batch': batch mode is not available for provider {p!r} yet (only openai, "
+            "anthropic and gemini); remove batch: true"
         )
     if p == "azure":
         return _azure_problem(exp)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import abc
 import json
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -104,9 +104,10 @@ class BatchClient(abc.ABC):
     async def status(self, batch_id: str) -> BatchStatus: ...
 
     @abc.abstractmethod
-    async def results(self, batch_id: str) -> Results | None:
+    async def results(self, batch_id: str, custom_ids: Sequence[str] = ()) -> Results | None:
         """The ended batch's result lines; None when the provider does not show it ended (any more):
-        its lines are not lost, the batch is looked at again."""
+        its lines are not lost, the batch is looked at again. ``custom_ids``: the batch's requests in
+        the order they were submitted (Gemini answers inline requests in that order)."""
 
     @abc.abstractmethod
     async def cancel(self, batch_id: str) -> None: ...
@@ -117,6 +118,19 @@ class BatchClient(abc.ABC):
 
     def line_bytes(self, cid: str, body: dict[str, Any]) -> int:
         return len(json.dumps({"custom_id": cid, "body": body})) + 80
+
+
+def wire_json(body: Any, **kw: Any) -> str:
+    """A request body as JSON; its SDK objects (Gemini's contents and config are pydantic models) as
+    the JSON data they stand for."""
+    return json.dumps(body, default=_plain, **kw)
+
+
+def _plain(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if not callable(dump):
+        raise TypeError(f"{type(value).__name__} is not JSON data")
+    return dump(mode="json", exclude_none=True)
 
 
 def read_lines(
