@@ -441,8 +441,7 @@ AZ = "provider: azure, azure_endpoint: https://r.openai.azure.com"
           for p, m, extra in [("azure", "gpt-5", "azure_endpoint: https://r.openai.azure.com,"),
                               ("openrouter", "openai/gpt-5", ""),
                               ("bedrock", "claude-sonnet-4-5", "region: x,"),
-                              ("vertex", "claude-sonnet-4-5", "region: x,"),
-                              ("gemini", "gemini-2.5-pro", "")]),
+                              ("vertex", "claude-sonnet-4-5", "region: x,")]),
     ],
 )  # fmt: skip
 def test_settings_the_provider_would_refuse_fail_the_check(
@@ -462,6 +461,7 @@ def test_settings_the_provider_would_refuse_fail_the_check(
         f"{AZ}, model: gpt-5, api_version: 2025-04-01-preview",
         f"{AZ}, model: gpt-4.1, api: chat, api_version: 2024-10-21",
         "provider: gemini, model: gemini-2.5-flash, thinking_budget: 0",
+        "provider: gemini, model: gemini-2.5-pro, batch: true, batch_wait: detach",
         "provider: vertex, model: claude-sonnet-4-5, region: global, deployment: claude-sonnet-4-5@20250929",
     ],
 )  # fmt: skip

@@ -70,9 +70,8 @@ class GeminiBatches(BatchClient):
 
     async def status(self, batch_id: str) -> BatchStatus:
         batch = await self._get(batch_id)
-        state = _state(batch)
-        reason = f"{batch.error.code}: {batch.error.message}" if batch.error else ""
-        return BatchStatus(state in TERMINAL, state, {}, reason[:500])
+        state = _state(batch)  # the SDK reads neither batchStats nor a failed batch's error: not shown
+        return BatchStatus(state in TERMINAL, state, {})
 
     async def results(self, batch_id: str, custom_ids: Sequence[str] = ()) -> Results | None:
         batch = await self._get(batch_id)
