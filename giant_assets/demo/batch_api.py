@@ -1,4 +1,5 @@
-"""A loopback server speaking both providers' batch APIs, for tests and the demo (no network).
+"""A loopback server speaking OpenAI's, Anthropic's and Gemini's batch APIs, for tests and the demo
+(no network). Gemini's routes (``/v1beta/...``) are in ``batch_gemini.py``.
 
 OpenAI: ``POST /v1/files`` (multipart, purpose ``batch``), ``GET /v1/files/{id}/content``,
 ``POST /v1/batches``, ``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``, ``GET /v1/batches``
