@@ -107,6 +107,7 @@ class BatchAPIServer(LoopbackServer):
         self.failure_reason = ("token_limit_exceeded", "Enqueued token limit reached for gpt-5.")
         self.created_lines: Counter[str] = Counter()
         self.drop_metadata = 0  # gemini: the next batches' responses come without their metadata
+        self.uploads: dict[str, tuple[dict[str, Any], bytearray]] = {}  # gemini: open upload sessions
         self.fail_create_at: set[int] = set()  # these creates (1 = the first) answer 500, create nothing
         self.creates = 0
         self._stopping = threading.Event()
@@ -385,7 +386,7 @@ def _jsonl(rows: list[dict[str, Any]], bad: bool) -> bytes:
 
 def _fault_of(parts: list[str]) -> str:
     """Which injected fault counter a GET of ``parts`` draws on."""
-    if parts[:2] == ["v1", "files"] or parts[-1:] == ["results"]:
+    if parts[:2] == ["v1", "files"] or parts[-1:] == ["results"] or parts[-1].endswith(":download"):
         return "fail_downloads"
     if parts[-1:] == ["batches"]:
         return "fail_listings"
@@ -443,9 +444,9 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
             server.calls.append(("GET", path))
             parts = path.strip("/").split("/")
             fault = server.take(_fault_of(parts))
-            if fault and parts[0] == "v1beta":
+            if fault and parts[0] in batch_gemini.ROOTS:
                 return self._reply(500, batch_gemini.error(500, "injected 500"))
-            if parts[0] == "v1beta":
+            if parts[0] in batch_gemini.ROOTS:
                 return batch_gemini.handle(server, self, "GET", parts, query, b"")
             if fault:
                 return self._reply(500, {"error": {"type": "api_error", "message": "injected 500"}})
@@ -486,7 +487,7 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
             server.calls.append(("POST", path))
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             parts = path.strip("/").split("/")
-            if parts[0] == "v1beta":
+            if parts[0] in batch_gemini.ROOTS:
                 query = {k: v[-1] for k, v in urllib.parse.parse_qs(self.path.partition("?")[2]).items()}
                 return batch_gemini.handle(server, self, "POST", parts, query, body)
             if path == "/v1/files":

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import json
 import os
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from giant_assets.agents.giant import GiantAgent
-from giant_assets.agents.providers.batching import GEMINI_LIMITS, BatchRound, BatchStore, batch_client
+from giant_assets.agents.providers.batching import BatchRound, BatchStore, batch_client
 from giant_assets.agents.providers.gemini import GeminiChatModel
 from giant_assets.agents.providers.messages import ImagePart, Message, TextPart
 from giant_assets.agents.providers.retry import RetryPolicy
@@ -88,6 +90,7 @@ def test_rounds_send_the_synchronous_requests_and_answer_as_direct_calls(slide, 
         assert batch.rounds == 2 and len(api.batches) == 2 and api.calls.count(CREATE) == 2
         assert set(api.answered.values()) == {1} and len(api.answered) == 6  # each line paid once
         assert LIST not in api.calls  # no intent left open: nothing looked up
+        assert ("POST", "/upload/v1beta/files") not in api.calls  # small rounds go inline
         lines = _line_requests(api)
         names = [b.metadata["displayName"] for b in api.batches.values()]
     # each line is the request the synchronous model sends, as JSON (the first step's in full; the
@@ -216,30 +219,46 @@ def test_a_safety_blocked_line_is_content_filtered_not_an_answer(slide, tmp_path
     assert answers[1].text in ("", None)
 
 
-def test_a_round_of_large_requests_splits_below_the_inline_cap(tmp_path) -> None:
-    """The server refuses a create whose inline requests pass 20 MB, as the API documents: a round of
-    GIANT-sized requests (3 MB images) splits below it, filled up to it."""
-    image = base64.b64encode(os.urandom(3 * 2**20)).decode()
-    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model) as api:
-        chat = _model(api, retry=RetryPolicy(max_attempts=1))
-        client = batch_client(chat)
-        batch = BatchRound(client, BatchStore(tmp_path / "s"))
-        lines = []
-        for i in range(GEMINI_LIMITS[1] // len(image) + 3):
-            turn = Message("user", (TextPart(f"q{i}"), ImagePart(image, "image/png")))
-            lines.append((f"g{i:063d}", chat._body([turn], (), None)))
-        chunks = batch._chunks(lines)
+def test_a_round_above_20_mb_goes_as_an_input_file_and_is_answered_from_the_responses_file(tmp_path) -> None:
+    """The server refuses inline requests past 20 MB, as the API documents: a round of GIANT-sized
+    requests (3 MB images) is uploaded as a JSONL file (the resumable upload protocol) whose lines are
+    the requests the synchronous model sends, and its answers are read from the responses file."""
+    png = io.BytesIO()
+    Image.frombytes("RGB", (1024, 1024), os.urandom(3 * 2**20)).save(png, "PNG")  # noise: ~3 MB
+    image = base64.b64encode(png.getvalue()).decode()
 
-        async def submit(chunk: list) -> str:
-            return await client.submit(chunk, "t")
+    def turn(i: int) -> list[Message]:
+        return [Message("user", (TextPart(f"q{i}"), ImagePart(image, "image/png")))]
 
-        assert [len(c) for c in chunks] == [4, 3]  # 4 MB of base64 each
-        for chunk in chunks:
-            asyncio.run(submit(chunk))
-        with pytest.raises(Exception, match="over 20 MB"):
-            asyncio.run(submit(chunks[0] + chunks[1][:1]))  # filled up to the cap
-        asyncio.run(chat.aclose())
-    assert len(api.batches) == 2 and sum(len(b.lines) for b in api.batches.values()) == len(lines)
+    def rule(request: RecordedRequest) -> Reply:
+        return Reply(text=f"seen {request.question}")
+
+    async def complete(chat: GeminiChatModel, batch: BatchRound | None, i: int) -> str:
+        if batch is None:
+            return (await chat.complete(turn(i))).text
+        async with batch.run():
+            return (await chat.complete(turn(i))).text
+
+    async def all_of(chat: GeminiChatModel, batch: BatchRound | None) -> list[str]:
+        try:
+            return await asyncio.gather(*(complete(chat, batch, i) for i in range(6)))
+        finally:
+            await chat.aclose()
+
+    with ScriptedModelServer(rule=rule) as direct:
+        sync = asyncio.run(all_of(_model(direct), None))
+        direct_bodies = sorted(json.dumps(r.json) for r in direct.requests)
+    with ScriptedModelServer(rule=rule) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        chat = _model(api, retry=FAST)
+        chat.batch = BatchRound(batch_client(chat), BatchStore(tmp_path / "s"), poll_s=0.001, settle_s=0.3)
+        texts = asyncio.run(all_of(chat, chat.batch))
+        (batch,) = api.batches.values()
+        assert batch.input_file_id.startswith("files/") and len(api.files[batch.input_file_id]) > 20 * 2**20
+        assert api.calls.count(("POST", "/upload/v1beta/files")) >= 2  # the session's start, then chunks
+        assert ("GET", f"/v1beta/{batch.output_file_id}:download") in api.calls
+        lines = sorted(json.dumps(r.json) for r in _line_requests(api))
+    assert texts == sync == [f"seen q{i}" for i in range(6)]
+    assert lines == direct_bodies  # each file line's request is the synchronous request, as JSON
 
 
 def test_the_check_accepts_a_gemini_batch_experiment(tmp_path, capsys) -> None:

@@ -134,11 +134,15 @@ def _plain(value: Any) -> Any:
 
 
 def read_lines(
-    text: str, where: str, parse: Callable[[dict[str, Any]], dict[str, Any]], out: Results
+    text: str,
+    where: str,
+    parse: Callable[[dict[str, Any]], dict[str, Any]],
+    out: Results,
+    id_field: str = "custom_id",
 ) -> None:
     """Each JSONL line of ``text`` through ``parse`` into ``out.rows``; a blank line is skipped, a line
-    that is not JSON, has no ``custom_id`` or not the expected shape goes into ``out.problems`` as
-    ``<where> line <n>: <why>``, and the other lines are still read."""
+    that is not JSON, has no ``id_field`` (Gemini's files: ``key``) or not the expected shape goes into
+    ``out.problems`` as ``<where> line <n>: <why>``, and the other lines are still read."""
     for n, raw in enumerate(text.splitlines(), 1):
         if not raw.strip():
             continue
@@ -147,10 +151,10 @@ def read_lines(
         except ValueError as exc:
             out.problems.append(f"{where} line {n}: not JSON ({exc})")
             continue
-        if not isinstance(line, dict) or not isinstance(line.get("custom_id"), str) or not line["custom_id"]:
-            out.problems.append(f"{where} line {n}: no custom_id")
+        if not isinstance(line, dict) or not isinstance(line.get(id_field), str) or not line[id_field]:
+            out.problems.append(f"{where} line {n}: no {id_field}")
             continue
         try:
             out.rows.append(parse(line))
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            out.problems.append(f"{where} line {n} ({line['custom_id'][:16]}): unexpected shape ({exc!r})")
+            out.problems.append(f"{where} line {n} ({line[id_field][:16]}): unexpected shape ({exc!r})")
