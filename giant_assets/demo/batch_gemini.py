@@ -20,7 +20,8 @@ describes it (https://ai.google.dev/api/batch-api, guide https://ai.google.dev/g
 Every route wants the key in ``x-goog-api-key`` (or ``?key=``); errors are Google's ``{"error": {"code",
 "message", "status"}}``. A line's error carries the gRPC code of the HTTP status the scripted model
 answered. Injected: ``drop_metadata`` (the next batches' responses come without their ``metadata``, as
-some users report the service doing) besides the server's shared faults.
+some users report the service doing) besides the server's shared faults (``bad_lines``: in a
+responses file).
 """
 
 from __future__ import annotations
@@ -81,7 +82,10 @@ def operation(server: BatchAPIServer, b: _Batch) -> dict[str, Any]:
                 b.output_file_id = f"files/batch-{b.id.split('/')[-1]}-responses"
                 keyed = [{"key": r["custom_id"]} | {k: v for k, v in line.items() if k != "metadata"}
                          for r, line in zip(b.results or [], lines, strict=True)]  # fmt: skip
-                server.files[b.output_file_id] = "".join(json.dumps(x) + "\n" for x in keyed).encode()
+                text = [json.dumps(x) for x in keyed]
+                if b.bad_lines:  # a torn line, a blank one, one without its key
+                    text[1:1] = ['{"key": "torn', "", json.dumps({"response": {}})]
+                server.files[b.output_file_id] = "".join(x + "\n" for x in text).encode()
             output: dict[str, Any] = {"responsesFile": b.output_file_id}
         else:
             output = {"inlinedResponses": {"inlinedResponses": lines}}

@@ -222,7 +222,8 @@ def test_a_safety_blocked_line_is_content_filtered_not_an_answer(slide, tmp_path
 def test_a_round_above_20_mb_goes_as_an_input_file_and_is_answered_from_the_responses_file(tmp_path) -> None:
     """The server refuses inline requests past 20 MB, as the API documents: a round of GIANT-sized
     requests (3 MB images) is uploaded as a JSONL file (the resumable upload protocol) whose lines are
-    the requests the synchronous model sends, and its answers are read from the responses file."""
+    the requests the synchronous model sends, and its answers are read from the responses file, line by
+    line (a bad line named and left out)."""
     png = io.BytesIO()
     Image.frombytes("RGB", (1024, 1024), os.urandom(3 * 2**20)).save(png, "PNG")  # noise: ~3 MB
     image = base64.b64encode(png.getvalue()).decode()
@@ -248,9 +249,12 @@ def test_a_round_above_20_mb_goes_as_an_input_file_and_is_answered_from_the_resp
     with ScriptedModelServer(rule=rule) as direct:
         sync = asyncio.run(all_of(_model(direct), None))
         direct_bodies = sorted(json.dumps(r.json) for r in direct.requests)
+    logs: list[str] = []
     with ScriptedModelServer(rule=rule) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        api.bad_lines = 1  # the responses file gets a torn line, a blank line and one without a key
         chat = _model(api, retry=FAST)
-        chat.batch = BatchRound(batch_client(chat), BatchStore(tmp_path / "s"), poll_s=0.001, settle_s=0.3)
+        store = BatchStore(tmp_path / "s")
+        chat.batch = BatchRound(batch_client(chat), store, poll_s=0.001, settle_s=0.3, log=logs.append)
         texts = asyncio.run(all_of(chat, chat.batch))
         (batch,) = api.batches.values()
         assert batch.input_file_id.startswith("files/") and len(api.files[batch.input_file_id]) > 20 * 2**20
@@ -258,6 +262,9 @@ def test_a_round_above_20_mb_goes_as_an_input_file_and_is_answered_from_the_resp
         assert ("GET", f"/v1beta/{batch.output_file_id}:download") in api.calls
         lines = sorted(json.dumps(r.json) for r in _line_requests(api))
     assert texts == sync == [f"seen q{i}" for i in range(6)]
+    left_out = [line for line in logs if line.startswith("left out:")]  # named, the good lines used
+    assert [line.split(" line ")[1][:1] for line in left_out] == ["2", "4"], left_out
+    assert "not JSON" in left_out[0] and "no key" in left_out[1]
     assert lines == direct_bodies  # each file line's request is the synchronous request, as JSON
 
 
