@@ -231,7 +231,12 @@ def test_a_round_above_20_mb_goes_as_an_input_file_and_is_answered_from_the_resp
     def turn(i: int) -> list[Message]:
         return [Message("user", (TextPart(f"q{i}"), ImagePart(image, "image/png")))]
 
+    limited: list[str] = []
+
     def rule(request: RecordedRequest) -> Reply:
+        if request.question == "q5" and not limited and len(direct_bodies) == 6:  # once, in batch mode
+            limited.append("429")
+            return Reply(status=429, text="quota")
         return Reply(text=f"seen {request.question}")
 
     async def complete(chat: GeminiChatModel, batch: BatchRound | None, i: int) -> str:
@@ -246,9 +251,10 @@ def test_a_round_above_20_mb_goes_as_an_input_file_and_is_answered_from_the_resp
         finally:
             await chat.aclose()
 
+    direct_bodies: list[str] = []
     with ScriptedModelServer(rule=rule) as direct:
         sync = asyncio.run(all_of(_model(direct), None))
-        direct_bodies = sorted(json.dumps(r.json) for r in direct.requests)
+        direct_bodies += sorted(json.dumps(r.json) for r in direct.requests)
     logs: list[str] = []
     with ScriptedModelServer(rule=rule) as model, BatchAPIServer(model, polls_to_finish=1) as api:
         api.bad_lines = 1  # the responses file gets a torn line, a blank line and one without a key
@@ -256,11 +262,13 @@ def test_a_round_above_20_mb_goes_as_an_input_file_and_is_answered_from_the_resp
         store = BatchStore(tmp_path / "s")
         chat.batch = BatchRound(batch_client(chat), store, poll_s=0.001, settle_s=0.3, log=logs.append)
         texts = asyncio.run(all_of(chat, chat.batch))
-        (batch,) = api.batches.values()
+        # the file line answered 429 (RESOURCE_EXHAUSTED) went into the next round: alone, inline
+        batch, again = api.batches.values()
         assert batch.input_file_id.startswith("files/") and len(api.files[batch.input_file_id]) > 20 * 2**20
+        assert not again.input_file_id and len(again.lines) == 1 and limited
         assert api.calls.count(("POST", "/upload/v1beta/files")) >= 2  # the session's start, then chunks
         assert ("GET", f"/v1beta/{batch.output_file_id}:download") in api.calls
-        lines = sorted(json.dumps(r.json) for r in _line_requests(api))
+        lines = sorted(json.dumps(r.json) for r in _line_requests(api)[:6])
     assert texts == sync == [f"seen q{i}" for i in range(6)]
     left_out = [line for line in logs if line.startswith("left out:")]  # named, the good lines used
     assert [line.split(" line ")[1][:1] for line in left_out] == ["2", "4"], left_out
