@@ -104,7 +104,9 @@ def _response(b: _Batch, r: dict[str, Any]) -> dict[str, Any]:
         return line | {"response": r["body"]}
     message = (r["body"].get("error") or {}).get("message") if isinstance(r["body"], dict) else None
     code = GRPC_CODES.get(r["status"], 2)
-    return line | {"error": {"code": code, "message": message or json.dumps(r["body"])}}
+    info = {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "domain": "googleapis.com",
+            "reason": STATUS_WORDS.get(r["status"], "UNKNOWN")}  # fmt: skip
+    return line | {"error": {"code": code, "message": message or json.dumps(r["body"]), "details": [info]}}
 
 
 def handle(

@@ -108,7 +108,7 @@ def test_rounds_send_the_synchronous_requests_and_answer_as_direct_calls(slide, 
     # the round tag of each batch's intent travels in its display name
     tags = sorted(BatchStore(tmp_path / "s").intents)
     assert sorted(names) == [f"giant-round-{t}" for t in tags]
-    assert sum("JOB_STATE_SUCCEEDED: 3 answered" in line for line in logs) == 2, logs
+    assert sum("BATCH_STATE_SUCCEEDED: 3 answered" in line for line in logs) == 2, logs
 
 
 def test_errored_lines_are_resent_up_to_max_line_attempts_and_refused_ones_are_not(slide, tmp_path) -> None:
@@ -151,8 +151,9 @@ def test_failed_and_expired_batches_are_submitted_again_then_named(slide, tmp_pa
         assert len(api.batches) == 4 and sorted(api.created_lines.values()) == [1, 1, 3, 3]
         assert set(api.answered.values()) == {1}
     assert [a.text for a in answers] == [a.text for a in sync] and all(a.error is None for a in answers)
-    assert any("JOB_STATE_FAILED: 0 answered, 2 errored/expired" in line for line in logs), logs
-    assert any("JOB_STATE_EXPIRED: 0 answered, 2 errored/expired" in line for line in logs), logs
+    failed = "BATCH_STATE_FAILED (8: Enqueued token limit reached for gpt-5.): 0 answered, 2 errored"
+    assert any(failed in line for line in logs), logs  # the failed batch's error, in the log
+    assert any("BATCH_STATE_EXPIRED: 0 answered, 2 errored/expired" in line for line in logs), logs
     with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
         api.next_outcomes = ["failed", "expired"]
         agent, batch = _batched(api, tmp_path / "t", max_line_attempts=2)

@@ -14,13 +14,20 @@ request in the REST form the SDK itself sends inline), answered in a responses f
 is a ``google.rpc.Status``: its gRPC code is mapped to the HTTP status it stands for. The batch's
 ``display_name`` carries the round tag, so a batch whose create reply was lost is found by it after a
 restart. Batch tokens cost half the synchronous price (docs: "50% of the standard cost").
+
+A batch is read (``GET batches/{id}``, ``GET batches``) as the REST JSON it is, through the SDK's own
+API client (its auth, base URL, timeout, transport and error classes), not through the typed
+``batches.get``: the SDK's ``JobError.details`` takes strings where a line's ``google.rpc.Status``
+carries typed objects, and one such line error would make the whole batch unreadable.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import urllib.parse
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from google.genai import _common, types
@@ -42,7 +49,8 @@ GEMINI_LIMITS = (50_000, 500 * 2**20)
 # create's envelope and keys take the rest)
 INLINE_BYTES = 19 * 2**20
 TAG_PREFIX = "giant-round-"  # display_name = prefix + round tag
-TERMINAL = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"})
+TERMINAL = frozenset({"BATCH_STATE_SUCCEEDED", "BATCH_STATE_FAILED", "BATCH_STATE_CANCELLED",
+                      "BATCH_STATE_EXPIRED"})  # fmt: skip
 # the HTTP status each gRPC code of a line's error stands for (google.rpc.Code, as mapped by
 # https://cloud.google.com/apis/design/errors#error_codes): a 4xx is refused for good, not sent again
 GRPC_STATUS = {1: 499, 2: 500, 3: 400, 4: 504, 5: 404, 6: 409, 7: 403, 8: 429, 9: 400, 10: 409,
@@ -50,7 +58,10 @@ GRPC_STATUS = {1: 499, 2: 500, 3: 400, 4: 504, 5: 404, 6: 409, 7: 403, 8: 429, 9
 
 
 class GeminiBatches(BatchClient):
-    """Inline batches of ``models/{model}:generateContent`` requests; ``endpoint`` is that path."""
+    """Batches (inline, or an input file) of ``models/{model}:generateContent`` requests; ``endpoint``
+    is that path. The input file's lines and the responses file's are converted by the SDK's own
+    (private) converters of inline requests and of responses, so both forms carry the same bytes: a
+    renamed converter fails the tests that compare file lines with synchronous requests."""
 
     limits = GEMINI_LIMITS
     tagged = True  # the round tag travels in display_name
@@ -94,67 +105,105 @@ class GeminiBatches(BatchClient):
         )
         return str(uploaded.name)
 
-    async def _get(self, batch_id: str) -> types.BatchJob:
-        return await self.call(f"gemini {batch_id}", lambda: self.client.aio.batches.get(name=batch_id))
+    async def _rest(self, where: str, path: str) -> dict[str, Any]:
+        """``GET {path}`` (under ``v1beta/``) as JSON, through the SDK's API client."""
+
+        async def get() -> dict[str, Any]:
+            reply = await self.client._api_client.async_request("get", path, {})
+            data = json.loads(reply.body or "{}")
+            if not isinstance(data, dict):
+                raise json.JSONDecodeError("not a JSON object", str(reply.body)[:80], 0)
+            return data
+
+        return await self.call(where, get)
+
+    async def _batch(self, batch_id: str) -> dict[str, Any]:
+        """The batch (its ``GenerateContentBatch``: the operation's metadata) and the operation's
+        ``error``, if any."""
+        op = await self._rest(f"gemini {batch_id}", f"batches/{batch_id.removeprefix('batches/')}")
+        return (op.get("metadata") or {}) | ({"error": op["error"]} if op.get("error") else {})
 
     async def status(self, batch_id: str) -> BatchStatus:
-        batch = await self._get(batch_id)
-        state = _state(batch)  # the SDK reads neither batchStats nor a failed batch's error: not shown
-        return BatchStatus(state in TERMINAL, state, {})
+        batch = await self._batch(batch_id)
+        state = _state(batch)
+        stats = {k.removesuffix("RequestCount") or "requests": int(v)
+                 for k, v in (batch.get("batchStats") or {}).items()}  # fmt: skip
+        error = batch.get("error") or {}
+        reason = f"{error.get('code')}: {error.get('message')}" if error else ""
+        return BatchStatus(state in TERMINAL, state, stats, reason[:500])
 
     async def results(self, batch_id: str, custom_ids: Sequence[str] = ()) -> Results | None:
-        batch = await self._get(batch_id)
+        batch = await self._batch(batch_id)
         if _state(batch) not in TERMINAL:
             return None  # seen ended before, not now: looked at again, its lines are not lost
         out = Results()
-        if batch.dest is not None and batch.dest.file_name:
-            name = batch.dest.file_name
+        output = batch.get("output") or {}
+        if output.get("responsesFile"):
+            name = output["responsesFile"]
             data = await self.call(
                 f"gemini {batch_id} {name}", lambda: self.client.aio.files.download(file=name)
             )
             text = data.decode("utf-8", errors="replace")
             read_lines(text, f"batch {batch_id} file {name}", _file_row, out, id_field="key")
             return out
-        responses = (batch.dest.inlined_responses if batch.dest else None) or []
-        for n, line in enumerate(responses):
-            key = (line.metadata or {}).get("key") or (custom_ids[n] if n < len(custom_ids) else None)
+        for n, line in enumerate((output.get("inlinedResponses") or {}).get("inlinedResponses") or []):
+            where = f"batch {batch_id} response {n + 1}"
+            meta = line.get("metadata") if isinstance(line, dict) else None
+            key = (meta or {}).get("key") or (custom_ids[n] if n < len(custom_ids) else None)
             if not key:
-                out.problems.append(f"batch {batch_id} response {n + 1}: no metadata key, no request there")
+                out.problems.append(f"{where}: no metadata key, no request there")
                 continue
-            out.rows.append(_row(key, line))
+            try:
+                out.rows.append(_file_row(line | {"key": key}))
+            except (KeyError, TypeError, AttributeError, ValueError) as exc:
+                out.problems.append(f"{where} ({key[:16]}): unexpected shape ({exc!r})")
         return out  # a failed, cancelled or expired batch has no responses: its lines count as expired
 
     async def cancel(self, batch_id: str) -> None:
         await self.call(f"gemini {batch_id} cancel", lambda: self.client.aio.batches.cancel(name=batch_id))
 
     async def listed(self, since: float) -> list[ListedBatch]:
-        async def listing() -> list[ListedBatch]:
-            out = []
-            async for batch in await self.client.aio.batches.list(config={"page_size": 100}):
-                created = batch.create_time.timestamp() if batch.create_time else 0.0
-                if created < since:
-                    continue  # the listing's order is not documented: every page is read
-                name = batch.display_name or ""
-                tag = name.removeprefix(TAG_PREFIX) if name.startswith(TAG_PREFIX) else None
-                out.append(ListedBatch(str(batch.name), created, 0, tag))
-            return sorted(out, key=lambda b: -b.created_at)
-
-        return await self.call("gemini batches list", listing)
+        out: list[ListedBatch] = []
+        token = ""
+        while True:  # the listing's order is not documented: every page is read
+            query = urllib.parse.urlencode({"pageSize": 100} | ({"pageToken": token} if token else {}))
+            page = await self._rest("gemini batches list", f"batches?{query}")
+            for op in page.get("operations") or []:
+                batch = op.get("metadata") or {}
+                created = _seconds(batch.get("createTime"))
+                name = str(batch.get("displayName") or "")
+                if created >= since:
+                    tag = name.removeprefix(TAG_PREFIX) if name.startswith(TAG_PREFIX) else None
+                    requests = int((batch.get("batchStats") or {}).get("requestCount") or 0)
+                    out.append(ListedBatch(str(op.get("name")), created, requests, tag))
+            token = page.get("nextPageToken") or ""
+            if not token:
+                return sorted(out, key=lambda b: -b.created_at)
 
     def line_bytes(self, cid: str, body: dict[str, Any]) -> int:
         return len(wire_json(body)) + len(cid) + 40
 
 
-def _state(batch: types.BatchJob) -> str:
-    return str(getattr(batch.state, "value", batch.state) or "")
+def _state(batch: dict[str, Any]) -> str:
+    """The batch's state as the REST API names it (``BATCH_STATE_...``; the SDK's ``JOB_STATE_...``
+    read as the same)."""
+    return str(batch.get("state") or "").replace("JOB_STATE_", "BATCH_STATE_")
+
+
+def _seconds(stamp: Any) -> float:
+    """An RFC 3339 timestamp as unix seconds (0 when absent or unreadable)."""
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def _row(key: str, line: types.InlinedResponse) -> dict[str, Any]:
     """One inline response as a result row: the response as JSON data (``GeminiChatModel._revive``
     reads it back), or the error with the HTTP status of its gRPC code."""
     if line.error is not None:
-        row: dict[str, Any] = {"custom_id": key, "kind": "errored", "error": json.dumps(line.error.model_dump(
-            mode="json", exclude_none=True))[:500]}  # fmt: skip
+        error = json.dumps(line.error.model_dump(mode="json", exclude_none=True))[:500]
+        row: dict[str, Any] = {"custom_id": key, "kind": "errored", "error": error}
         if line.error.code == 1:
             row["kind"] = "canceled"
         elif line.error.code in GRPC_STATUS:
@@ -167,10 +216,12 @@ def _row(key: str, line: types.InlinedResponse) -> dict[str, Any]:
 
 
 def _file_row(line: dict[str, Any]) -> dict[str, Any]:
-    """One responses-file line (``{"key", "response" | "error"}``, REST JSON) as a result row, through
-    the SDK's own conversion of a response."""
+    """One response (a responses-file line, or an inline response given its key: ``{"key", "response" |
+    "error"}``, REST JSON) as a result row, through the SDK's own conversion of a response."""
     response = line.get("response")
     raw = sdk_batches._GenerateContentResponse_from_mldev(response) if isinstance(response, dict) else None
     parsed = types.GenerateContentResponse._from_response(response=raw, kwargs={}) if raw else None
-    error = types.JobError._from_response(response=line["error"], kwargs={}) if line.get("error") else None
+    status = line.get("error")
+    # a google.rpc.Status: its details (typed objects) are left out, the SDK's JobError takes strings
+    error = types.JobError(code=status.get("code"), message=status.get("message")) if status else None
     return _row(line["key"], types.InlinedResponse(response=parsed, error=error))
