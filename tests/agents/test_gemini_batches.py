@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from giant_assets.agents.giant import GiantAgent
-from giant_assets.agents.providers.batching import BatchRound, BatchStore, batch_client
+from giant_assets.agents.providers.batching import BatchPending, BatchRound, BatchStore, batch_client
 from giant_assets.agents.providers.gemini import GeminiChatModel
 from giant_assets.agents.providers.messages import ImagePart, Message, TextPart
 from giant_assets.agents.providers.retry import RetryPolicy
@@ -284,3 +284,42 @@ def test_the_check_accepts_a_gemini_batch_experiment(tmp_path, capsys) -> None:
         " batch: true, budget_usd: 5}\n"
     )
     assert experiments_main(["check", "--file", str(path)]) == 0, capsys.readouterr().err
+
+
+def test_detach_stops_the_runs_and_a_later_process_resumes_paying_nothing_twice(slide, tmp_path) -> None:
+    items = _items(slide, 2)
+    sync, _ = _direct(items)
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=2) as api:
+        passes = 0
+        while True:  # each pass a new process on the same store, as the batch sensor launches them
+            passes += 1
+            agent, batch = _batched(api, tmp_path / "s", mode="detach")
+            answers = asyncio.run(answer_all(agent, items, batch))
+            if not any(isinstance(a, BatchPending) for a in answers):
+                break
+            assert all(isinstance(a, BatchPending) for a in answers) and passes < 6
+        assert passes == 3 and len(api.batches) == 2 and set(api.answered.values()) == {1}
+    assert [a.text for a in answers] == [a.text for a in sync]
+
+
+def test_a_cancelled_batch_ends_cancelled_and_answers_nothing(tmp_path) -> None:
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=5) as api:
+        chat = _model(api, retry=FAST)
+        client = batch_client(chat)
+        body = chat._body([Message("user", (TextPart("x"),))], (), None)
+
+        async def cancel_then_look() -> tuple:
+            batch_id = await client.submit([("a", body), ("b", body)], "t-0")
+            running = await client.status(batch_id)
+            await client.cancel(batch_id)
+            ended = await client.status(batch_id)
+            return batch_id, running, ended, await client.results(batch_id, ["a", "b"])
+
+        try:
+            batch_id, running, ended, results = asyncio.run(cancel_then_look())
+        finally:
+            asyncio.run(chat.aclose())
+        assert ("POST", f"/v1beta/{batch_id}:cancel") in api.calls and not api.answered
+    assert not running.ended and running.status == "BATCH_STATE_RUNNING" and running.counts["pending"] == 2
+    assert ended.ended and ended.status == "BATCH_STATE_CANCELLED" and ended.counts["requests"] == 2
+    assert results is not None and results.rows == []  # its lines count as expired in the round

@@ -48,6 +48,9 @@ GEMINI_LIMITS = (50_000, 500 * 2**20)
 # a batch up to this size goes inline (published: "keep the total request size under 20MB"; the
 # create's envelope and keys take the rest)
 INLINE_BYTES = 19 * 2**20
+# a batch's batchStats, as its counts
+STATS = {"requestCount": "requests", "successfulRequestCount": "succeeded", "failedRequestCount": "failed",
+         "pendingRequestCount": "pending"}  # fmt: skip
 TAG_PREFIX = "giant-round-"  # display_name = prefix + round tag
 TERMINAL = frozenset({"BATCH_STATE_SUCCEEDED", "BATCH_STATE_FAILED", "BATCH_STATE_CANCELLED",
                       "BATCH_STATE_EXPIRED"})  # fmt: skip
@@ -126,8 +129,7 @@ class GeminiBatches(BatchClient):
     async def status(self, batch_id: str) -> BatchStatus:
         batch = await self._batch(batch_id)
         state = _state(batch)
-        stats = {k.removesuffix("RequestCount") or "requests": int(v)
-                 for k, v in (batch.get("batchStats") or {}).items()}  # fmt: skip
+        stats = {STATS[k]: int(v) for k, v in (batch.get("batchStats") or {}).items() if k in STATS}
         error = batch.get("error") or {}
         reason = f"{error.get('code')}: {error.get('message')}" if error else ""
         return BatchStatus(state in TERMINAL, state, stats, reason[:500])
