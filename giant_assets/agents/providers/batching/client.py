@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from giant_assets.agents.providers.errors import ProviderError
 from giant_assets.agents.providers.retry import Failure, RetryPolicy, with_retries
+from giant_assets.runs.replies import json_data
 
 T = TypeVar("T")
 Classify = Callable[[BaseException], Failure | ProviderError | None]
@@ -122,15 +123,8 @@ class BatchClient(abc.ABC):
 
 def wire_json(body: Any, **kw: Any) -> str:
     """A request body as JSON; its SDK objects (Gemini's contents and config are pydantic models) as
-    the JSON data they stand for."""
-    return json.dumps(body, default=_plain, **kw)
-
-
-def _plain(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    if not callable(dump):
-        raise TypeError(f"{type(value).__name__} is not JSON data")
-    return dump(mode="json", exclude_none=True)
+    the JSON data they stand for, as the reply store's request digests have them."""
+    return json.dumps(body, default=json_data, **kw)
 
 
 def read_lines(
