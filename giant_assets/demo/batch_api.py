@@ -108,6 +108,7 @@ class BatchAPIServer(LoopbackServer):
         self.created_lines: Counter[str] = Counter()
         self.drop_metadata = 0  # gemini: the next batches' responses come without their metadata
         self.uploads: dict[str, tuple[dict[str, Any], bytearray]] = {}  # gemini: open upload sessions
+        self.page_cap = 100  # gemini: the most batches a listing's page holds
         self.fail_create_at: set[int] = set()  # these creates (1 = the first) answer 500, create nothing
         self.creates = 0
         self._stopping = threading.Event()

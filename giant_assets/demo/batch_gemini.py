@@ -21,7 +21,7 @@ Every route wants the key in ``x-goog-api-key`` (or ``?key=``); errors are Googl
 "message", "status"}}``. A line's error carries the gRPC code of the HTTP status the scripted model
 answered. Injected: ``drop_metadata`` (the next batches' responses come without their ``metadata``, as
 some users report the service doing) besides the server's shared faults (``bad_lines``: in a
-responses file).
+responses file); ``page_cap`` caps a listing's page size (a listing of a few batches spans pages).
 """
 
 from __future__ import annotations
@@ -228,7 +228,8 @@ def _create(server: BatchAPIServer, reply: Any, model: str, body: bytes) -> None
 def _listing(server: BatchAPIServer, query: dict[str, str]) -> dict[str, Any]:
     """One page of the Gemini batches, newest first."""
     items = [b for b in reversed(list(server.batches.values())) if b.kind == "gemini"]
-    size, start = int(query.get("pageSize") or 50), int(query.get("pageToken") or 0)
+    size = min(int(query.get("pageSize") or 50), server.page_cap)
+    start = int(query.get("pageToken") or 0)
     page = items[start : start + size]
     out: dict[str, Any] = {"operations": [operation(server, b) for b in page]}
     if start + size < len(items):

@@ -181,11 +181,12 @@ def test_a_create_whose_reply_times_out_is_adopted_by_its_tag_not_paid_twice(sli
         other = asyncio.run(batch_client(other_chat).submit([("o1", body), ("o2", body)], "other-0"))
         asyncio.run(other_chat.aclose())
         logs: list[str] = []
+        api.page_cap = 1  # the orphan is on the listing's second page
         agent, again = _batched(api, store, log=logs.append)
         answers = asyncio.run(answer_all(agent, items, again))
         mine = Counter(cid for b in api.batches.values() if b.id != other for cid, _ in b.lines)
         assert set(mine.values()) == {1} and len(mine) == 4  # 2 runs x 2 steps, each in one batch
-        assert api.calls.count(LIST) == 1 and again.rounds == 1  # the crops' follow-ups only
+        assert api.calls.count(LIST) == 2 and again.rounds == 1  # two pages; a round of the follow-ups
     assert again.adopted == [orphan] and sum(f"adopted batch {orphan}" in line for line in logs) == 1
     assert [a.text for a in answers] == [a.text for a in sync] and all(a.error is None for a in answers)
     assert BatchStore(store).unresolved_intents() == []
