@@ -18,9 +18,9 @@ rehearsal at a local server never calibrates the provider's API), the measured m
 per run, output and input tokens per call, latency) replace the assumed ones and the range narrows to
 +-25 % around them (``Estimate.measured_runs`` says how many runs that rests on).
 
-Batch prices: OpenAI's Batch API and Anthropic's Message Batches bill every token class at half the
-synchronous rate (``BATCH_DISCOUNT``); a batch round may take up to 24 h, and a GIANT run needs one
-round per step.
+Batch prices: OpenAI's Batch API, Anthropic's Message Batches and the Gemini Batch API bill every
+token class at half the synchronous rate (``BATCH_DISCOUNT``); a batch round may take up to 24 h, and
+a GIANT run needs one round per step.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""A loopback server speaking both providers' batch APIs, for tests and the demo (no network).
+"""A loopback server speaking OpenAI's, Anthropic's and Gemini's batch APIs, for tests and the demo
+(no network). Gemini's routes (``/v1beta/...``) are in ``batch_gemini.py``.
 
 OpenAI: ``POST /v1/files`` (multipart, purpose ``batch``), ``GET /v1/files/{id}/content``,
 ``POST /v1/batches``, ``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``, ``GET /v1/batches``
@@ -57,6 +58,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from giant_assets.demo import batch_gemini
 from giant_assets.demo.loopback import LoopbackServer
 from giant_assets.demo.scripted import ScriptedModelServer
 
@@ -77,7 +79,7 @@ EXPIRED_MESSAGE = "This request could not be executed before the completion wind
 @dataclass
 class _Batch:
     id: str
-    kind: str  # "openai", "azure" or "anthropic"
+    kind: str  # "openai", "azure", "anthropic" or "gemini"
     endpoint: str  # the synchronous path each line is answered as
     lines: list[tuple[str, dict[str, Any]]]
     created_at: float
@@ -92,6 +94,7 @@ class _Batch:
     bad_lines: bool = False
     conflicting: bool = False
     failure: tuple[str, str] | None = None  # why validation failed it (code, message); else the server's
+    no_metadata: bool = False  # gemini: responses without their metadata
     status: str = ""
     results: list[dict[str, Any]] | None = None  # per line, once finished
     output_file_id: str | None = None
@@ -130,6 +133,9 @@ class BatchAPIServer(LoopbackServer):
         self.conflicting = 0
         self.failure_reason = ("token_limit_exceeded", "Enqueued token limit reached for gpt-5.")
         self.created_lines: Counter[str] = Counter()
+        self.drop_metadata = 0  # gemini: the next batches' responses come without their metadata
+        self.uploads: dict[str, tuple[dict[str, Any], bytearray]] = {}  # gemini: open upload sessions
+        self.page_cap = 100  # gemini: the most batches a listing's page holds
         self.fail_create_at: set[int] = set()  # these creates (1 = the first) answer 500, create nothing
         self.creates = 0
         self._stopping = threading.Event()
@@ -208,8 +214,9 @@ class BatchAPIServer(LoopbackServer):
 
     def _create(self, kind: str, endpoint: str, lines: list[tuple[str, dict]], **kw: Any) -> _Batch:
         with self._lock:
+            prefix = {"anthropic": "msgbatch", "gemini": "batches/gbatch"}.get(kind, "batch")
             batch = _Batch(
-                self._new_id("msgbatch" if kind == "anthropic" else "batch"),
+                self._new_id(prefix),
                 kind,
                 endpoint,
                 lines,
@@ -271,6 +278,8 @@ class BatchAPIServer(LoopbackServer):
             batch.results = results
             if batch.kind == "anthropic":
                 batch.status = "ended"
+            elif batch.kind == "gemini":
+                batch.status = "ended"  # its state is read off the batch (``batch_gemini.state``)
             else:
                 batch.status = (
                     "cancelled"
@@ -408,6 +417,8 @@ def _fault_of(parts: list[str]) -> str:
     """Which injected fault counter a GET of ``parts`` draws on."""
     if parts[:2] == ["v1", "files"] and parts[-1:] == ["content"] or parts[-1:] == ["results"]:
         return "fail_downloads"
+    if parts[-1].endswith(":download"):  # gemini
+        return "fail_downloads"
     if parts[-1:] == ["batches"] or parts[:2] == ["v1", "files"]:  # a listing, or (Azure) its file look-ups
         return "fail_listings"
     return "fail_polls"
@@ -517,7 +528,12 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
             if refused:
                 return self._refuse(refused)
             parts = path.strip("/").split("/")
-            if server.take(_fault_of(parts)):
+            fault = server.take(_fault_of(parts))
+            if parts[0] in batch_gemini.ROOTS:
+                if fault:
+                    return self._reply(500, batch_gemini.error(500, "injected 500"))
+                return batch_gemini.handle(server, self, "GET", parts, query, b"")
+            if fault:
                 return self._error(500, "injected 500")
             if parts[:2] == ["v1", "files"] and len(parts) == 4 and parts[3] == "content":
                 data = server.files.get(parts[2])
@@ -561,6 +577,9 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
             if refused:
                 return self._refuse(refused)
             parts = path.strip("/").split("/")
+            if parts[0] in batch_gemini.ROOTS:
+                query = {k: v[-1] for k, v in urllib.parse.parse_qs(self.path.partition("?")[2]).items()}
+                return batch_gemini.handle(server, self, "POST", parts, query, body)
             if path == "/v1/files":
                 fields, names = _multipart(self.headers.get("Content-Type", ""), body)
                 if fields.get("purpose") != b"batch" or "file" not in fields:

@@ -503,10 +503,10 @@ def _cloud_problem(exp: Experiment) -> str | None:
         google = _google_problem(exp)
         if google:
             return google
-    if exp.batch and p != "azure":
+    if exp.batch and p not in ("azure", "gemini"):
         return (
             f"field 'batch': batch mode is not available for provider {p!r} yet (only openai, "
-            "anthropic and azure); remove batch: true"
+            "anthropic, azure and gemini); remove batch: true"
         )
     if p == "azure":
         return _azure_problem(exp)

@@ -45,11 +45,11 @@ def replies_path(journal_path: Path) -> Path:
 
 def request_digest(body: Any) -> str:
     """SHA-256 of a request body's canonical JSON (keys sorted, no spaces)."""
-    blob = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain)
+    blob = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=json_data)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def _plain(value: Any) -> Any:
+def json_data(value: Any) -> Any:
     """A body's SDK object (Gemini's config and contents are pydantic models) as its JSON data."""
     dump = getattr(value, "model_dump", None)
     return dump(mode="json", exclude_none=True) if callable(dump) else str(value)

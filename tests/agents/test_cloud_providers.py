@@ -575,8 +575,7 @@ AZ = "provider: azure, azure_endpoint: https://r.openai.azure.com"
            f"field 'batch': batch mode is not available for provider '{p}' yet")
           for p, m, extra in [("openrouter", "openai/gpt-5", ""),
                               ("bedrock", "claude-sonnet-4-5", "region: x,"),
-                              ("vertex", "claude-sonnet-4-5", "region: x,"),
-                              ("gemini", "gemini-2.5-pro", "")]),
+                              ("vertex", "claude-sonnet-4-5", "region: x,")]),
     ],
 )  # fmt: skip
 def test_settings_the_provider_would_refuse_fail_the_check(
@@ -597,6 +596,7 @@ def test_settings_the_provider_would_refuse_fail_the_check(
         f"{AZ}, model: gpt-4.1, api: chat, api_version: 2024-10-21",
         f"{AZ}, model: gpt-5, batch: true",  # Global Batch: Files + Batches at the default api-version
         "provider: gemini, model: gemini-2.5-flash, thinking_budget: 0",
+        "provider: gemini, model: gemini-2.5-pro, batch: true, batch_wait: detach",
         "provider: vertex, model: claude-sonnet-4-5, region: global, deployment: claude-sonnet-4-5@20250929",
         "provider: gemini, model: gemini-2.5-flash, region: us-central1, project: p1",
         "provider: gemini, model: gemini-2.5-pro, region: global",

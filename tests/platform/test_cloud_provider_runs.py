@@ -17,7 +17,9 @@ import pytest
 import yaml
 from dagster import DagsterInstance, materialize
 
+from giant_assets.agents.pricing import load_price_table
 from giant_assets.core.storage import ParquetStore
+from giant_assets.demo.batch_api import BatchAPIServer
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, demo_policy
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.assets.predictions import predictions
@@ -215,3 +217,48 @@ def test_azure_with_an_entra_id_token_materializes_and_keeps_no_token(
     assert rows["error"].isna().sum() == 2
     stored = [f.read_bytes() for f in data.rglob("*") if f.is_file()]  # journals, Parquet, DuckDB, logs
     assert stored and not any(token.encode() in blob for blob in stored)
+
+
+def test_declared_gemini_example_in_batch_mode_completes_at_half_price(
+    tmp_path: Path, sample_wsi_root: Path
+) -> None:
+    """``gemini-giant`` with ``batch: true``: every request goes through Gemini's batch routes (the
+    loopback batch server has no generateContent route), each line paid once, each row priced at half
+    what its tokens cost synchronously; the key reaches no stored file."""
+    name, data = "gemini-giant", tmp_path / "data"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("GIANT_DATA_DIR", str(data))
+    mp.setenv("GEMINI_API_KEY", GEMINI_KEY)
+    instance = DagsterInstance.ephemeral()
+    add_experiments(instance, name)
+    experiments_file = tmp_path / "experiments.yaml"
+    resources = resources_for(data, experiments_file=experiments_file, wsi_root=str(sample_wsi_root))
+    try:
+        assert materialize([multipathqa_csv, benchmark_items], resources=resources, instance=instance).success
+        with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=2) as api:
+            batched = {"base_url": api.base_url, "batch": True, "batch_wait": "hold", "batch_poll_s": 0.05}
+            write_experiments(experiments_file, {name: declared(name) | batched})
+            result = materialize(
+                [multipathqa_csv, benchmark_items, predictions],
+                selection=[predictions],
+                partition_key=result_key(name, PARTITION),
+                resources=resources,
+                instance=instance,
+            )
+            lines = [cid for b in api.batches.values() for cid, _ in b.lines]
+            creates = [c for c in api.calls if c == ("POST", f"{GEMINI}:batchGenerateContent")]
+            assert len(lines) == 6 and set(api.answered.values()) == {1} and len(model.requests) == 6
+            assert len(creates) == len(api.batches) == 2  # one round per GIANT step
+    finally:
+        mp.undo()
+    assert result.success
+    rows = ParquetStore(data).read("predictions", [f"{name}/{PARTITION}"])
+    assert len(rows) == 3 and rows["error"].isna().all()
+    for doc in rows["trajectory_json"]:
+        assert [s["action"] for s in json.loads(doc)] == ["thumbnail", "crop", "answer"]
+    price = load_price_table().lookup("gemini-2.5-pro")[1]
+    for row in rows.itertuples():
+        sync = price.usd(row.input_tokens, row.output_tokens, row.cached_input_tokens)
+        assert row.input_tokens > 0 and row.cost_usd == pytest.approx(sync / 2, rel=1e-9)
+    stored = [f.read_bytes() for f in data.rglob("*") if f.is_file()]
+    assert stored and not any(GEMINI_KEY.encode() in blob for blob in stored)

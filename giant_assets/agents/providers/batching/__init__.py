@@ -25,15 +25,16 @@ reply was on its way, or the create timed out) is *adopted*, not paid for again:
 preceded by a durable intent (its round tag and custom ids, ``intents.jsonl``), and once per process,
 before its first request is answered, every intent without a batch record is looked up at the
 provider (``BatchRound.adopt``): OpenAI by the ``giant_round`` metadata the batch carries, Azure by the
-name of its input file (``giant-round-<tag>.jsonl``: Azure shows no metadata), Anthropic
-(no metadata) by the one unrecorded batch created since the intent with the same number of requests.
+name of its input file (``giant-round-<tag>.jsonl``: Azure shows no metadata), Gemini by its
+``display_name``, Anthropic (no metadata) by the one unrecorded batch created since the intent with the
+same number of requests.
 A batch found is recorded as if just submitted; none found (or, Anthropic, several that fit) resolves
 the intent and its requests go into a normal round.
 
 Modules: ``store`` (the durable store and its lock: one submitter per store), ``rounds`` (the round
 scheduler and adoption), ``client`` (what a provider's batch client offers: every call under the retry
 policy, result lines read one by one), ``openai_batches``, ``azure_batches`` (OpenAI's wire at an Azure
-OpenAI resource) and ``anthropic_batches`` (one per provider).
+OpenAI resource), ``anthropic_batches`` and ``gemini_batches`` (one per provider).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from typing import Any
 from giant_assets.agents.providers.batching.anthropic_batches import ANTHROPIC_LIMITS, AnthropicBatches
 from giant_assets.agents.providers.batching.azure_batches import AZURE_LIMITS, AZURE_LINE_URLS, AzureBatches
 from giant_assets.agents.providers.batching.client import BatchClient, BatchStatus, ListedBatch
+from giant_assets.agents.providers.batching.gemini_batches import GEMINI_LIMITS, GeminiBatches
 from giant_assets.agents.providers.batching.openai_batches import OPENAI_LIMITS, OpenAIBatches
 from giant_assets.agents.providers.batching.rounds import (
     CLOCK_SLACK_S,
@@ -57,13 +59,14 @@ from giant_assets.agents.providers.batching.store import ENDED, BatchStore
 from giant_assets.agents.providers.retry import RetryPolicy
 
 # every provider bills batch tokens at half the synchronous rate (Azure: Global Batch at 50% of Global
-# Standard, learn.microsoft.com/azure/ai-foundry/openai/how-to/batch)
+# Standard, learn.microsoft.com/azure/ai-foundry/openai/how-to/batch; Gemini: its Batch API at 50%)
 BATCH_DISCOUNT = 0.5
 
 __all__ = [
-    "ANTHROPIC_LIMITS", "AZURE_LIMITS", "BATCH_DISCOUNT", "CLOCK_SLACK_S", "ENDED", "OPENAI_LIMITS",
-    "AnthropicBatches", "AzureBatches", "BatchClient", "BatchPending", "BatchRound", "BatchStatus",
-    "BatchStore", "ListedBatch", "OpenAIBatches", "attach", "batch_client", "custom_id", "intent_candidates",
+    "ANTHROPIC_LIMITS", "AZURE_LIMITS", "BATCH_DISCOUNT", "CLOCK_SLACK_S", "ENDED", "GEMINI_LIMITS",
+    "OPENAI_LIMITS", "AnthropicBatches", "AzureBatches", "BatchClient", "BatchPending", "BatchRound",
+    "BatchStatus", "BatchStore", "GeminiBatches", "ListedBatch", "OpenAIBatches", "attach", "batch_client",
+    "custom_id", "intent_candidates",
 ]  # fmt: skip
 
 
@@ -75,6 +78,9 @@ def batch_client(model: Any, retry: RetryPolicy | None = None) -> BatchClient:
         return AnthropicBatches(model._client, "/v1/messages", **kw)
     if model.provider == "azure":
         return AzureBatches(model._client, AZURE_LINE_URLS[model.endpoint], **kw)
+    if model.provider == "gemini":
+        path = f"/v1beta/models/{model.name}:generateContent"
+        return GeminiBatches(model._client, path, model=model.name, **kw)
     return OpenAIBatches(model._client, "/v1" + model.endpoint, **kw)
 
 

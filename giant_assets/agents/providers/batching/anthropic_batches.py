@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from giant_assets.agents.providers.batching.client import (
@@ -55,7 +56,7 @@ class AnthropicBatches(BatchClient):
         counts = batch.request_counts.model_dump() if batch.request_counts else {}
         return BatchStatus(batch.processing_status == "ended", batch.processing_status, counts)
 
-    async def results(self, batch_id: str) -> Results | None:
+    async def results(self, batch_id: str, custom_ids: Sequence[str] = ()) -> Results | None:
         batch = await self._retrieve(batch_id)
         if batch.processing_status != "ended" or not batch.results_url:
             return None  # seen ended before, not now: looked at again, its lines are not lost

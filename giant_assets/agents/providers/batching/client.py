@@ -7,12 +7,13 @@ from __future__ import annotations
 import abc
 import json
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from giant_assets.agents.providers.errors import ProviderError
 from giant_assets.agents.providers.retry import Failure, RetryPolicy, with_retries
+from giant_assets.runs.replies import json_data
 
 T = TypeVar("T")
 Classify = Callable[[BaseException], Failure | ProviderError | None]
@@ -104,9 +105,10 @@ class BatchClient(abc.ABC):
     async def status(self, batch_id: str) -> BatchStatus: ...
 
     @abc.abstractmethod
-    async def results(self, batch_id: str) -> Results | None:
+    async def results(self, batch_id: str, custom_ids: Sequence[str] = ()) -> Results | None:
         """The ended batch's result lines; None when the provider does not show it ended (any more):
-        its lines are not lost, the batch is looked at again."""
+        its lines are not lost, the batch is looked at again. ``custom_ids``: the batch's requests in
+        the order they were submitted (Gemini answers inline requests in that order)."""
 
     @abc.abstractmethod
     async def cancel(self, batch_id: str) -> None: ...
@@ -119,12 +121,22 @@ class BatchClient(abc.ABC):
         return len(json.dumps({"custom_id": cid, "body": body})) + 80
 
 
+def wire_json(body: Any, **kw: Any) -> str:
+    """A request body as JSON; its SDK objects (Gemini's contents and config are pydantic models) as
+    the JSON data they stand for, as the reply store's request digests have them."""
+    return json.dumps(body, default=json_data, **kw)
+
+
 def read_lines(
-    text: str, where: str, parse: Callable[[dict[str, Any]], dict[str, Any]], out: Results
+    text: str,
+    where: str,
+    parse: Callable[[dict[str, Any]], dict[str, Any]],
+    out: Results,
+    id_field: str = "custom_id",
 ) -> None:
     """Each JSONL line of ``text`` through ``parse`` into ``out.rows``; a blank line is skipped, a line
-    that is not JSON, has no ``custom_id`` or not the expected shape goes into ``out.problems`` as
-    ``<where> line <n>: <why>``, and the other lines are still read."""
+    that is not JSON, has no ``id_field`` (Gemini's files: ``key``) or not the expected shape goes into
+    ``out.problems`` as ``<where> line <n>: <why>``, and the other lines are still read."""
     for n, raw in enumerate(text.splitlines(), 1):
         if not raw.strip():
             continue
@@ -133,10 +145,10 @@ def read_lines(
         except ValueError as exc:
             out.problems.append(f"{where} line {n}: not JSON ({exc})")
             continue
-        if not isinstance(line, dict) or not isinstance(line.get("custom_id"), str) or not line["custom_id"]:
-            out.problems.append(f"{where} line {n}: no custom_id")
+        if not isinstance(line, dict) or not isinstance(line.get(id_field), str) or not line[id_field]:
+            out.problems.append(f"{where} line {n}: no {id_field}")
             continue
         try:
             out.rows.append(parse(line))
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            out.problems.append(f"{where} line {n} ({line['custom_id'][:16]}): unexpected shape ({exc!r})")
+            out.problems.append(f"{where} line {n} ({line[id_field][:16]}): unexpected shape ({exc!r})")

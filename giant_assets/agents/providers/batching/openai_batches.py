@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -74,7 +75,7 @@ class OpenAIBatches(BatchClient):
         )
         return BatchStatus(batch.status in self.TERMINAL, batch.status, counts, reason[:500])
 
-    async def results(self, batch_id: str) -> Results | None:
+    async def results(self, batch_id: str, custom_ids: Sequence[str] = ()) -> Results | None:
         batch = await self._retrieve(batch_id)
         if batch.status not in self.TERMINAL:
             return None  # seen ended before, not now: looked at again, its lines are not lost

@@ -5,14 +5,19 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
-import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from giant_assets.agents.providers.batching.client import BatchClient, BatchStatus, ListedBatch, Results
+from giant_assets.agents.providers.batching.client import (
+    BatchClient,
+    BatchStatus,
+    ListedBatch,
+    Results,
+    wire_json,
+)
 from giant_assets.agents.providers.batching.store import ENDED, BatchStore
 from giant_assets.agents.providers.errors import ProviderError, RetriesExhausted
 from giant_assets.agents.providers.retry import RETRYABLE_STATUS
@@ -38,7 +43,7 @@ def custom_id(endpoint: str, body: dict[str, Any], run_key: str | None = None) -
     (``run_identity``'s key: the runs of one item send byte-identical first requests and stay
     independent samples, each its own line; a replay of the same run finds its answers), its endpoint
     and wire body. Outside a run (no identity): of the endpoint and body alone."""
-    blob = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    blob = wire_json(body, sort_keys=True, separators=(",", ":")).encode()
     run = f"{run_key}\0".encode() if run_key else b""
     return "g" + hashlib.sha256(run + endpoint.encode() + b"\0" + blob).hexdigest()[:63]
 
@@ -294,7 +299,8 @@ class BatchRound:
         while True:
             try:
                 status = await self.client.status(batch_id)
-                fetched = await self.client.results(batch_id) if status.ended else None
+                cids = self.store.batches[batch_id].get("custom_ids", [])
+                fetched = await self.client.results(batch_id, cids) if status.ended else None
             except RetriesExhausted as exc:
                 if self.mode == "detach":
                     raise
