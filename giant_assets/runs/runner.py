@@ -78,7 +78,8 @@ class BatchOutcome:
     not_started: int = 0
     budget_stopped: bool = False
     cost_usd_new: float = 0.0  # what the provider billed in this batch (replayed replies excluded)
-    billed_usd: float = 0.0  # everything the partition has paid, every process and run, counted or not
+    billed_usd: float = 0.0  # everything the partition has paid, every process and run, counted or not;
+    # NaN when some of it has no price (unknown)
     replayed_calls: int = 0  # model replies replayed from the reply store instead of being paid again
     waiting: int = 0  # runs stopped unfinished: their model request waits in a provider batch
     log_lines: list[str] = field(default_factory=list)
@@ -300,7 +301,7 @@ async def execute(
     semaphore = asyncio.Semaphore(max(1, settings.concurrency))
 
     budgeted = settings.budget_usd > 0 or settings.experiment_budget_usd > 0
-    journalled = [float(r.get("cost_usd") or 0.0) for r in journal.read().values()] if budgeted else []
+    journalled = [_cost(r.get("cost_usd")) for r in journal.read().values()] if budgeted else []
     earlier = sum(journalled) / len(journalled) if journalled else 0.0
 
     def reserve() -> float:
@@ -316,6 +317,11 @@ async def execute(
         ):
             if budget > 0 and ledger is not None:
                 paid = ledger.spent()
+                if ledger.unpriced:  # a cap cannot be kept over replies of unknown cost
+                    return (
+                        f"{what} {usd_as_set(budget)} cannot be kept: {ledger.unpriced} reply(ies) or run(s) "
+                        "of this result set have no price (cost unknown); set budget_usd: 0 to go on uncapped"
+                    )
                 if paid >= budget or paid + held + reserve() > budget:
                     return (
                         f"{what} {usd_as_set(budget)} reached (paid ${paid:.4f} so far"
@@ -445,7 +451,7 @@ async def execute(
         for task in tasks:
             task.cancel()
     outcome.cost_usd_new = spent
-    outcome.billed_usd = own.spent()
+    outcome.billed_usd = own.billed()  # NaN when a reply has no price
     progress(final=True)
     failure = (broken or [store.broken])[0]
     if failure:
@@ -455,3 +461,12 @@ async def execute(
             "the file, then materialize again: answered requests are replayed, not paid again"
         )
     return outcome
+
+
+def _cost(value: Any) -> float:
+    """A journalled run's cost for the reservation: 0 when missing or unknown (NaN)."""
+    try:
+        usd = float(value or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+    return usd if usd == usd else 0.0

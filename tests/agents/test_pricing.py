@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 
 import pytest
@@ -34,11 +35,11 @@ def test_lookup_by_snapshot_name(model: str, key: str | None) -> None:
     assert (found[0] if found else None) == key
 
 
-def test_unknown_model_costs_zero_with_flag(caplog: pytest.LogCaptureFixture) -> None:
+def test_unknown_model_costs_unknown_with_flag(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING)
     table = load_price_table()
     first, second = table.cost("my-local-vlm", 10_000, 1000), table.cost("my-local-vlm", 5, 5)
-    assert (first.usd, first.priced, second.priced) == (0.0, False, False)
+    assert math.isnan(first.usd) and (first.priced, second.priced) == (False, False)  # never $0
     assert caplog.text.count("no price for model 'my-local-vlm'") == 1  # warned once
 
 

@@ -13,12 +13,11 @@ from giant_assets.platform.resources import ExperimentsResource, StorageResource
 def cost_per_item(experiment, benchmark: str, predictions: pd.DataFrame) -> dict[str, float]:
     """Actual USD per item run (all its runs) and the estimate's prior range for one item."""
     from giant_assets.agents.estimate import estimate
-    from giant_assets.agents.pricing import load_price_table
-    from giant_assets.core.settings import PRICES_ENV, env
+    from giant_assets.agents.pricing import experiment_prices
 
     ran = predictions[predictions["error_kind"].fillna("") != "slide_unavailable"]
     items = int(ran["benchmark_id"].nunique())
-    prior = estimate(experiment, benchmark, items=1, prices=load_price_table(env(PRICES_ENV) or None))
+    prior = estimate(experiment, benchmark, items=1, prices=experiment_prices(experiment))
     if experiment.batch:
         prior.usd = prior.usd_batch
     return {
