@@ -70,7 +70,7 @@ def cell(tmp_path: Path, sample_wsi_root: Path, monkeypatch: pytest.MonkeyPatch)
 
 def price_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "prices.yaml"
-    path.write_text(yaml.safe_dump({MYSTERY: FILE_PRICE, "openai/gpt-5": FILE_PRICE}))
+    path.write_text(yaml.safe_dump({MYSTERY: FILE_PRICE, "gpt-5": FILE_PRICE}))  # gpt-5: the built-in key
     monkeypatch.setenv("GIANT_PRICES", str(path))
     return path
 
