@@ -27,6 +27,7 @@ from giant_assets.experiments.spec import Experiment
 from giant_assets.platform.definitions import ALL_ASSETS
 from giant_assets.platform.experiments_cli import main as experiments_main
 from giant_assets.platform.partitions import result_key
+from giant_assets.runs.ledger import PartitionLedger
 from tests.support.dagster_env import add_experiments, ingested_sample, write_experiments
 
 REPO = Path(__file__).resolve().parents[2]
@@ -150,13 +151,18 @@ def test_an_uncapped_model_without_a_price_costs_unknown_never_zero(cell) -> Non
     assert meta["price"]["source"] == "none"
     replies = [json.loads(line) for f in (data / "journals").glob("*/*.replies.jsonl") for line in f.open()]
     assert len(replies) == 6 and all(math.isnan(r["cost_usd"]) for r in replies)
+    ledger = PartitionLedger(next((data / "journals").glob(f"*/{BENCHMARK}.jsonl")))
+    assert ledger.spent() == 0 and ledger.unpriced == 6 and math.isnan(ledger.billed())
     metrics = ParquetStore(data).read("benchmark_metrics")
     (cell_row,) = metrics[metrics["experiment"] == NAME].to_dict("records")
     assert all(math.isnan(cell_row[k]) for k in ("cost_usd", "cost_usd_billed", "cost_usd_not_counted"))
     # beside a priced experiment: the leaderboard leaves its cost blank and adds nothing of it anywhere
     priced = dict(cell_row) | {"experiment": "priced", "cost_usd": 1.5, "cost_usd_billed": 2.0,
                                "cost_usd_not_counted": 0.5}  # fmt: skip
-    table = leaderboard_table(pd.DataFrame([cell_row, priced]))
+    # and a priced cell of its own (another benchmark) leaves its total unknown, not that cell's $1
+    own = dict(cell_row) | {"benchmark_name": "gtex", "cost_usd": 1.0, "cost_usd_billed": 1.0,
+                            "cost_usd_not_counted": 0.0}  # fmt: skip
+    table = leaderboard_table(pd.DataFrame([cell_row, own, priced]))
     shown = {r["experiment"]: r for r in table.to_dict("records")}
     assert math.isnan(shown[NAME]["cost_usd"]) and math.isnan(shown[NAME]["cost_usd_billed"])
     assert shown["priced"]["cost_usd"] == 1.5
