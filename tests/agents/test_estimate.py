@@ -112,10 +112,13 @@ def test_unknown_model_is_flagged_not_priced() -> None:
     assert e.usd.fmt(2, "$") == "unknown" and "no price for model 'my-local-vlm'" in e.notes[0]
     assert "GIANT_PRICES" in e.notes[0] and "prices field" in e.notes[0]
     priced = Experiment.model_validate(
-        GIANT.model_dump() | {"model": "my-local-vlm", "prices": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}
+        GIANT.model_dump()
+        | {"model": "my-local-vlm", "prices": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}
     )
     e = estimate(priced, "tcga", items=3, prices=experiment_prices(priced, price_file=""))
-    assert e.priced and e.usd.low == pytest.approx((e.input_tokens.low + 2 * e.output_tokens.low) / 1e6, rel=1e-3)
+    assert e.priced and e.usd.low == pytest.approx(
+        (e.input_tokens.low + 2 * e.output_tokens.low) / 1e6, rel=1e-3
+    )
 
 
 def _row(bid: str, run: int, **kw) -> dict:
