@@ -319,8 +319,8 @@ async def execute(
                 paid = ledger.spent()
                 if ledger.unpriced:  # a cap cannot be kept over replies of unknown cost
                     return (
-                        f"{what} {usd_as_set(budget)} cannot be kept: {ledger.unpriced} reply(ies) or run(s) "
-                        "of this result set have no price (cost unknown); set budget_usd: 0 to go on uncapped"
+                        f"{what} {usd_as_set(budget)} cannot be kept ({ledger.unpriced} reply(ies) or run(s) "
+                        "of this result set have no price: their cost is unknown; budget_usd: 0 runs uncapped)"
                     )
                 if paid >= budget or paid + held + reserve() > budget:
                     return (
@@ -344,7 +344,7 @@ async def execute(
             f"{outcome.failed} failed, {in_flight} in flight"
             f"{f', {outcome.waiting} waiting on a provider batch' if outcome.waiting else ''} "
             f"({outcome.reused} reused from the journal, "
-            f"{len(plan.unavailable)} without a slide), cost so far ${spent:.4f}, "
+            f"{len(plan.unavailable)} without a slide), cost so far {_spent_text(spent)}, "
             f"{_duration(elapsed)} elapsed, {eta}"
         )
         outcome.log_lines.append(line)
@@ -461,6 +461,11 @@ async def execute(
             "the file, then materialize again: answered requests are replayed, not paid again"
         )
     return outcome
+
+
+def _spent_text(usd: float) -> str:
+    """``$0.1234``, or ``unknown (no price)`` for NaN (a model without a price)."""
+    return "unknown (no price)" if usd != usd else f"${usd:.4f}"
 
 
 def _cost(value: Any) -> float:

@@ -66,6 +66,7 @@ def cell(tmp_path: Path, sample_wsi_root: Path, monkeypatch: pytest.MonkeyPatch)
                 resources=resources, instance=instance, raise_on_error=False,
             )  # fmt: skip
 
+        run.instance = instance  # type: ignore[attr-defined]
         yield run, declare, server, data
 
 
@@ -143,6 +144,8 @@ def test_an_uncapped_model_without_a_price_costs_unknown_never_zero(cell) -> Non
     declare(model=MYSTERY, prices=None, budget_usd=0)
     result = run()
     assert result.success and len(server.requests) == 6
+    logs = "\n".join(e.user_message for e in run.instance.all_logs(result.run_id))
+    assert "cost so far unknown (no price)" in logs and "$nan" not in logs
     rows = ParquetStore(data).read("predictions", [f"{NAME}/{BENCHMARK}"])
     assert len(rows) == 3 and rows["cost_usd"].isna().all() and (rows["input_tokens"] > 0).all()
     meta = metadata(result)
@@ -223,3 +226,19 @@ def test_check_refuses_a_capped_paid_model_without_a_price(
     if changes == {"model": MYSTERY}:  # the same with the price in a file: valid
         price_file(tmp_path, monkeypatch)
         assert experiments_main(["check", "--file", str(path)]) == 0
+
+
+def test_a_cap_over_replies_of_unknown_cost_starts_no_run(cell) -> None:
+    """Run uncapped without a price, then lose the journal and declare a price and a cap: the replies
+    already paid have no known cost, so the ledger cannot keep the cap and no run starts."""
+    run, declare, server, data = cell
+    declare(model=MYSTERY, prices=None, budget_usd=0)
+    assert run().success and len(server.requests) == 6
+    next((data / "journals").glob(f"*/{BENCHMARK}.jsonl")).unlink()
+    declare(model=MYSTERY, prices=EXP_PRICE, budget_usd=50)
+    result = run()
+    assert len(server.requests) == 6
+    meta = metadata(result)
+    assert meta["budget_stopped"] is True and meta["runs_not_started"] == 3
+    logs = "\n".join(e.user_message for e in run.instance.all_logs(result.run_id))
+    assert "budget $50 cannot be kept (6 reply(ies) or run(s) of this result set have no price" in logs
