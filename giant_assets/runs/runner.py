@@ -319,8 +319,9 @@ async def execute(
                 paid = ledger.spent()
                 if ledger.unpriced:  # a cap cannot be kept over replies of unknown cost
                     return (
-                        f"{what} {usd_as_set(budget)} cannot be kept ({ledger.unpriced} reply(ies) or run(s) "
-                        "of this result set have no price: their cost is unknown; budget_usd: 0 runs uncapped)"
+                        f"{what} {usd_as_set(budget)} cannot be kept ({ledger.unpriced} reply(ies) or "
+                        "run(s) of this result set have no price: their cost is unknown; budget_usd: 0 runs "
+                        "uncapped)"
                     )
                 if paid >= budget or paid + held + reserve() > budget:
                     return (
