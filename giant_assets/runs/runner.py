@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from giant_assets.core.money import usd_text
 from giant_assets.core.secrets import redact_secrets
 from giant_assets.runs.agent_api import Agent, AgentAnswer, AgentItem
 from giant_assets.runs.extraction import extract_label
@@ -345,7 +346,7 @@ async def execute(
             f"{outcome.failed} failed, {in_flight} in flight"
             f"{f', {outcome.waiting} waiting on a provider batch' if outcome.waiting else ''} "
             f"({outcome.reused} reused from the journal, "
-            f"{len(plan.unavailable)} without a slide), cost so far {_spent_text(spent)}, "
+            f"{len(plan.unavailable)} without a slide), cost so far {usd_text(spent)}, "
             f"{_duration(elapsed)} elapsed, {eta}"
         )
         outcome.log_lines.append(line)
@@ -462,11 +463,6 @@ async def execute(
             "the file, then materialize again: answered requests are replayed, not paid again"
         )
     return outcome
-
-
-def _spent_text(usd: float) -> str:
-    """``$0.1234``, or ``unknown (no price)`` for NaN (a model without a price)."""
-    return "unknown (no price)" if usd != usd else f"${usd:.4f}"
 
 
 def _cost(value: Any) -> float:

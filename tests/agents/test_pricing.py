@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from giant_assets.agents.pricing import DEFAULT_PRICES, ModelPrice, load_price_table
+from giant_assets.core.money import usd_text
 
 
 def test_default_cost_hand_computed() -> None:
@@ -74,3 +75,8 @@ def test_bad_overrides_name_the_problem(tmp_path: Path) -> None:
     listy.write_text("- a\n- b\n")
     with pytest.raises(ValueError, match="list.yaml: expected a mapping"):
         load_price_table(listy)
+
+
+def test_an_unknown_cost_is_shown_as_unknown_never_as_zero() -> None:
+    assert usd_text(math.nan) == "unknown (no price)" and usd_text(0.5) == "$0.5000"
+    assert usd_text(load_price_table().cost("my-local-vlm", 10, 10).usd, 6) == "unknown (no price)"

@@ -21,7 +21,7 @@ def cost_per_item(experiment, benchmark: str, predictions: pd.DataFrame) -> dict
     if experiment.batch:
         prior.usd = prior.usd_batch
     return {
-        "usd_per_item": float(ran["cost_usd"].sum()) / items if items else 0.0,
+        "usd_per_item": float(ran["cost_usd"].sum(skipna=False)) / items if items else 0.0,  # NaN: no price
         "est_usd_per_item_low": prior.usd.low,
         "est_usd_per_item_high": prior.usd.high,
     }
