@@ -28,6 +28,7 @@ from pathlib import Path
 import openslide
 import pandas as pd
 import pytest
+from PIL import Image
 
 from giant_assets.agents.registry import make_agent
 from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply
@@ -78,15 +79,40 @@ def data_url(image) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def view_url(slide: Path, box: tuple[int, int, int, int], target: int) -> str:
-    """``util.crop_to_image_with_guides`` of ``box`` at ``target`` px, as a data URL: its level rule (the
-    best level for 0.85 x the wanted downsample, one finer when that renders below the target)."""
+def official_level(slide: Path, box: tuple[int, int, int, int], target: int) -> int:
+    """``util.crop_to_image``'s level: the best level for 0.85 x the wanted downsample, one finer when
+    that renders below the target."""
     with openslide.OpenSlide(str(slide)) as s:
         level = s.get_best_level_for_downsample(max(1.0, max(box[2:]) / target * 0.85))
         down = float(s.level_downsamples[level])
         if max(round(box[2] / down), round(box[3] / down)) < target and level > 0:
             level -= 1
-    return "data:image/jpeg;base64," + base64.b64encode(official_view(slide, box, level, target)).decode()
+    return level
+
+
+def view_url(slide: Path, box: tuple[int, int, int, int], target: int) -> str:
+    """``util.crop_to_image_with_guides`` of ``box`` at ``target`` px, as a data URL."""
+    view = official_view(slide, box, official_level(slide, box, target), target)
+    return "data:image/jpeg;base64," + base64.b64encode(view).decode()
+
+
+def official_thumbnail(slide: Path, size: int):
+    """The benchmark script's thumbnail: ``get_thumbnail`` up to 1024 px, above it ``util.crop_to_image``
+    of the whole slide (read at ``round(w / ds)``, RGB, Lanczos down to ``size``; no guides)."""
+    with openslide.OpenSlide(str(slide)) as s:
+        if size <= 1024:
+            return s.get_thumbnail((size, size))
+        w, h = s.dimensions
+        level = official_level(slide, (0, 0, w, h), size)
+        ds = float(s.level_downsamples[level])
+        image = s.read_region((0, 0), level, (max(1, round(w / ds)), max(1, round(h / ds)))).convert("RGB")
+    if max(image.size) > size:
+        scale = size / max(image.size)
+        image = image.resize(
+            (max(1, round(image.width * scale)), max(1, round(image.height * scale))),
+            Image.Resampling.LANCZOS,
+        )
+    return image
 
 
 def user_message(text: str, url: str) -> dict:
@@ -108,13 +134,16 @@ def assert_azure_route(srv: ScriptedModelServer) -> None:
 PROMPT = TEMPLATE.format(options=official_options(OPTIONS))  # the benchmark script's option lines
 
 
-def test_thumbnail_request_is_the_official_one(slide_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("size", [None, 2000])  # the default (1024), and the resolution sweep's above it
+def test_thumbnail_request_is_the_official_one(
+    slide_path: Path, monkeypatch: pytest.MonkeyPatch, size: int | None
+) -> None:
     with ScriptedModelServer([Reply('{"answer": 2}')]) as srv:
-        run(srv, "thumbnail", slide_path, monkeypatch)
+        run(srv, "thumbnail", slide_path, monkeypatch, **({"thumbnail_size": size} if size else {}))
     assert_azure_route(srv)
     (request,) = srv.requests
-    with openslide.OpenSlide(str(slide_path)) as s:
-        thumbnail = s.get_thumbnail((1024, 1024))
+    thumbnail = official_thumbnail(slide_path, size or 1024)
+    assert max(thumbnail.size) == (size or 1024)
     assert (
         request.json
         == {
