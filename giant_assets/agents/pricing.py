@@ -135,8 +135,9 @@ class PriceTable:
     """Looks a model up by exact name, else by the longest table key it starts with at a '-' boundary
     (so dated snapshots like ``claude-sonnet-4-20250514`` find ``claude-sonnet-4``)."""
 
-    def __init__(self, prices: Mapping[str, ModelPrice]) -> None:
+    def __init__(self, prices: Mapping[str, ModelPrice], file: str = "") -> None:
         self.prices = dict(prices)
+        self.file = file  # the price file read into it (its entries' source: file)
         self._warned: set[str] = set()
 
     def scaled(self, factor: float) -> PriceTable:
@@ -156,7 +157,8 @@ class PriceTable:
                     p.source,
                 )
                 for name, p in self.prices.items()
-            }
+            },
+            self.file,
         )
 
     def lookup(self, model: str) -> tuple[str, ModelPrice] | None:
@@ -219,7 +221,7 @@ def load_price_table(overrides: Mapping[str, Any] | str | Path | None = None) ->
     for model, entry in overrides.items():
         price = _parse_entry(entry, f"{source}: model {model!r}")
         prices[str(model)] = replace(price, source=origin) if origin else price
-    return PriceTable(prices)
+    return PriceTable(prices, source if origin else "")
 
 
 HOW_TO_PRICE = (
@@ -259,7 +261,7 @@ def price_record(exp: Experiment, table: PriceTable) -> dict[str, Any]:
         "cache_write_per_mtok": price.cache_write_per_mtok,
     }  # fmt: skip
     if price.source == FROM_FILE:
-        record["file"] = env(PRICES_ENV)
+        record["file"] = table.file
     elif price.source == BUILT_IN:
         page, read = PRICE_SOURCES.get(exp.provider, PRICE_SOURCES[exp.family])
         record |= {"page": page, "read": read}
