@@ -12,7 +12,7 @@ to RGB, both saved as JPEG with Pillow's defaults. The random-region agent sends
 user message with the guided overview (no ``detail``), the one argument-less tool, the same reasoning,
 and each region back as a ``function_call_output`` of a text and the guided crop at ``detail: high``.
 The expected requests below are written from reading that code (the Azure wire per
-https://learn.microsoft.com/azure/ai-services/openai/reference-preview: ``POST
+https://learn.microsoft.com/en-us/Azure/foundry-classic/openai/how-to/responses: ``POST
 {endpoint}/openai/responses?api-version=...``, the deployment in ``model``, the key in ``api-key``);
 the two wire-only differences (``store: false`` with ``include``, ``prompt_cache_key``) are rows of
 docs/agent-protocol.md's table, as are the texts in the platform's words and ``strict: false``.
