@@ -33,9 +33,8 @@ import numpy as np
 import openslide
 
 from giant_assets.agents.overviews import Encoding, OverviewCache
-from giant_assets.agents.pricing import PriceTable, load_price_table
+from giant_assets.agents.pricing import PriceTable, experiment_prices
 from giant_assets.agents.providers import ChatModel, ImagePart, Message, ModelReply, ProviderError, TextPart
-from giant_assets.core.settings import PRICES_ENV, env
 from giant_assets.eval.voting import majority_vote
 from giant_assets.experiments.prompts import resolve_prompts
 from giant_assets.experiments.spec import Experiment
@@ -60,7 +59,7 @@ class _SlideBaseline:
         self.chat = chat
         self.model = chat.name
         self.experiment = experiment
-        self.prices = prices or load_price_table()
+        self.prices = prices or experiment_prices(experiment)
         self.prompts = resolve_prompts(experiment.prompt_file, experiment.prompt_path)
 
     async def aclose(self) -> None:
@@ -242,13 +241,14 @@ def _tally(labels: Sequence[int | None]) -> str:
 
 
 def make_baseline_agent(experiment: Experiment, limiter: RateLimiter | None) -> ThumbnailAgent | PatchAgent:
-    """The experiment's ``thumbnail`` or ``patch`` baseline over its provider; prices via ``GIANT_PRICES``."""
+    """The experiment's ``thumbnail`` or ``patch`` baseline over its provider, priced by
+    ``pricing.experiment_prices``."""
     from giant_assets.agents.providers import make_chat_model
 
     agents = {"thumbnail": ThumbnailAgent, "patch": PatchAgent}
     if experiment.agent not in agents:
         raise ValueError(f"agent {experiment.agent!r} is not a baseline; use one of {sorted(agents)}")
-    prices = load_price_table(env(PRICES_ENV) or None)
+    prices = experiment_prices(experiment)
     return agents[experiment.agent](make_chat_model(experiment, limiter), experiment, prices)
 
 

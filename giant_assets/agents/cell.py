@@ -17,7 +17,9 @@ from typing import Any
 
 import pandas as pd
 
+from giant_assets.agents.pricing import experiment_prices, price_record, unpriced_refusal
 from giant_assets.agents.registry import make_agent, save_settings
+from giant_assets.eval.scoring import billed_columns
 from giant_assets.experiments.binding import bind
 from giant_assets.experiments.declared import unbudgeted
 from giant_assets.experiments.itemsample import sample_items
@@ -64,6 +66,9 @@ def run_cell(
     name = experiment.name
     for problem in unbudgeted(experiments_file, {name: experiment}):  # before any paid call
         raise CellFailed(problem)
+    prices = experiment_prices(experiment)
+    if problem := unpriced_refusal(experiment, prices):
+        raise CellFailed(f"{experiments_file}: {problem}")
     bind(experiment, data_root)
     items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
     items = sample_items(items, experiment.item_sample)  # a path review's sample (item_sample), else all
@@ -75,7 +80,7 @@ def run_cell(
     agent = make_agent(experiment, benchmark_items[["benchmark_name", "truth_label"]], limiter)
     journal = Journal(data_root / "journals" / config_hash / f"{benchmark}.jsonl")
     save_settings(experiment, journal.path.parent / "settings.json")
-    spend_estimate = _estimate_before_spending(experiment, benchmark_items, benchmark, journal)
+    spend_estimate = _estimate_before_spending(experiment, benchmark_items, benchmark, journal, prices)
     if spend_estimate:
         log(spend_estimate["line"])
     settings = BatchSettings(
@@ -150,7 +155,8 @@ def run_cell(
     rows.insert(0, "experiment", name)
     errors = rows["error_kind"].value_counts().to_dict()
     failures = failure_report(outcome.rows, experiment.max_failed_share)
-    counted = float(rows.loc[rows["error_kind"].isna(), "cost_usd"].sum())
+    # a run of a model without a price has cost NaN: totals over it are unknown (NaN), never $0
+    counted = float(rows.loc[rows["error_kind"].isna(), "cost_usd"].sum(skipna=False))
     metadata = {
         "experiment": name,
         "agent": experiment.agent,
@@ -165,10 +171,10 @@ def run_cell(
         "slide_unverified": outcome.kept_unverified,
         "errors_by_kind": {str(k): int(v) for k, v in errors.items()},
         "cost_usd_now": round(outcome.cost_usd_new, 6),
-        "cost_usd_total": round(float(rows["cost_usd"].sum()), 6),
+        "cost_usd_total": round(float(rows["cost_usd"].sum(skipna=False)), 6),
         # what the provider billed for this cell, every process and run (failed, killed, retried too)
-        "cost_usd_billed": round(outcome.billed_usd, 6),
-        "cost_usd_not_counted": round(max(0.0, outcome.billed_usd - counted), 6),
+        **billed_columns(outcome.billed_usd, counted),
+        "price": price_record(experiment, prices),
         "model_calls_replayed": outcome.replayed_calls,
         "budget_stopped": outcome.budget_stopped,
         "runs_not_started": outcome.not_started,
@@ -190,12 +196,10 @@ def run_cell(
 
 
 def _estimate_before_spending(
-    experiment: Experiment, items: pd.DataFrame, benchmark: str, journal: Journal
+    experiment: Experiment, items: pd.DataFrame, benchmark: str, journal: Journal, prices: Any
 ) -> dict[str, Any]:
     """The estimate of what this cell has left to run, logged before the first model call."""
     from giant_assets.agents.estimate import estimate_experiment
-    from giant_assets.agents.pricing import load_price_table
-    from giant_assets.core.settings import PRICES_ENV, env
 
     if experiment.agent not in MODEL_MODES:
         return {}
@@ -203,7 +207,7 @@ def _estimate_before_spending(
         experiment,
         items[items["benchmark_name"] == benchmark],
         journals_dir=journal.path.parent.parent,
-        prices=load_price_table(env(PRICES_ENV) or None),
+        prices=prices,
     )
     if not estimates:
         return {}
@@ -214,7 +218,7 @@ def _estimate_before_spending(
         f"{usd.fmt(2, '$')}{' at batch prices' if experiment.batch else ''}, {est.hours.fmt(1)} h"
         + (f" ({'; '.join(est.notes)})" if est.notes else "")
     )
-    per_run = (usd.low + usd.high) / 2 / est.runs_pending if est.runs_pending else 0.0
+    per_run = (usd.low + usd.high) / 2 / est.runs_pending if est.runs_pending and est.priced else 0.0
     return {
         "line": line,
         "estimate_usd_low": round(usd.low, 4),

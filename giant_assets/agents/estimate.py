@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from giant_assets.agents.pricing import PriceTable, image_tokens
+from giant_assets.agents.pricing import HOW_TO_PRICE, PriceTable, image_tokens
 from giant_assets.core.secrets import public_url
 from giant_assets.experiments.api_contracts import vendor_model
 from giant_assets.experiments.itemsample import sample_items
@@ -70,6 +70,8 @@ class Span:
         return Span(self.low + other.low, self.high + other.high)
 
     def fmt(self, digits: int = 0, unit: str = "") -> str:
+        if math.isnan(self.low) or math.isnan(self.high):
+            return "unknown"
         lo, hi = (f"{v:,.{digits}f}" for v in (self.low, self.high))
         return f"{unit}{lo}" if lo == hi else f"{unit}{lo}-{unit}{hi}"
 
@@ -229,9 +231,9 @@ def estimate(
     if exp.agent not in MODEL_MODES:
         usd = Span(0.0, 0.0)
         found = ("offline", None)
-    elif found is None:
-        usd = Span(0.0, 0.0)
-        notes.append(f"no price for model {exp.model!r}: USD counted as 0 (set GIANT_PRICES)")
+    elif found is None:  # unknown, never $0
+        usd = Span(math.nan, math.nan)
+        notes.append(f"no price for model {exp.model!r}: USD unknown. {HOW_TO_PRICE}")
     else:
         price = found[1]
         usd = Span(

@@ -2,8 +2,11 @@
 model call, and the providers' published image-token rules.
 
 The defaults are list prices copied by hand (2025-12) for a few well-known models; they change, so
-check them against the provider's price page and override them (a dict or a JSON/YAML file, env
-``GIANT_PRICES``) for real accounting. Cached input is billed at ``cached_input_per_mtok`` (OpenAI:
+check them against the provider's price page and override them for real accounting: an experiment's
+``prices`` field comes first, then a JSON/YAML file named by ``GIANT_PRICES``, then this table
+(``experiment_prices``; ``price_record`` says which one priced a model). A model no source prices has
+an unknown cost (NaN, "not counted"), never $0: ``unpriced_refusal`` refuses a capped paid experiment
+without a price before it sends anything. Cached input is billed at ``cached_input_per_mtok`` (OpenAI:
 a tenth to a half of input; Anthropic cache reads: a tenth), Anthropic cache writes at
 ``cache_write_per_mtok`` (1.25x input for the 5-minute cache); either defaults to the input price.
 """
@@ -15,13 +18,19 @@ import logging
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from giant_assets.core.settings import PRICES_ENV, env
+from giant_assets.experiments.spec import MODEL_MODES, Experiment
+
 _LOG = logging.getLogger(__name__)
+
+
+BUILT_IN, FROM_FILE, FROM_EXPERIMENT = "built-in", "file", "experiment"
 
 
 @dataclass(frozen=True)
@@ -31,6 +40,7 @@ class ModelPrice:
     is_default: bool = False  # True for the built-in table: check it before trusting totals
     cached_input_per_mtok: float | None = None  # cache reads; None: the input price
     cache_write_per_mtok: float | None = None  # cache writes (Anthropic); None: the input price
+    source: str = ""  # where the price comes from: experiment, file or built-in ("": given in code)
 
     def usd(self, input_tokens: int, output_tokens: int, cached: int = 0, written: int = 0) -> float:
         """``input_tokens`` counts all input tokens; ``cached`` and ``written`` of them are billed apart."""
@@ -49,15 +59,15 @@ class ModelPrice:
 
 @dataclass(frozen=True)
 class Cost:
-    usd: float
-    priced: bool  # False when the model has no price: usd is then 0
+    usd: float  # NaN when the model has no price: unknown, never counted as 0
+    priced: bool
     price_key: str | None = None  # the table entry used
 
 
 # Built-in defaults, USD per 1M tokens, standard tier (list prices as copied 2025-12). CHECK BEFORE USE.
 # (input, cached input, cache write, output); cache write None: not billed apart (OpenAI).
 DEFAULT_PRICES: dict[str, ModelPrice] = {
-    name: ModelPrice(inp, out, True, cached, write)
+    name: ModelPrice(inp, out, True, cached, write, BUILT_IN)
     for name, (inp, cached, write, out) in {
         "gpt-5.2": (1.75, 0.175, None, 14.0),
         "gpt-5.1": (1.25, 0.125, None, 10.0),
@@ -129,8 +139,9 @@ class PriceTable:
     """Looks a model up by exact name, else by the longest table key it starts with at a '-' boundary
     (so dated snapshots like ``claude-sonnet-4-20250514`` find ``claude-sonnet-4``)."""
 
-    def __init__(self, prices: Mapping[str, ModelPrice]) -> None:
+    def __init__(self, prices: Mapping[str, ModelPrice], file: str = "") -> None:
         self.prices = dict(prices)
+        self.file = file  # the price file read into it (its entries' source: file)
         self._warned: set[str] = set()
 
     def scaled(self, factor: float) -> PriceTable:
@@ -147,9 +158,11 @@ class PriceTable:
                     p.is_default,
                     scale(p.cached_input_per_mtok),
                     scale(p.cache_write_per_mtok),
+                    p.source,
                 )
                 for name, p in self.prices.items()
-            }
+            },
+            self.file,
         )
 
     def lookup(self, model: str) -> tuple[str, ModelPrice] | None:
@@ -184,15 +197,13 @@ class PriceTable:
         cache_write_tokens: int = 0,
     ) -> Cost:
         """USD for one call (``input_tokens`` includes the cached and cache-written ones); an unknown
-        model costs 0 with ``priced=False`` (warned once per model)."""
+        model's cost is NaN with ``priced=False`` (warned once per model)."""
         found = self.lookup(model)
         if found is None:
             if model not in self._warned:
                 self._warned.add(model)
-                _LOG.warning(
-                    "no price for model %r: its cost is counted as 0 (add it to the price table)", model
-                )
-            return Cost(0.0, priced=False)
+                _LOG.warning("no price for model %r: cost unknown (not counted). %s", model, HOW_TO_PRICE)
+            return Cost(math.nan, priced=False)
         key, price = found
         usd = price.usd(input_tokens, output_tokens, cached_input_tokens, cache_write_tokens)
         return Cost(usd, priced=True, price_key=key)
@@ -205,15 +216,74 @@ def load_price_table(overrides: Mapping[str, Any] | str | Path | None = None) ->
     prices = dict(DEFAULT_PRICES)
     if overrides is None:
         return PriceTable(prices)
-    source = "price overrides"
+    source, origin = "price overrides", ""
     if isinstance(overrides, str | Path):
-        source = str(overrides)
+        source, origin = str(overrides), FROM_FILE
         overrides = _read_file(Path(overrides))
     if not isinstance(overrides, Mapping):
         raise ValueError(f"{source}: expected a mapping of model -> prices, got {type(overrides).__name__}")
     for model, entry in overrides.items():
-        prices[str(model)] = _parse_entry(entry, f"{source}: model {model!r}")
-    return PriceTable(prices)
+        price = _parse_entry(entry, f"{source}: model {model!r}")
+        prices[str(model)] = replace(price, source=origin) if origin else price
+    return PriceTable(prices, source if origin else "")
+
+
+HOW_TO_PRICE = (
+    "Give it a price in one of three ways: the experiment's prices field ({input_per_mtok, "
+    "output_per_mtok}), a JSON/YAML price file named by GIANT_PRICES, or an entry of the built-in table "
+    "(giant_assets/agents/pricing.py)"
+)
+
+
+def experiment_prices(exp: Experiment, price_file: str | Path | None = None) -> PriceTable:
+    """The table that prices ``exp``'s calls: its ``prices`` field for its model, ahead of the price file
+    (``price_file``, default ``GIANT_PRICES``), ahead of the built-in table."""
+    table = load_price_table((env(PRICES_ENV) if price_file is None else price_file) or None)
+    if exp.prices is not None and exp.model:
+        p = exp.prices
+        table.prices[exp.model] = ModelPrice(
+            p.input_per_mtok, p.output_per_mtok, False, p.cached_input_per_mtok, p.cache_write_per_mtok,
+            FROM_EXPERIMENT,
+        )  # fmt: skip
+    return table
+
+
+def price_record(exp: Experiment, table: PriceTable) -> dict[str, Any]:
+    """Which price ``exp``'s model is billed at and where it comes from, as recorded with its runs:
+    ``source`` experiment, file (with ``file``: its path) or built-in (with ``page`` and ``read``: where
+    and when the table was copied), or none (the cost is unknown)."""
+    if exp.agent not in MODEL_MODES:
+        return {"source": "none", "model": "", "note": "offline agent: no model call, no cost"}
+    found = table.lookup(exp.model)
+    if found is None:
+        return {"source": "none", "model": exp.model, "note": "no price: cost unknown (not counted)"}
+    key, price = found
+    record: dict[str, Any] = {
+        "source": price.source or "given in code", "model": exp.model, "price_key": key,
+        "input_per_mtok": price.input_per_mtok, "output_per_mtok": price.output_per_mtok,
+        "cached_input_per_mtok": price.cached_input_per_mtok,
+        "cache_write_per_mtok": price.cache_write_per_mtok,
+    }  # fmt: skip
+    if price.source == FROM_FILE:
+        record["file"] = table.file
+    elif price.source == BUILT_IN:
+        page, read = PRICE_SOURCES.get(exp.provider, PRICE_SOURCES[exp.family])
+        record |= {"page": page, "read": read}
+    return record
+
+
+def unpriced_refusal(exp: Experiment, table: PriceTable) -> str | None:
+    """Why ``exp`` may not send anything: it is paid, capped (``budget_usd`` or ``experiment_budget_usd``
+    above 0) and no source prices its model, so no cap could be kept; None when it may (uncapped, its
+    cost is then unknown: NaN, never $0)."""
+    capped = (exp.budget_usd or 0) > 0 or (exp.experiment_budget_usd or 0) > 0
+    if not exp.paid or not capped or table.lookup(exp.model) is not None:
+        return None
+    return (
+        f"experiment {exp.name!r}: no price for model {exp.model!r}, so its budget cannot be kept and "
+        f"nothing is sent. {HOW_TO_PRICE}; or set budget_usd: 0 (and no experiment_budget_usd) to run "
+        "it uncapped, its cost shown as unknown"
+    )
 
 
 def _read_file(path: Path) -> Any:

@@ -7,18 +7,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from giant_assets.core.settings import PRICES_ENV, env
 from giant_assets.experiments.spec import NAVIGATING, Experiment
 from giant_assets.runs.agent_api import Agent
 from giant_assets.runs.ratelimit import RateLimiter
 
 
 def save_settings(experiment: Experiment, path: Path) -> None:
-    """Record a result set's answer-deciding settings beside its journals (no secrets)."""
+    """Record a result set's answer-deciding settings beside its journals (no secrets), and the price
+    its calls are billed at with its source (``prices``: experiment, file or built-in, read when)."""
+    from giant_assets.agents.pricing import experiment_prices, price_record
+
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = experiment.answer_settings() | {
         "config_hash": experiment.config_hash(),
         "endpoint": experiment.endpoint,
+        "prices": price_record(experiment, experiment_prices(experiment)),
     }
     path.write_text(json.dumps(doc, indent=2, default=str))
 
@@ -46,14 +49,14 @@ def make_giant_agent(experiment: Experiment, limiter: RateLimiter) -> Agent:
     """The GIANT navigator over the experiment's provider and wire format (``random_patch``: the same loop
     with random tissue regions, or with ``random_patch_tool: slide_zoom`` random crop locations;
     ``path_review``: the same loop asked for the path review instead of the question); prices
-    may be overridden via ``GIANT_PRICES``."""
+    come from ``pricing.experiment_prices`` (the experiment, ``GIANT_PRICES``, the built-in table)."""
     from giant_assets.agents.giant import GiantAgent
     from giant_assets.agents.path_review import PathReviewAgent
-    from giant_assets.agents.pricing import load_price_table
+    from giant_assets.agents.pricing import experiment_prices
     from giant_assets.agents.providers import make_chat_model
     from giant_assets.experiments.prompts import resolve_prompts
 
-    prices = load_price_table(env(PRICES_ENV) or None)
+    prices = experiment_prices(experiment)
     random_patch = experiment.agent == "random_patch"
     agent = PathReviewAgent if experiment.agent == "path_review" else GiantAgent
     return agent(

@@ -32,6 +32,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from giant_assets.core.money import usd_text
 from giant_assets.experiments.spec import AZURE_API_VERSION, PROVIDER_APIS, Experiment
 from giant_assets.multipathqa.prompts import render_prompt
 from giant_assets.runs.agent_api import AgentAnswer, AgentItem, Step
@@ -145,7 +146,7 @@ def format_step(step: Step) -> str:
     if step.image_size is not None:
         parts.append(f"image {step.image_size[0]}x{step.image_size[1]}")
     parts.append(f"tokens {step.input_tokens} in / {step.output_tokens} out")
-    parts.append(f"${step.cost_usd:.6f}")
+    parts.append(usd_text(step.cost_usd, 6))
     if step.note:
         parts.append(f"note: {step.note}")
     if step.error:
@@ -257,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             status = 1
     if answer.error is not None:
         print(redact_secrets(f"failed: {answer.error_kind or 'agent_error'}: {answer.error}"))
-    print(f"total: {len(answer.steps)} steps, ${answer.cost_usd:.6f}")
+    print(f"total: {len(answer.steps)} steps, {usd_text(answer.cost_usd, 6)}")
     print(redact_secrets(f"answer: {' '.join(answer.text.split())}"))  # one line, whatever the layout
     print(f"label: {'none' if label is None else label}")
     return status

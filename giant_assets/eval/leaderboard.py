@@ -168,7 +168,8 @@ def _our_facts(metrics: pd.DataFrame) -> pd.DataFrame:
             "n_items": grouped["n_items"].sum(),
             "n_slide_readable": grouped["n_slide_readable"].sum(),
             "n_answered": grouped["n_answered"].sum(min_count=1),
-            "cost_usd": grouped["cost_usd"].sum(min_count=1),
+            # a cell of unknown cost (a model without a price) makes the experiment's unknown, not less
+            "cost_usd": grouped["cost_usd"].agg(lambda cells: cells.astype(float).sum(skipna=False)),
             **_billed(frame, grouped),
         }
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
@@ -157,7 +158,7 @@ def benchmark_metrics_row(
         "n_null_grades": int(voted["n_null_grade_runs"].sum()),
         # answers read from the whole reply because it had no <response>...</response> tags
         "n_untagged_responses": int(predictions["response_tagged"].eq(False).sum()),
-        "cost_usd": float(predictions["cost_usd"].sum()),
+        "cost_usd": float(predictions["cost_usd"].sum(skipna=False)),  # NaN: a run without a price
         **billed_costs(journal_path, predictions),
         "input_tokens": int(predictions["input_tokens"].sum()),
         "cached_input_tokens": int(predictions["cached_input_tokens"].sum()),
@@ -197,12 +198,20 @@ def billed_costs(journal_path: Path | None, predictions: pd.DataFrame) -> dict[s
     nan = float("nan")
     if journal_path is None or not (journal_path.is_file() or replies_path(journal_path).is_file()):
         return {"cost_usd_billed": nan, "cost_usd_not_counted": nan}
-    billed = PartitionLedger(journal_path).spent()
+    billed = PartitionLedger(journal_path).billed()
     counted = (
-        float(predictions.loc[predictions["error_kind"].isna(), "cost_usd"].sum())
+        float(predictions.loc[predictions["error_kind"].isna(), "cost_usd"].sum(skipna=False))
         if len(predictions)
         else 0.0
     )
+    return billed_columns(billed, counted)
+
+
+def billed_columns(billed: float, counted: float) -> dict[str, float]:
+    """``cost_usd_billed`` and ``cost_usd_not_counted`` (billed beyond ``counted``); both NaN when
+    either is unknown (a reply or run of a model without a price), never $0."""
+    if math.isnan(billed) or math.isnan(counted):
+        return {"cost_usd_billed": math.nan, "cost_usd_not_counted": math.nan}
     return {"cost_usd_billed": round(billed, 6), "cost_usd_not_counted": round(max(0.0, billed - counted), 6)}
 
 

@@ -75,6 +75,29 @@ HASHED_WHEN_SET = (
 )  # fmt: skip
 
 
+class ExperimentPrices(BaseModel):
+    """USD per million tokens of the experiment's model: ahead of ``GIANT_PRICES`` and the built-in table.
+    Accounting only (a speed field): changing it changes no answer and no ``config_hash``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    output_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    cached_input_per_mtok: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False, description="cache reads; default the input price"
+    )
+    cache_write_per_mtok: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False, description="cache writes (Anthropic); default: input price"
+    )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"a number is required, not the YAML boolean {value!r} (yes/no, on/off)")
+        return value
+
+
 class Experiment(BaseModel):
     """A named run configuration; see the module docstring for which fields decide answers."""
 
@@ -186,6 +209,11 @@ class Experiment(BaseModel):
     panda_null_grade: Literal["benign", "no_answer"] = "benign"
     # ---- speed-only
     api_key_env: str = ""
+    prices: ExperimentPrices | None = Field(
+        default=None,
+        description="USD per million tokens of model ({input_per_mtok, output_per_mtok, "
+        "cached_input_per_mtok?, cache_write_per_mtok?}): ahead of GIANT_PRICES and the built-in table",
+    )
     region: str = Field(
         default="",
         description="bedrock, vertex: the region (e.g. us-east-1, us-east5); gemini: Gemini through Vertex "
@@ -702,6 +730,7 @@ ANSWER_FIELDS = (
 SCORING_FIELDS = ("panda_null_grade",)
 SPEED_FIELDS = (
     "api_key_env",
+    "prices",  # accounting: what a reply cost, not what it says
     "region",
     "project",
     "concurrency",

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as exc:
                 print(f"error: {resource.file}: experiment {name!r}: {exc}", file=sys.stderr)
                 return 1
-        problems = unbudgeted(resource.file, declared)
+        problems = unbudgeted(resource.file, declared) + _unpriced(resource.file, declared)
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
         if problems:
@@ -116,9 +116,26 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _unpriced(path: object, declared: dict) -> list[str]:
+    """One line per capped paid experiment whose model no source prices (the experiment, the
+    ``GIANT_PRICES`` file, the built-in table), or per unreadable price file."""
+    from giant_assets.agents.pricing import experiment_prices, unpriced_refusal
+    from giant_assets.core.settings import PRICES_ENV, env
+
+    problems = []
+    for _, exp in sorted(declared.items()):
+        try:
+            why = unpriced_refusal(exp, experiment_prices(exp))
+        except (OSError, ValueError, TypeError) as exc:  # missing, unreadable or malformed price file
+            return [f"{PRICES_ENV}={env(PRICES_ENV)}: {exc}"]
+        if why:
+            problems.append(f"{path}: {why}")
+    return problems
+
+
 def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None) -> int:
     from giant_assets.agents.estimate import estimate_experiment, render, total_line
-    from giant_assets.agents.pricing import load_price_table
+    from giant_assets.agents.pricing import experiment_prices
     from giant_assets.core.settings import PRICES_ENV, data_dir, env
     from giant_assets.core.storage import ParquetStore
 
@@ -142,7 +159,7 @@ def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None) ->
               f"{', '.join(known)})", file=sys.stderr)  # fmt: skip
         return 2
     try:
-        prices = load_price_table(env(PRICES_ENV) or None)
+        prices = experiment_prices(declared[name])
     except (OSError, ValueError, TypeError) as exc:  # missing, unreadable or malformed price file
         print(f"error: {PRICES_ENV}={env(PRICES_ENV)}: {exc}", file=sys.stderr)
         return 1

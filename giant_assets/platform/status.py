@@ -28,6 +28,7 @@ import pandas as pd
 from dagster import AssetKey, AssetRecordsFilter, DagsterEventType, DagsterInstance, RunsFilter
 from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES, DagsterRunStatus
 
+from giant_assets.core.money import usd_text
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.itemsets import (
     CURRENT,
@@ -169,15 +170,17 @@ def _state(
     if scored is not None:
         paper = scored.get("paper_format")
         score = f"{scored.get('metric_type', 'score')} {paper}, " if isinstance(paper, str) else ""
-        done = f"{score}{progress.answered}/{progress.runs_needed} runs answered, ${progress.cost_usd:.4f}"
+        done = (
+            f"{score}{progress.answered}/{progress.runs_needed} runs answered, {usd_text(progress.cost_usd)}"
+        )
         if scored["_current"]:
             return CellState(name, benchmark, COMPLETE, done)
         return CellState(name, benchmark, STALE, f"scored over another item set than today's ({done})", retry)
     if progress.journalled:
         detail = (
             f"{progress.answered}/{progress.runs_needed} runs answered, {progress.failures.failed} failed, "
-            f"${progress.cost_usd:.4f} spent; not scored yet (stopped by the budget, killed, or in a run "
-            "this instance does not know)"
+            f"{usd_text(progress.cost_usd)} spent; not scored yet (stopped by the budget, killed, or in a "
+            "run this instance does not know)"
         )
         return CellState(name, benchmark, TO_DO, detail, retry)
     return CellState(name, benchmark, TO_DO, f"not started ({progress.runs_needed} runs)", retry)
@@ -187,12 +190,13 @@ def _running(numbers: dict[str, Any], progress: JournalProgress, status: str) ->
     if not numbers:
         return (
             f"{status.lower()}: {progress.answered}/{progress.runs_needed} runs answered, "
-            f"{progress.failures.failed} failed, ${progress.cost_usd:.4f} spent (no progress reported yet)"
+            f"{progress.failures.failed} failed, {usd_text(progress.cost_usd)} spent "
+            "(no progress reported yet)"
         )
     n, eta = numbers.get, numbers.get("eta_s")
     return (
         f"{n('runs_done', 0)}/{n('runs_to_do', '?')} runs done, {n('failed', 0)} failed, {n('in_flight', 0)} "
-        f"in flight, ${n('cost_usd_so_far', 0.0):.4f} spent this run, ETA "
+        f"in flight, {usd_text(n('cost_usd_so_far', 0.0))} spent this run, ETA "
         f"{_duration(eta) if eta else 'unknown'} (reported {_ago(n('timestamp'))})"
     )
 

@@ -7,11 +7,15 @@ batch store). A journal line is covered by the store when its run has a reply st
 was written. Each file is read incrementally (only the bytes appended since the last look), so the
 runner can ask before every run it starts, and cells of one experiment running at the same time see
 what the others paid.
+
+A reply or run of a model without a price has cost ``NaN`` (``agents/pricing.py``): it is not added as
+0 but counted in ``unpriced``, and ``billed()`` is then NaN (unknown), never a total that leaves it out.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -69,6 +73,7 @@ class PartitionLedger:
         self._seen_rows: set[tuple] = set()
         self.replies_usd = 0.0
         self.journal_only_usd = 0.0
+        self.unpriced = 0  # replies and journal-only runs of unknown cost (no price)
 
     def spent(self) -> float:
         """USD paid so far (replies stored, plus journalled runs whose replies are not stored)."""
@@ -81,6 +86,7 @@ class PartitionLedger:
                 continue
             self._seen_replies.add(key)
             self._first_reply.setdefault(key[0], str(entry.get("at") or ""))
+            self.unpriced += _unknown(entry.get("cost_usd"))
             self.replies_usd += _usd(entry.get("cost_usd"))
         for row in self._journal.new():
             try:
@@ -93,8 +99,14 @@ class PartitionLedger:
             stamp = (run, row.get("started_at"), row.get("finished_at"))  # a rewritten row is paid once
             if stamp not in self._seen_rows:
                 self._seen_rows.add(stamp)
+                self.unpriced += _unknown(row.get("cost_usd"))
                 self.journal_only_usd += _usd(row.get("cost_usd"))
         return self.replies_usd + self.journal_only_usd
+
+    def billed(self) -> float:
+        """``spent()``, or NaN when any of it is of unknown cost (a model without a price)."""
+        spent = self.spent()
+        return math.nan if self.unpriced else spent
 
 
 class ExperimentLedger:
@@ -112,6 +124,19 @@ class ExperimentLedger:
             journal = path.with_name(path.name.removesuffix(SUFFIX) + ".jsonl")
             self._parts.setdefault(journal, PartitionLedger(journal))
         return sum(part.spent() for part in self._parts.values())
+
+    @property
+    def unpriced(self) -> int:
+        """Replies and runs of unknown cost seen by the last ``spent()``."""
+        return sum(part.unpriced for part in self._parts.values())
+
+
+def _unknown(value: Any) -> int:
+    """1 for a cost recorded as NaN (no price), else 0."""
+    try:
+        return int(math.isnan(float(value)))
+    except (TypeError, ValueError):
+        return 0
 
 
 def _usd(value: Any) -> float:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from giant_assets.core.money import usd_text
 from giant_assets.core.secrets import redact_secrets
 from giant_assets.runs.agent_api import Agent, AgentAnswer, AgentItem
 from giant_assets.runs.extraction import extract_label
@@ -81,7 +82,8 @@ class BatchOutcome:
     not_started: int = 0
     budget_stopped: bool = False
     cost_usd_new: float = 0.0  # what the provider billed in this batch (replayed replies excluded)
-    billed_usd: float = 0.0  # everything the partition has paid, every process and run, counted or not
+    billed_usd: float = 0.0  # everything the partition has paid, every process and run, counted or not;
+    # NaN when some of it has no price (unknown)
     replayed_calls: int = 0  # model replies replayed from the reply store instead of being paid again
     waiting: int = 0  # runs stopped unfinished: their model request waits in a provider batch
     log_lines: list[str] = field(default_factory=list)
@@ -304,7 +306,7 @@ async def execute(
     semaphore = asyncio.Semaphore(max(1, settings.concurrency))
 
     budgeted = settings.budget_usd > 0 or settings.experiment_budget_usd > 0
-    journalled = [float(r.get("cost_usd") or 0.0) for r in journal.read().values()] if budgeted else []
+    journalled = [_cost(r.get("cost_usd")) for r in journal.read().values()] if budgeted else []
     earlier = sum(journalled) / len(journalled) if journalled else 0.0
 
     def reserve() -> float:
@@ -325,6 +327,12 @@ async def execute(
         ):
             if budget > 0 and ledger is not None:
                 paid = ledger.spent()
+                if ledger.unpriced:  # a cap cannot be kept over replies of unknown cost
+                    return (
+                        f"{what} {usd_as_set(budget)} cannot be kept ({ledger.unpriced} reply(ies) or "
+                        "run(s) of this result set have no price: their cost is unknown; budget_usd: 0 runs "
+                        "uncapped)"
+                    ), 0
                 theirs, holders = board.others() if board is not None and ledger is whole else (0.0, 0)
                 if paid >= budget or paid + mine + theirs + reserve() > budget:
                     return (
@@ -349,7 +357,7 @@ async def execute(
             f"{outcome.failed} failed, {in_flight} in flight"
             f"{f', {outcome.waiting} waiting on a provider batch' if outcome.waiting else ''} "
             f"({outcome.reused} reused from the journal, "
-            f"{len(plan.unavailable)} without a slide), cost so far ${spent:.4f}, "
+            f"{len(plan.unavailable)} without a slide), cost so far {usd_text(spent)}, "
             f"{_duration(elapsed)} elapsed, {eta}"
         )
         outcome.log_lines.append(line)
@@ -472,7 +480,7 @@ async def execute(
         if board is not None:
             board.close()
     outcome.cost_usd_new = spent
-    outcome.billed_usd = own.spent()
+    outcome.billed_usd = own.billed()  # NaN when a reply has no price
     progress(final=True)
     failure = (broken or [store.broken])[0]
     if failure:
@@ -482,3 +490,12 @@ async def execute(
             "the file, then materialize again: answered requests are replayed, not paid again"
         )
     return outcome
+
+
+def _cost(value: Any) -> float:
+    """A journalled run's cost for the reservation: 0 when missing or unknown (NaN)."""
+    try:
+        usd = float(value or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+    return usd if usd == usd else 0.0

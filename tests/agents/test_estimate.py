@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from pathlib import Path
 
 import duckdb
@@ -12,7 +13,7 @@ from dagster import DagsterInstance, materialize
 
 from giant_assets.agents.estimate import _run_tokens, estimate, estimate_experiment, measure
 from giant_assets.agents.giant import GiantAgent
-from giant_assets.agents.pricing import load_price_table
+from giant_assets.agents.pricing import experiment_prices, load_price_table
 from giant_assets.agents.providers import OpenAIResponsesModel
 from giant_assets.demo.scripted import (
     RecordedRequest,
@@ -105,8 +106,19 @@ def test_ranges_scale_with_items_runs_and_reasoning_effort() -> None:
 
 
 def test_unknown_model_is_flagged_not_priced() -> None:
+    """No price: the USD range is unknown (NaN, shown as such), never $0, and the note says how to price."""
     e = estimate(GIANT.model_copy(update={"model": "my-local-vlm"}), "tcga", items=3, prices=PRICES)
-    assert not e.priced and e.usd.high == 0 and "no price for model" in e.notes[0]
+    assert not e.priced and math.isnan(e.usd.low) and math.isnan(e.usd_batch.high)
+    assert e.usd.fmt(2, "$") == "unknown" and "no price for model 'my-local-vlm'" in e.notes[0]
+    assert "GIANT_PRICES" in e.notes[0] and "prices field" in e.notes[0]
+    priced = Experiment.model_validate(
+        GIANT.model_dump()
+        | {"model": "my-local-vlm", "prices": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}
+    )
+    e = estimate(priced, "tcga", items=3, prices=experiment_prices(priced, price_file=""))
+    assert e.priced and e.usd.low == pytest.approx(
+        (e.input_tokens.low + 2 * e.output_tokens.low) / 1e6, rel=1e-3
+    )
 
 
 def _row(bid: str, run: int, **kw) -> dict:

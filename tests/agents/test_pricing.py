@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 
 import pytest
 
 from giant_assets.agents.pricing import DEFAULT_PRICES, ModelPrice, load_price_table
+from giant_assets.core.money import usd_text
 
 
 def test_default_cost_hand_computed() -> None:
@@ -34,11 +36,11 @@ def test_lookup_by_snapshot_name(model: str, key: str | None) -> None:
     assert (found[0] if found else None) == key
 
 
-def test_unknown_model_costs_zero_with_flag(caplog: pytest.LogCaptureFixture) -> None:
+def test_unknown_model_costs_unknown_with_flag(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING)
     table = load_price_table()
     first, second = table.cost("my-local-vlm", 10_000, 1000), table.cost("my-local-vlm", 5, 5)
-    assert (first.usd, first.priced, second.priced) == (0.0, False, False)
+    assert math.isnan(first.usd) and (first.priced, second.priced) == (False, False)  # never $0
     assert caplog.text.count("no price for model 'my-local-vlm'") == 1  # warned once
 
 
@@ -73,3 +75,8 @@ def test_bad_overrides_name_the_problem(tmp_path: Path) -> None:
     listy.write_text("- a\n- b\n")
     with pytest.raises(ValueError, match="list.yaml: expected a mapping"):
         load_price_table(listy)
+
+
+def test_an_unknown_cost_is_shown_as_unknown_never_as_zero() -> None:
+    assert usd_text(math.nan) == "unknown (no price)" and usd_text(0.5) == "$0.5000"
+    assert usd_text(load_price_table().cost("my-local-vlm", 10, 10).usd, 6) == "unknown (no price)"

@@ -74,7 +74,7 @@ class SDKChatModel(abc.ABC):
         self._rng = random.Random(seed)
         self._client = self._make_client(self._key.reveal() if self._key else NO_KEY)
         self.batch: BatchRound | None = None  # batch mode: requests go through provider batches
-        self._prices: Any = None  # the price table, read at the first paid reply
+        self.prices: Any = None  # the price table (make_chat_model: the experiment's), else GIANT_PRICES
 
     def __repr__(self) -> str:
         name = type(self).__name__
@@ -177,13 +177,14 @@ class SDKChatModel(abc.ABC):
         return self.sdk._models.construct_type(type_=self.response_type, value=data)
 
     def _accounting(self, usage: Any) -> dict[str, Any]:
-        """A paid reply's tokens and cost (``GIANT_PRICES``, as the agents price their steps)."""
-        if self._prices is None:
+        """A paid reply's tokens and cost (the experiment's prices, as the agents price their steps;
+        NaN when the model has none)."""
+        if self.prices is None:
             from giant_assets.agents.pricing import load_price_table
             from giant_assets.core.settings import PRICES_ENV, env
 
-            self._prices = load_price_table(env(PRICES_ENV) or None)
-        cost = self._prices.cost(
+            self.prices = load_price_table(env(PRICES_ENV) or None)
+        cost = self.prices.cost(
             self.name, usage.input_tokens, usage.output_tokens, usage.cached_input_tokens,
             usage.cache_write_tokens,
         )  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from giant_assets.agents.pricing import experiment_prices
 from giant_assets.agents.providers.base import SDKChatModel
 from giant_assets.agents.providers.retry import RetryPolicy
 from giant_assets.experiments.spec import Experiment
@@ -55,7 +56,9 @@ def make_chat_model(experiment: Experiment, limiter: RateLimiter | None, **kwarg
             "max_images": experiment.server_image_limit,
             "send_detail": experiment.resolved_send_detail,
         }
-        return LocalChatModel(experiment.model, **(common | local | kwargs))
+        model = LocalChatModel(experiment.model, **(common | local | kwargs))
+        model.prices = experiment_prices(experiment)
+        return model
     if api in ("messages", "gemini"):
         common["thinking_budget"] = experiment.thinking_budget
     else:
@@ -63,7 +66,9 @@ def make_chat_model(experiment: Experiment, limiter: RateLimiter | None, **kwarg
     if api == "responses":
         common["reasoning_summary"] = experiment.reasoning_summary
     common |= _cloud_settings(experiment)
-    return model_class(api, experiment.provider)(experiment.model, **(common | kwargs))
+    model = model_class(api, experiment.provider)(experiment.model, **(common | kwargs))
+    model.prices = experiment_prices(experiment)  # what the reply store records each reply cost
+    return model
 
 
 def _cloud_settings(experiment: Experiment) -> dict[str, Any]:

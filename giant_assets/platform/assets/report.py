@@ -10,6 +10,7 @@ import pandas as pd
 from dagster import AssetExecutionContext, Config, MetadataValue, asset
 from pydantic import Field
 
+from giant_assets.core.money import usd_text
 from giant_assets.core.paths import confined_path
 from giant_assets.core.settings import DEFAULT_VIEWER_URL, VIEWER_URL_ENV, env
 from giant_assets.eval.scoring import rescore
@@ -135,7 +136,7 @@ def _preview_table(rows: list[dict]) -> str:
                     r["voted_text"],
                     r["outcome"],
                     r["n_steps"],
-                    f"${r['cost_usd']:.4f}",
+                    usd_text(r["cost_usd"]),
                 )  # fmt: skip
             )
             + " |"

@@ -13,16 +13,15 @@ from giant_assets.platform.resources import ExperimentsResource, StorageResource
 def cost_per_item(experiment, benchmark: str, predictions: pd.DataFrame) -> dict[str, float]:
     """Actual USD per item run (all its runs) and the estimate's prior range for one item."""
     from giant_assets.agents.estimate import estimate
-    from giant_assets.agents.pricing import load_price_table
-    from giant_assets.core.settings import PRICES_ENV, env
+    from giant_assets.agents.pricing import experiment_prices
 
     ran = predictions[predictions["error_kind"].fillna("") != "slide_unavailable"]
     items = int(ran["benchmark_id"].nunique())
-    prior = estimate(experiment, benchmark, items=1, prices=load_price_table(env(PRICES_ENV) or None))
+    prior = estimate(experiment, benchmark, items=1, prices=experiment_prices(experiment))
     if experiment.batch:
         prior.usd = prior.usd_batch
     return {
-        "usd_per_item": float(ran["cost_usd"].sum()) / items if items else 0.0,
+        "usd_per_item": float(ran["cost_usd"].sum(skipna=False)) / items if items else 0.0,  # NaN: no price
         "est_usd_per_item_low": prior.usd.low,
         "est_usd_per_item_high": prior.usd.high,
     }
