@@ -20,7 +20,14 @@ from dagster import DagsterInstance, materialize
 from giant_assets.agents.pricing import load_price_table
 from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.batch_api import BatchAPIServer
-from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, demo_policy
+from giant_assets.demo.scripted import (
+    RecordedRequest,
+    Reply,
+    ScriptedModelServer,
+    answer_reply,
+    crop_reply,
+    demo_policy,
+)
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.assets.predictions import predictions
 from giant_assets.platform.partitions import result_key
@@ -165,6 +172,53 @@ def test_declared_cloud_example_through_giant_run(tmp_path: Path, sample_wsi_roo
     assert {r.path for r in requests} == {path}
     written = (tmp_path / "t.json").read_text() + result.stdout + result.stderr
     assert not any(secret in written for secret in SECRETS)
+
+
+def told_to_answer(text: str) -> bool:
+    """The protocol's last-turn signal: the tool result's count of calls left at 0 (JSON protocol: its
+    own words)."""
+    return "Function calls left: 0." in text or "This is your last turn" in text
+
+
+def crop_to_the_end(request: RecordedRequest) -> Reply:
+    """A model that asks for a new crop at every step until the protocol's last turn, then answers."""
+    if told_to_answer(request.text):
+        return answer_reply("2")
+    n = request.assistant_turns
+    return crop_reply(40 * n, 30 * n, 600 + 10 * n, 400 + 10 * n)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_full_20_step_protocol_through_each_provider(
+    tmp_path: Path, sample_wsi_root: Path, name: str
+) -> None:
+    """GIANT's whole protocol through each provider's wire (giant-run): 19 crops, each answered with its
+    image in the provider's tool-result shape, the last turn told to answer, then the answer."""
+    point, _, path = CASES[name]
+    settings = declared(name)
+    slide = next(sample_wsi_root.rglob("*.tiff"))
+    with ScriptedModelServer(rule=crop_to_the_end) as server:
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        env |= environment(name, server, tmp_path)
+        flags = {"provider": settings["provider"], "model": settings["model"]} | {
+            k: v for k, v in (settings | point(server.base_url)).items()
+            if k in ("azure_endpoint", "deployment", "region", "project", "base_url", "api_version")
+        }  # fmt: skip
+        argv = [str(GIANT_RUN), str(slide), "--question", "Which organ?", "--options", "Lung", "Liver",
+                "--max-steps", "20", "--out", str(tmp_path / "t.json")]  # fmt: skip
+        for k, v in flags.items():
+            argv += [f"--{k.replace('_', '-')}", str(v)]
+        result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
+        requests = list(server.requests)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip().splitlines()[-1].startswith("label: 2")
+    steps = json.loads((tmp_path / "t.json").read_text())["steps"]
+    assert [s["action"] for s in steps] == ["thumbnail"] + ["crop"] * 19 + ["answer"]
+    assert len(requests) == 20 and {r.path for r in requests} == {path}
+    # each request carries the model's turns so far; only the 20th is told it is the last
+    assert [r.assistant_turns for r in requests] == list(range(20))
+    assert [told_to_answer(r.text) for r in requests] == [False] * 19 + [True]
+    assert all(r.images for r in requests)  # the thumbnail, and the crops as the wire sends them back
 
 
 def test_azure_with_an_entra_id_token_materializes_and_keeps_no_token(
