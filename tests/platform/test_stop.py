@@ -6,7 +6,6 @@ experiment's run is left alone."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -19,7 +18,13 @@ from dagster._core.instance.ref import InstanceRef
 from giant_assets.demo.scripted import serve_demo_model
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.partitions import result_key
-from tests.support.dagster_env import add_experiments, dagster_daemon, resources_for, write_experiments
+from tests.support.dagster_env import (
+    add_experiments,
+    daemon_home,
+    dagster_daemon,
+    resources_for,
+    write_experiments,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -40,8 +45,7 @@ def test_stop_cancels_the_backfill_and_terminates_the_rows_runs(
     tmp_path: Path, sample_wsi_root: Path
 ) -> None:
     data, home = tmp_path / "data", tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    daemon_home(home)
     server = serve_demo_model(latency_s=1.5)
     slow = {"agent": "giant", "model": "scripted-slow", "base_url": server.openai_base_url, "concurrency": 1,
             "runs_per_item": 3}  # fmt: skip
