@@ -291,3 +291,22 @@ def test_the_iteration_scaling_is_declared_as_gpt5_giant_with_other_step_budgets
         assert {k: v for k, v in e.answer_settings().items() if k != "max_steps"} == base, name
         assert e.unbudgeted() is None and e.budget_usd > 0, name
     assert len({e.config_hash() for e in scaling.values()}) == 6
+
+
+def test_a_file_read_again_is_validated_again_only_when_its_text_changed(tmp_path: Path) -> None:
+    """A run reads the experiments file many times: the same text gives the same (frozen) experiments
+    without validating it again; any edit, even one of the same size within the same clock tick, is
+    read; a broken edit still fails every time; each caller gets its own mapping."""
+    path = tmp_path / "experiments.yaml"
+    path.write_text("experiments:\n  r: {agent: random, seed: 3}\n")
+    first = load_experiments(path)
+    again = load_experiments(path)
+    assert again == first and again is not first and again["r"] is first["r"]
+    again.pop("r")
+    assert load_experiments(path)["r"].seed == 3
+    path.write_text("experiments:\n  r: {agent: random, seed: 4}\n")  # same size, at once
+    assert load_experiments(path)["r"].seed == 4
+    path.write_text("experiments:\n  r: {agent: random, seed: x}\n")
+    for _ in range(2):
+        with pytest.raises(ExperimentsFileError, match="experiment 'r'"):
+            load_experiments(path)
