@@ -45,6 +45,7 @@ def env(name: str, default: str = "") -> str:
 VIEW_WAIT_ENV = "GIANT_VIEW_WAIT_S"  # seconds a new DuckDB view waits for the file's lock (default 10)
 JOURNAL_LOCK_WAIT_ENV = "GIANT_JOURNAL_LOCK_WAIT_S"  # seconds a run waits for a busy journal (default 30)
 ORPHAN_WATCHDOG_ENV = "GIANT_STOP_WHEN_ORPHANED"  # "0" keeps a batch running after its parent dies
+SENSOR_INTERVAL_ENV = "GIANT_SENSOR_INTERVAL_S"  # seconds between a sensor's ticks (default each sensor's)
 DUCKDB_NAME = "giant.duckdb"
 
 
@@ -79,3 +80,9 @@ def env_flag(name: str, default: bool) -> bool:
     if text in {"0", "false", "no", "off"}:
         return False
     raise ValueError(f"{name}={text!r}: expected 1/true/yes/on or 0/false/no/off")
+
+
+def sensor_interval(default: int) -> int:
+    """A sensor's ``minimum_interval_seconds``: ``GIANT_SENSOR_INTERVAL_S`` when set (read as the code
+    location loads its definitions; at least 1), else ``default``. Tests shorten it to wait less."""
+    return max(1, round(env_seconds(SENSOR_INTERVAL_ENV, default)))

@@ -28,6 +28,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from dagster import AssetSelection, DagsterInstance, materialize
 
@@ -88,26 +89,40 @@ def _run(
     print(f"  ok  {title} ({time.monotonic() - started:.1f}s)", flush=True)
 
 
-def _demo_model() -> ScriptedModelServer | None:
+def _demo_port(experiments) -> int:
+    """The port the demo's model experiments name in their base_url (DEMO_PORT in experiments.yaml; a
+    copy of the file naming another port, e.g. a test's free one, moves the demo's model there)."""
+    declared = experiments.all()
+    urls = [declared[name].base_url for name in (*EXPERIMENTS, REVIEW) if declared[name].base_url]
+    ports = {urlsplit(url).port or DEMO_PORT for url in urls}
+    if len(ports) != 1:
+        sys.exit(
+            f"demo: the demo-* experiments of {experiments.file} name different scripted-model ports "
+            f"{sorted(ports)} in their base_url; give them one"
+        )
+    return ports.pop()
+
+
+def _demo_model(port: int) -> ScriptedModelServer | None:
     """The scripted model on the port the demo experiments name: ours, or one already serving there
     (``make ui``, ``giant-scripted-model``); another program on that port is an error, never silently
     talked to."""
     try:
-        return ScriptedModelServer(rule=demo_policy, port=DEMO_PORT).start()
+        return ScriptedModelServer(rule=demo_policy, port=port).start()
     except OSError:
-        identity = scripted_model_at(DEMO_PORT)
+        identity = scripted_model_at(port)
         if identity is not None and identity.get("demo_model") == DEMO_MODEL:
-            print(f"  ok  using the scripted model already serving on 127.0.0.1:{DEMO_PORT}", flush=True)
+            print(f"  ok  using the scripted model already serving on 127.0.0.1:{port}", flush=True)
             return None
         if identity is not None:  # e.g. make ui of an older checkout: its answers would be stored as ours
             sys.exit(
-                f"demo: the scripted model serving on 127.0.0.1:{DEMO_PORT} answers as "
+                f"demo: the scripted model serving on 127.0.0.1:{port} answers as "
                 f"{identity.get('demo_model') or 'a test script'}, not as this version's {DEMO_MODEL}; "
                 "stop it (a make ui or giant-scripted-model started from another checkout?) and run make "
                 "demo again"
             )
         sys.exit(
-            f"demo: port {DEMO_PORT} on 127.0.0.1 (the demo-* experiments' base_url) is taken by another "
+            f"demo: port {port} on 127.0.0.1 (the demo-* experiments' base_url) is taken by another "
             "program that is not the scripted model; stop it and run make demo again"
         )
 
@@ -192,7 +207,7 @@ def main() -> None:
     os.environ.setdefault(PRICES_ENV, str(prices))
     os.environ.setdefault(DEMO_KEY_ENV, f"sk-demo-{secrets.token_hex(16)}")
     _rebind_after_upgrade(root, experiments)
-    server = _demo_model()
+    server = _demo_model(_demo_port(experiments))
     try:
         for name in EXPERIMENTS:
             _experiment(instance, name)

@@ -57,6 +57,11 @@ def _mapping_without_duplicates(loader: _UniqueKeyLoader, node: yaml.MappingNode
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
 
 
+# the last validation of each file, by its exact text: a run reads the file once per resource use (about
+# ten times per cell), and parsing and validating it is most of that; a changed text is validated again
+_LOADED: dict[str, tuple[str, dict[str, Experiment]]] = {}
+
+
 def load_experiments(path: Path | str) -> dict[str, Experiment]:
     """All experiments of the file, by name, validated."""
     path = Path(path)
@@ -68,6 +73,15 @@ def load_experiments(path: Path | str) -> dict[str, Experiment]:
         ) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise ExperimentsFileError(f"{path}: cannot be read: {exc}") from exc
+    seen = _LOADED.get(str(path))
+    if seen is not None and seen[0] == text:
+        return dict(seen[1])  # Experiment is frozen: sharing them is safe, the mapping is the caller's
+    experiments = _parse(path, text)
+    _LOADED[str(path)] = (text, experiments)
+    return dict(experiments)
+
+
+def _parse(path: Path, text: str) -> dict[str, Experiment]:
     try:
         loader = _UniqueKeyLoader(text)
         loader.name = str(path)

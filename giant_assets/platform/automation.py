@@ -14,6 +14,8 @@ from dagster import (
     DefaultSensorStatus,
 )
 
+from giant_assets.core.settings import sensor_interval
+
 # the per-cell assets the cross-experiment tables read: the grid is sparse by design (not every
 # experiment runs every benchmark), so their missing cells must not hold the tables back
 RESULTS_INPUTS = AssetSelection.assets("benchmark_metrics", "item_predictions")
@@ -40,7 +42,7 @@ A new ``benchmark_items`` alone launches nothing: a cell's results are rebuilt o
 by re-running the cell (what ``leaderboard_stale`` says), and that update then re-renders its viewer;
 so no run starts for a cell whose results answer another item set (a switch from the sample CSV)."""
 
-AUTOMATION_INTERVAL_S = 15
+AUTOMATION_INTERVAL_S = sensor_interval(15)
 
 automation_sensor = AutomationConditionSensorDefinition(
     "results_automation",

@@ -39,6 +39,7 @@ from dagster import (
 
 from giant_assets.agents.providers.retry import RetryPolicy
 from giant_assets.core.secrets import redact_secrets
+from giant_assets.core.settings import sensor_interval
 from giant_assets.experiments.declared import ExperimentsFileError
 from giant_assets.platform.resources import ExperimentsResource, StorageResource
 
@@ -152,7 +153,7 @@ def make_batch_rounds_sensor(job: JobDefinition):
     @sensor(
         name="batch_rounds_sensor",
         job=job,
-        minimum_interval_seconds=30,
+        minimum_interval_seconds=sensor_interval(30),
         default_status=DefaultSensorStatus.RUNNING,
     )
     def batch_rounds_sensor(

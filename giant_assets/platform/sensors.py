@@ -14,6 +14,7 @@ from dagster import (
     sensor,
 )
 
+from giant_assets.core.settings import sensor_interval
 from giant_assets.platform.partitions import EXPERIMENT, experiment_partitions
 from giant_assets.platform.resources import ExperimentsResource
 
@@ -62,7 +63,7 @@ def prune_experiments(instance: DagsterInstance, experiments: ExperimentsResourc
     return removed
 
 
-@sensor(minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING)
+@sensor(minimum_interval_seconds=sensor_interval(30), default_status=DefaultSensorStatus.RUNNING)
 def experiments_sensor(context: SensorEvaluationContext, experiments: ExperimentsResource):
     """Adds a partition for every experiment declared in the experiments file (a bad file fails here,
     naming the file, experiment and field). It launches no run, so Dagster records every tick as

@@ -128,7 +128,7 @@ def test_the_demo_rebinds_its_own_experiments_after_a_scripted_policy_change(tmp
         _rebind_after_upgrade(tmp_path, experiments)
 
 
-def test_the_demo_uses_a_scripted_model_on_its_port_and_refuses_another_program(monkeypatch, capsys) -> None:
+def test_the_demo_uses_a_scripted_model_on_its_port_and_refuses_another_program(capsys) -> None:
     import http.server
     import threading
 
@@ -143,24 +143,38 @@ def test_the_demo_uses_a_scripted_model_on_its_port_and_refuses_another_program(
 
     with ScriptedModelServer(rule=demo_policy) as running:  # e.g. make ui's, or giant-scripted-model
         port = int(running.base_url.rsplit(":", 1)[1])
-        monkeypatch.setattr(pipeline, "DEMO_PORT", port)
-        assert is_scripted_model(port) and pipeline._demo_model() is None
+        assert is_scripted_model(port) and pipeline._demo_model(port) is None
         assert f"using the scripted model already serving on 127.0.0.1:{port}" in capsys.readouterr().out
     # a scripted model answering with another policy (an older checkout's make ui) is not used
     with ScriptedModelServer(rule=demo_policy) as older:
         older.demo_model = "scripted-demo"
         port = int(older.base_url.rsplit(":", 1)[1])
-        monkeypatch.setattr(pipeline, "DEMO_PORT", port)
         assert scripted_model_at(port) == {"scripted_model": "giant-assets", "demo_model": "scripted-demo"}
         with pytest.raises(SystemExit, match=f"answers as scripted-demo, not as this version's {DEMO_MODEL}"):
-            pipeline._demo_model()
+            pipeline._demo_model(port)
     other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
     threading.Thread(target=other.serve_forever, daemon=True).start()
     try:
-        monkeypatch.setattr(pipeline, "DEMO_PORT", other.server_address[1])
         assert not is_scripted_model(other.server_address[1])
         with pytest.raises(SystemExit, match="is taken by another program that is not the scripted model"):
-            pipeline._demo_model()
+            pipeline._demo_model(other.server_address[1])
     finally:
         other.shutdown()
         other.server_close()
+
+
+def test_the_demo_serves_its_model_on_the_port_its_experiments_name(tmp_path) -> None:
+    """experiments.yaml's demo-* experiments name DEMO_PORT; a copy naming another port (the demo test's
+    free one) moves the demo's model there; two different ports among them stop the demo."""
+    from giant_assets.demo.pipeline import _demo_port
+    from giant_assets.demo.serve_cli import DEMO_PORT
+    from giant_assets.platform.resources import ExperimentsResource
+
+    assert _demo_port(ExperimentsResource(path=str(REPO / "experiments.yaml"))) == DEMO_PORT == 47321
+    text = (REPO / "experiments.yaml").read_text()
+    moved = tmp_path / "experiments.yaml"
+    moved.write_text(text.replace(":47321/", ":50123/"))
+    assert _demo_port(ExperimentsResource(path=str(moved))) == 50123
+    moved.write_text(text.replace(":47321/", ":50123/", 1))
+    with pytest.raises(SystemExit, match=r"different scripted-model ports \[47321, 50123\]"):
+        _demo_port(ExperimentsResource(path=str(moved)))

@@ -319,3 +319,22 @@ def test_check_accepts_azure_batch_from_the_api_version_with_batches(
     else:
         assert status == 1 and "experiment 'az': " in err and refusal in err, err
         assert "2024-06-01" in err and "remove batch: true" in err
+
+
+def test_a_file_read_again_is_validated_again_only_when_its_text_changed(tmp_path: Path) -> None:
+    """A run reads the experiments file many times: the same text gives the same (frozen) experiments
+    without validating it again; any edit, even one of the same size within the same clock tick, is
+    read; a broken edit still fails every time; each caller gets its own mapping."""
+    path = tmp_path / "experiments.yaml"
+    path.write_text("experiments:\n  r: {agent: random, seed: 3}\n")
+    first = load_experiments(path)
+    again = load_experiments(path)
+    assert again == first and again is not first and again["r"] is first["r"]
+    again.pop("r")
+    assert load_experiments(path)["r"].seed == 3
+    path.write_text("experiments:\n  r: {agent: random, seed: 4}\n")  # same size, at once
+    assert load_experiments(path)["r"].seed == 4
+    path.write_text("experiments:\n  r: {agent: random, seed: x}\n")
+    for _ in range(2):
+        with pytest.raises(ExperimentsFileError, match="experiment 'r'"):
+            load_experiments(path)

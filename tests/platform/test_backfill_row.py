@@ -7,7 +7,6 @@ step."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -21,7 +20,13 @@ from dagster._core.instance.ref import InstanceRef
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.partitions import result_key
-from tests.support.dagster_env import add_experiments, dagster_daemon, resources_for, write_experiments
+from tests.support.dagster_env import (
+    add_experiments,
+    daemon_home,
+    dagster_daemon,
+    resources_for,
+    write_experiments,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -49,8 +54,7 @@ def test_backfill_of_one_experiment_row_through_the_cli_and_daemon(
     tmp_path: Path, sample_wsi_root: Path
 ) -> None:
     data, home = tmp_path / "data", tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    daemon_home(home)
     declared = write_experiments(
         tmp_path / "experiments.yaml", {ROW: {"agent": "random", "seed": 3}, "other": {"agent": "majority"}}
     )

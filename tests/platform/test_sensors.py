@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,3 +52,33 @@ def test_a_bad_file_fails_the_sensor_naming_file_experiment_and_field(tmp_path: 
     with DagsterInstance.ephemeral() as instance, pytest.raises(ExperimentsFileError) as err:
         evaluate(instance, path)
     assert str(path) in str(err.value) and "experiment 'a': field 'max_steps'" in str(err.value)
+
+
+def test_the_sensors_tick_at_their_own_pace_unless_the_environment_shortens_it(monkeypatch) -> None:
+    """Unset, each sensor keeps its interval (automation 15 s, the others 30 s); GIANT_SENSOR_INTERVAL_S
+    (what the daemon tests set) replaces them all, rounded, never below a second."""
+    from giant_assets.core.settings import SENSOR_INTERVAL_ENV, sensor_interval
+    from giant_assets.platform.definitions import defs
+
+    sensors = {s.name: s.minimum_interval_seconds for s in defs.get_repository_def().sensor_defs}
+    assert sensors == {
+        "results_automation": 15,
+        "experiments_sensor": 30,
+        "batch_rounds_sensor": 30,
+        "submissions_sensor": 30,
+    }
+    loaded = subprocess.run(  # a code location loaded with it set, as the daemon tests' daemons are
+        [sys.executable, "-c", "from giant_assets.platform.definitions import defs; "
+         "print(sorted({s.minimum_interval_seconds for s in defs.get_repository_def().sensor_defs}))"],
+        env=os.environ | {SENSOR_INTERVAL_ENV: "2"}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert loaded.stdout.strip() == "[2]", loaded.stderr[-2000:]
+    monkeypatch.setenv(SENSOR_INTERVAL_ENV, "2.4")
+    assert sensor_interval(30) == 2
+    monkeypatch.setenv(SENSOR_INTERVAL_ENV, "0.2")
+    assert sensor_interval(15) == 1
+    monkeypatch.delenv(SENSOR_INTERVAL_ENV)
+    assert sensor_interval(15) == 15
+    monkeypatch.setenv(SENSOR_INTERVAL_ENV, "soon")
+    with pytest.raises(ValueError, match="GIANT_SENSOR_INTERVAL_S='soon'"):
+        sensor_interval(30)

@@ -6,7 +6,6 @@ experiment's run is left alone. With --benchmark, only that cell's run is stoppe
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -35,7 +34,13 @@ from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.definitions import defs
 from giant_assets.platform.partitions import BENCHMARK, result_key
 from giant_assets.platform.stop import stop_experiment
-from tests.support.dagster_env import add_experiments, dagster_daemon, resources_for, write_experiments
+from tests.support.dagster_env import (
+    add_experiments,
+    daemon_home,
+    dagster_daemon,
+    resources_for,
+    write_experiments,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -95,8 +100,7 @@ def backfilled_row(
     tmp_path: Path, sample_wsi_root: Path, cells: tuple[str, ...], by_daemon: bool = False
 ) -> Iterator[Row]:
     data, home = tmp_path / "data", tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    daemon_home(home)
     server = serve_demo_model(latency_s=1.5)
     slow = {"agent": "giant", "model": "scripted-slow", "base_url": server.openai_base_url, "concurrency": 1,
             "runs_per_item": 3}  # fmt: skip
@@ -200,9 +204,7 @@ def test_stop_one_benchmark_names_the_cells_a_mixed_backfill_has_not_launched(
 ) -> None:
     """No daemon: the backfill has launched nothing yet. Stopping one of its cells leaves it requested and
     says which cells it will still launch (exit 1); stopping the whole row cancels it."""
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    home = daemon_home(tmp_path / "dagster_home")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     keys = [str(result_key(ROW, b)) for b in ("tcga_slidebench", "gtex")]
     with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
@@ -226,9 +228,7 @@ def test_stop_finds_the_asset_backfills_of_its_cells(tmp_path: Path) -> None:
     """An asset backfill (the asset pages' *Materialize* of a row or a column) lists no partition names:
     its cells are read from its target; one of ROW's cells alone is canceled, a column with another
     experiment's cell is left running."""
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    home = daemon_home(tmp_path / "dagster_home")
     with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
         add_experiments(instance, ROW, "other")
         graph = defs.resolve_asset_graph()

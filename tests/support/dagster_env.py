@@ -14,9 +14,13 @@ from typing import Any
 import yaml
 from dagster import DagsterInstance
 
+from giant_assets.core.settings import SENSOR_INTERVAL_ENV
 from giant_assets.platform.io_manager import ParquetDuckDBIOManager
 from giant_assets.platform.partitions import EXPERIMENT
 from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource, StorageResource
+
+REPO = Path(__file__).resolve().parents[2]
+SENSOR_TICK_S = 2  # a daemon test's sensors: every 2 s (the code location's own: 15 to 30 s)
 
 
 def write_experiments(path: Path, experiments: dict[str, dict[str, Any]], **defaults: Any) -> Path:
@@ -58,13 +62,26 @@ def add_experiments(instance: DagsterInstance, *names: str) -> None:
     instance.add_dynamic_partitions(EXPERIMENT, list(names))
 
 
+def daemon_home(home: Path) -> Path:
+    """``home`` made a Dagster home as the repository's (its dagster.yaml), with the run queue looked at
+    every second instead of Dagster's five: a daemon test waits less for its queued runs to start."""
+    home.mkdir(parents=True, exist_ok=True)
+    config = yaml.safe_load((REPO / "dagster_home" / "dagster.yaml").read_text())
+    config["run_queue"]["dequeue_interval_seconds"] = 1
+    (home / "dagster.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return home
+
+
 @contextmanager
-def dagster_daemon(env: dict[str, str], cwd: Path) -> Iterator[subprocess.Popen]:
+def dagster_daemon(
+    env: dict[str, str], cwd: Path, sensor_tick_s: int | None = SENSOR_TICK_S
+) -> Iterator[subprocess.Popen]:
     """A real ``dagster-daemon run`` of the code location in its own session, stopped (SIGTERM, then
-    SIGKILL after 20 s) with everything it started when the block ends."""
+    SIGKILL after 20 s) with everything it started when the block ends. Its sensors tick every
+    ``sensor_tick_s`` seconds (GIANT_SENSOR_INTERVAL_S) instead of their 15 to 30 (None: their own)."""
     daemon = subprocess.Popen(
         [Path(sys.executable).with_name("dagster-daemon"), "run", "-m", "giant_assets.platform.definitions"],
-        env=env,
+        env=env | ({SENSOR_INTERVAL_ENV: str(sensor_tick_s)} if sensor_tick_s else {}),
         cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

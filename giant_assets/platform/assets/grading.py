@@ -26,6 +26,7 @@ from dagster import (
     sensor,
 )
 
+from giant_assets.core.settings import sensor_interval
 from giant_assets.grading.grade import aggregate_reports, grade_file
 from giant_assets.grading.render import reports_markdown
 from giant_assets.grading.report import reports_to_frame
@@ -90,7 +91,7 @@ def graded_submissions(
     return reports_to_frame(reports).assign(partition_key=key, submission_file=path.name)
 
 
-@sensor(asset_selection=[graded_submissions], minimum_interval_seconds=30)
+@sensor(asset_selection=[graded_submissions], minimum_interval_seconds=sensor_interval(30))
 def submissions_sensor(
     context: SensorEvaluationContext, storage: StorageResource
 ) -> SensorResult | SkipReason:

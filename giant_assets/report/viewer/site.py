@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,6 +58,7 @@ def _money(value: float) -> str:
     return f"${value:,.4f}"
 
 
+@cache  # one per process: its templates are compiled once (and reloaded if their files change)
 def _environment() -> Environment:
     from jinja2 import Environment, PackageLoader, StrictUndefined  # only when a site is written
 
