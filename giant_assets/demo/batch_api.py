@@ -97,6 +97,7 @@ class _Batch:
     no_metadata: bool = False  # gemini: responses without their metadata
     status: str = ""
     results: list[dict[str, Any]] | None = None  # per line, once finished
+    finishing: bool = False  # its lines are being answered: a look meanwhile shows it still running
     output_file_id: str | None = None
     error_file_id: str | None = None
 
@@ -243,6 +244,8 @@ class BatchAPIServer(LoopbackServer):
             if batch.results is not None:
                 batch.views_after_end += 1
                 return
+            if batch.finishing:  # another look is answering its lines: each line is answered once
+                return
             batch.polls += 1
             if batch.outcome == "failed" or batch.failure:
                 batch.status = "failed"
@@ -252,6 +255,8 @@ class BatchAPIServer(LoopbackServer):
                 steps = ["validating", "in_progress", "finalizing"]
                 batch.status = steps[min(batch.polls - 1, 2)] if batch.kind != "anthropic" else "in_progress"
                 return
+            batch.finishing = True
+            batch.status = "in_progress" if batch.kind == "anthropic" else "finalizing"
         self._finish(batch)
 
     def _finish(self, batch: _Batch) -> None:

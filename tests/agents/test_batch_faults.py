@@ -342,3 +342,34 @@ def test_a_line_answered_429_goes_into_the_next_round(slide, tmp_path, provider)
         answers = asyncio.run(_answer_runs(agent, _items(slide, 2), batch))
         assert batch.rounds == 2 and sorted(api.created_lines.values()) == [1, 2]
     assert all(a.error is None for a in answers), [a.error for a in answers]
+
+
+def test_two_looks_at_once_at_a_batch_that_ends_answer_each_line_once() -> None:
+    """The loopback provider bills a line once however many clients look at its batch as it ends (the
+    batch sensor and the cell's run look at the same batch): a look while its lines are being answered
+    shows it still running."""
+    import threading
+    import time
+    import urllib.request
+
+    def slow(request: RecordedRequest) -> Reply:
+        time.sleep(0.3)
+        return one_call(request)
+
+    body = {"model": "gpt-5", "input": [{"role": "user", "content": [{"type": "input_text", "text": PROMPT}]}]}
+    with ScriptedModelServer(rule=slow) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        batch = api._create("openai", "/v1/responses", [("g1", body), ("g2", body)])
+        seen: list[str] = []
+
+        def look() -> None:
+            with urllib.request.urlopen(f"{api.base_url}/v1/batches/{batch.id}") as reply:
+                seen.append(json.loads(reply.read())["status"])
+
+        looks = [threading.Thread(target=look) for _ in range(2)]
+        for thread in looks:
+            thread.start()
+        for thread in looks:
+            thread.join(10)
+        look()
+    assert api.answered == Counter({"g1": 1, "g2": 1})
+    assert sorted(seen[:2]) == ["completed", "finalizing"] and seen[2] == "completed"

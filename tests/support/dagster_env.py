@@ -73,15 +73,13 @@ def daemon_home(home: Path) -> Path:
 
 
 @contextmanager
-def dagster_daemon(
-    env: dict[str, str], cwd: Path, sensor_tick_s: int | None = SENSOR_TICK_S
-) -> Iterator[subprocess.Popen]:
+def dagster_daemon(env: dict[str, str], cwd: Path) -> Iterator[subprocess.Popen]:
     """A real ``dagster-daemon run`` of the code location in its own session, stopped (SIGTERM, then
     SIGKILL after 20 s) with everything it started when the block ends. Its sensors tick every
-    ``sensor_tick_s`` seconds (GIANT_SENSOR_INTERVAL_S) instead of their 15 to 30 (None: their own)."""
+    SENSOR_TICK_S seconds (GIANT_SENSOR_INTERVAL_S) instead of their 15 to 30, unless ``env`` sets it."""
     daemon = subprocess.Popen(
         [Path(sys.executable).with_name("dagster-daemon"), "run", "-m", "giant_assets.platform.definitions"],
-        env=env | ({SENSOR_INTERVAL_ENV: str(sensor_tick_s)} if sensor_tick_s else {}),
+        env={SENSOR_INTERVAL_ENV: str(SENSOR_TICK_S)} | env,
         cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
