@@ -356,7 +356,10 @@ def test_two_looks_at_once_at_a_batch_that_ends_answer_each_line_once() -> None:
         time.sleep(0.3)
         return one_call(request)
 
-    body = {"model": "gpt-5", "input": [{"role": "user", "content": [{"type": "input_text", "text": PROMPT}]}]}
+    body = {
+        "model": "gpt-5",
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": PROMPT}]}],
+    }
     with ScriptedModelServer(rule=slow) as model, BatchAPIServer(model, polls_to_finish=1) as api:
         batch = api._create("openai", "/v1/responses", [("g1", body), ("g2", body)])
         seen: list[str] = []
