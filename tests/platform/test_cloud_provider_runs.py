@@ -147,33 +147,6 @@ def test_declared_cloud_example_materializes(tmp_path: Path, sample_wsi_root: Pa
 GIANT_RUN = Path(sys.executable).parent / "giant-run"
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_declared_cloud_example_through_giant_run(tmp_path: Path, sample_wsi_root: Path, name: str) -> None:
-    point, _, path = CASES[name]
-    settings = declared(name)
-    slide = next(sample_wsi_root.rglob("*.tiff"))
-    with ScriptedModelServer(rule=demo_policy) as server:
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-        env |= environment(name, server, tmp_path)
-        flags = {"provider": settings["provider"], "model": settings["model"]} | {
-            k: v for k, v in (settings | point(server.base_url)).items()
-            if k in ("azure_endpoint", "deployment", "region", "project", "base_url", "api_version")
-        }  # fmt: skip
-        argv = [str(GIANT_RUN), str(slide), "--question", "Which organ?", "--options", "Lung", "Liver",
-                "--out", str(tmp_path / "t.json")]  # fmt: skip
-        for k, v in flags.items():
-            argv += [f"--{k.replace('_', '-')}", str(v)]
-        result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=False)
-        requests = list(server.requests)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip().splitlines()[-1].startswith("label: ")
-    steps = json.loads((tmp_path / "t.json").read_text())["steps"]
-    assert [s["action"] for s in steps] == ["thumbnail", "crop", "answer"]
-    assert {r.path for r in requests} == {path}
-    written = (tmp_path / "t.json").read_text() + result.stdout + result.stderr
-    assert not any(secret in written for secret in SECRETS)
-
-
 def told_to_answer(text: str) -> bool:
     """The protocol's last-turn signal: the tool result's count of calls left at 0 (JSON protocol: its
     own words)."""
@@ -189,11 +162,12 @@ def crop_to_the_end(request: RecordedRequest) -> Reply:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_the_full_20_step_protocol_through_each_provider(
+def test_declared_cloud_example_runs_the_full_20_step_protocol_through_giant_run(
     tmp_path: Path, sample_wsi_root: Path, name: str
 ) -> None:
-    """GIANT's whole protocol through each provider's wire (giant-run): 19 crops, each answered with its
-    image in the provider's tool-result shape, the last turn told to answer, then the answer."""
+    """GIANT's whole protocol through each provider's wire (giant-run with the declared example's
+    settings): 19 crops, each answered with its image in the provider's tool-result shape, the last turn
+    told to answer, then the answer; no credential in the trajectory or the output."""
     point, _, path = CASES[name]
     settings = declared(name)
     slide = next(sample_wsi_root.rglob("*.tiff"))
@@ -219,6 +193,8 @@ def test_the_full_20_step_protocol_through_each_provider(
     assert [r.assistant_turns for r in requests] == list(range(20))
     assert [told_to_answer(r.text) for r in requests] == [False] * 19 + [True]
     assert all(r.images for r in requests)  # the thumbnail, and the crops as the wire sends them back
+    written = (tmp_path / "t.json").read_text() + result.stdout + result.stderr
+    assert not any(secret in written for secret in SECRETS)
 
 
 def test_azure_with_an_entra_id_token_materializes_and_keeps_no_token(
