@@ -92,6 +92,17 @@ def declared(name: str) -> dict[str, Any]:
     return dict(yaml.safe_load((REPO / "experiments.yaml").read_text())["experiments"][name])
 
 
+def materialize_cell(name: str, resources: dict, instance: DagsterInstance) -> Any:
+    """``predictions`` of the experiment's cell on PARTITION (the sample ingested before)."""
+    return materialize(
+        [multipathqa_csv, benchmark_items, predictions],
+        selection=[predictions],
+        partition_key=result_key(name, PARTITION),
+        resources=resources,
+        instance=instance,
+    )
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_declared_cloud_example_materializes(tmp_path: Path, sample_wsi_root: Path, name: str) -> None:
     point, _, path = CASES[name]
@@ -108,25 +119,13 @@ def test_declared_cloud_example_materializes(tmp_path: Path, sample_wsi_root: Pa
             for k, v in environment(name, server, tmp_path).items():
                 mp.setenv(k, v)
             write_experiments(experiments_file, {name: declared(name) | point(server.base_url)})
-            result = materialize(
-                [multipathqa_csv, benchmark_items, predictions],
-                selection=[predictions],
-                partition_key=result_key(name, PARTITION),
-                resources=resources,
-                instance=instance,
-            )
+            result = materialize_cell(name, resources, instance)
             requests, refused = list(server.requests), list(server.refused)
             first = ParquetStore(data).read("predictions", [f"{name}/{PARTITION}"])
             # as after a kill before any run was journalled: the kept replies answer every request again
             journal = next((data / "journals").glob(f"*/{PARTITION}.jsonl"))
             journal.unlink()
-            again = materialize(
-                [multipathqa_csv, benchmark_items, predictions],
-                selection=[predictions],
-                partition_key=result_key(name, PARTITION),
-                resources=resources,
-                instance=instance,
-            )
+            again = materialize_cell(name, resources, instance)
             assert again.success and len(server.requests) == len(requests)  # replayed: nothing paid again
     finally:
         mp.undo()
@@ -228,13 +227,7 @@ def test_azure_with_an_entra_id_token_materializes_and_keeps_no_token(
                 mp.setenv(k, v)
             settings = declared(name) | _azure(server.base_url) | {"max_failed_share": 1.0}
             write_experiments(experiments_file, {name: settings})
-            result = materialize(
-                [multipathqa_csv, benchmark_items, predictions],
-                selection=[predictions],
-                partition_key=result_key(name, PARTITION),
-                resources=resources,
-                instance=instance,
-            )
+            result = materialize_cell(name, resources, instance)
             requests, token = list(server.requests), identity.token
     finally:
         mp.undo()
@@ -268,13 +261,7 @@ def test_declared_gemini_example_in_batch_mode_completes_at_half_price(
         with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=2) as api:
             batched = {"base_url": api.base_url, "batch": True, "batch_wait": "hold", "batch_poll_s": 0.05}
             write_experiments(experiments_file, {name: declared(name) | batched})
-            result = materialize(
-                [multipathqa_csv, benchmark_items, predictions],
-                selection=[predictions],
-                partition_key=result_key(name, PARTITION),
-                resources=resources,
-                instance=instance,
-            )
+            result = materialize_cell(name, resources, instance)
             lines = [cid for b in api.batches.values() for cid, _ in b.lines]
             creates = [c for c in api.calls if c == ("POST", f"{GEMINI}:batchGenerateContent")]
             assert len(lines) == 6 and set(api.answered.values()) == {1} and len(model.requests) == 6
