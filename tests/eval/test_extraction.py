@@ -393,3 +393,11 @@ def test_null_outside_the_isup_grade_is_not_a_grade() -> None:
     assert extract_label('{"answer": null}', benchmark_name="tcga", options=FOUR).label is None
     with pytest.raises(ValueError, match="panda_null_grade must be one of"):
         extract_label("1", benchmark_name="panda", options=None, panda_null_grade="zero")
+
+
+def test_panda_reads_isup_grade_before_an_answer_key_in_the_same_object():
+    """The spec reads ``obj["isup_grade"]`` (spec 000, PANDA extraction); an ``answer`` key beside it does
+    not decide. Mutation: ``answer`` searched before ``isup_grade`` gives 3."""
+    for text in ('{"answer": 3, "isup_grade": 2}', '{"isup_grade": 2, "answer": 3}'):
+        found = extract_label(text, benchmark_name="panda", options=None)
+        assert (found.label, found.reason) == (2, "JSON 'isup_grade': grade 2")
