@@ -106,3 +106,16 @@ def test_errors():
         bootstrap_metric([1], [1], "f1")
     with pytest.raises(ValueError, match="at least 2"):
         bootstrap_metric([1], [1], "accuracy", n_replicates=1)
+
+
+def test_defaults_are_1000_replicates_drawn_with_seed_42():
+    """The spec's defaults (B = 1000, seed 42): the default call equals the ``rng.choice`` loop on a fresh
+    ``default_rng(42)`` with 1000 replicates (numpy oracle). Mutations: 999 replicates, seed 0."""
+    y_true = np.array([0, 1, 1, 2, 2, 2, 0, 1, 2, 0, 1, 2])
+    y_pred = np.array([0, 1, 0, 2, 1, 2, 0, -1, 2, 1, 1, 0])
+    result = bootstrap_metric(y_true, y_pred, "accuracy")
+    rng = np.random.default_rng(42)
+    right = y_true == y_pred
+    scores = np.array([right[rng.choice(12, size=12, replace=True)].mean() for _ in range(1000)])
+    assert (result.n_replicates, result.n) == (1000, 12)
+    assert_matches_oracle(result, scores, right.mean())

@@ -11,6 +11,7 @@ from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
 from giant_assets.eval.bootstrap import bootstrap_metric
 from giant_assets.eval.comparisons import COMPARISON_COLUMNS, experiment_comparisons, paired_difference
+from giant_assets.eval.itemsets import ITEM_SET
 
 SKLEARN = {"accuracy": accuracy_score, "balanced_accuracy": balanced_accuracy_score}
 
@@ -205,3 +206,22 @@ def test_bad_input_names_the_benchmark_item_and_field():
     with pytest.raises(ValueError, match=r"'tcga': y_true holds negative"):
         negative = item_rows("a", "tcga", "accuracy", {"1": -3}, {"1": 0})
         experiment_comparisons(frame(negative + item_rows("b", "tcga", "accuracy", {"1": -3}, {"1": 0})))
+
+
+def test_experiments_over_different_item_sets_are_never_compared():
+    """Rows of one benchmark carry one item set; two experiments scored over different sets (or one
+    without a fingerprint beside one with) are refused, naming both (mutation: the check dropped lets a
+    paired bootstrap run over unrelated items). The same set gives the set's fingerprint per row."""
+    truth = {"1": 0, "2": 1, "3": 1}
+    a = frame(item_rows("a", "tcga", "accuracy", truth, {"1": 0, "2": 1, "3": 0}))
+    b = frame(item_rows("b", "tcga", "accuracy", truth, {"1": 1, "2": 1, "3": 1}))
+    same = experiment_comparisons(
+        pd.concat([a.assign(**{ITEM_SET: "f" * 64}), b.assign(**{ITEM_SET: "f" * 64})])
+    )
+    assert same[ITEM_SET].tolist() == ["f" * 64]
+    for fp_b in ("e" * 64, None):
+        rows = pd.concat([a.assign(**{ITEM_SET: "f" * 64}), b.assign(**{ITEM_SET: fp_b})])
+        with pytest.raises(
+            ValueError, match=r"'tcga': experiments scored over different item sets .*'a': 'ffff"
+        ):
+            experiment_comparisons(rows)

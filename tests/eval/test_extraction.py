@@ -393,3 +393,68 @@ def test_null_outside_the_isup_grade_is_not_a_grade() -> None:
     assert extract_label('{"answer": null}', benchmark_name="tcga", options=FOUR).label is None
     with pytest.raises(ValueError, match="panda_null_grade must be one of"):
         extract_label("1", benchmark_name="panda", options=None, panda_null_grade="zero")
+
+
+def test_panda_reads_isup_grade_before_an_answer_key_in_the_same_object():
+    """The spec reads ``obj["isup_grade"]`` (spec 000, PANDA extraction); an ``answer`` key beside it does
+    not decide. Mutation: ``answer`` searched before ``isup_grade`` gives 3."""
+    for text in ('{"answer": 3, "isup_grade": 2}', '{"isup_grade": 2, "answer": 3}'):
+        found = extract_label(text, benchmark_name="panda", options=None)
+        assert (found.label, found.reason) == (2, "JSON 'isup_grade': grade 2")
+
+
+GRADES_OF_DIFFERENTIATION = [
+    "Well-differentiated",
+    "Moderately differentiated",
+    "Poorly differentiated",
+    "Undifferentiated",
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "benchmark", "options", "label"),
+    [
+        # an option written with a hyphen matches the same words written with a space (and vice versa)
+        ("The answer is well differentiated.", "tcga_expert_vqa", GRADES_OF_DIFFERENTIATION, 1),
+        ("The glands are well differentiated throughout.", "tcga_expert_vqa", GRADES_OF_DIFFERENTIATION, 1),
+        ("Lesion: small-cell carcinoma pattern.", "tcga_slidebench", FOUR, 3),
+        # "answer is not 2 ..." is no statement: the earlier one decides, not a number in its reason
+        (
+            "The answer is 1. The answer is not 2 because 4 of the crops show glands.",
+            "tcga_slidebench",
+            FOUR,
+            1,
+        ),
+        # the article "A" after a statement is no letter answer; the option text later in the text is
+        (
+            "Final answer: A tumor with keratin pearls, i.e. squamous cell carcinoma.",
+            "tcga_slidebench",
+            FOUR,
+            2,
+        ),
+        # unparseable objects: the last key decides, as for parsed ones
+        (
+            '{"isup_grade": 2, "reasoning": "first look" ... on reflection '
+            '{"isup_grade": 4, "reasoning": "sheets',
+            "panda",
+            None,
+            4,
+        ),
+        # nested objects: the shallowest key wins, whatever comes first in the text
+        ('{"details": {"notes": {"isup_grade": 1}}, "summary": {"isup_grade": 3}}', "panda", None, 3),
+    ],
+    ids=[
+        "hyphen-in-option",
+        "hyphen-whole-text",
+        "space-in-option",
+        "negated-statement",
+        "article-a",
+        "last-truncated-key",
+        "shallowest-key",
+    ],  # fmt: skip
+)
+def test_rules_found_unguarded_by_the_mutation_audit(text, benchmark, options, label):
+    """Each case fails under one mutation of extraction.py that the other tests let pass: hyphen split
+    dropped, the ``answer is not`` skip dropped, the article "A" read as a letter, the unparseable-object
+    fallback read first-to-last, nested keys searched depth-first."""
+    assert extract_label(text, benchmark_name=benchmark, options=options).label == label

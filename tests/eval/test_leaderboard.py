@@ -195,3 +195,19 @@ def test_bad_metrics_rows_fail_clearly():
         ValueError, match=r"more than one row for \(experiment, benchmark\) \[\('zz-random', 'tcga'\)"
     ):
         leaderboard_long(pd.concat([metrics, metrics.iloc[:1]]))
+
+
+def test_an_unknown_cost_or_mean_is_shown_as_unknown_never_as_zero():
+    """A cell of a model without a price (``cost_usd`` NaN) makes the experiment's cost unknown, not the
+    sum of the others (mutation: ``skipna=True`` reports $1.25); a cell without a value (a benchmark with no
+    items: NaN mean) is an empty cell, not ``0.0 ± 0.0``."""
+    metrics = example_metrics()
+    metrics.loc[3, "cost_usd"] = float("nan")  # gpt5-giant's panda cell has no price
+    metrics.loc[3, ["boot_mean_pct", "boot_std_pct"]] = float("nan")
+    table = leaderboard_table(metrics).set_index("experiment")
+    assert np.isnan(table.loc["gpt5-giant", "cost_usd"])
+    assert table.loc["gpt5-giant", "panda"] == ""
+    assert table.loc["gpt5-giant", "tcga_expert_vqa"] == "57.0 ± 4.5"
+    assert table.loc["zz-random", "cost_usd"] == 0.0
+    line = next(row for row in leaderboard_markdown(table.reset_index()).splitlines() if "gpt5-giant" in row)
+    assert "$" not in line.split("|")[-3]  # the cost column of the Markdown is empty, not "$nan" or "$0.00"

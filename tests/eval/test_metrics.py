@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
-from giant_assets.eval.metrics import METRICS, accuracy, balanced_accuracy
+from giant_assets.eval.metrics import METRICS, MISSING, accuracy, as_label_arrays, balanced_accuracy
 from giant_assets.multipathqa.benchmarks import BENCHMARKS
 
 
@@ -90,3 +90,13 @@ def test_registry_covers_every_benchmark_metric_type():
 def test_invalid_inputs_raise_clear_errors(y_true, y_pred, message):
     with pytest.raises(ValueError, match=message):
         accuracy(y_true, y_pred)
+
+
+def test_label_arrays_encode_every_missing_or_negative_prediction_as_minus_one():
+    """The documented encoding: a missing or negative prediction is ``MISSING`` (-1) in the arrays the
+    bootstrap and the paired comparisons share. (Dropping the mapping cannot change a score, since truth
+    is >= 0, but the arrays would no longer say "no prediction" with one value.)"""
+    truth, pred = as_label_arrays([0, 1, 2, 3], [-7, None, 2, -1])
+    np.testing.assert_array_equal(truth, [0, 1, 2, 3])
+    np.testing.assert_array_equal(pred, [MISSING, MISSING, 2, MISSING])
+    assert MISSING == -1

@@ -488,3 +488,21 @@ def test_billed_cost_is_every_paid_reply_and_not_counted_is_what_runs_that_do_no
     assert np.isnan(
         benchmark_metrics_row(bench, vote_items(predictions, items), predictions)["cost_usd_billed"]
     )
+
+
+def test_an_unanswered_panda_item_is_never_read_as_grade_0() -> None:
+    """PANDA's grade 0 is a real label: an item with no voted label (no answer, unreadable slide) must
+    count wrong in the headline and the readable value, not as a prediction of grade 0 (mutation:
+    missing labels filled with 0 instead of -1). Oracle: sklearn with -1 for "no prediction"."""
+    items = items_frame("panda", [0, 0, 3, 2], "balanced_accuracy")
+    rows = [
+        run_row("panda", "id0", 0, None, 0),  # no_answer
+        run_row("panda", "id1", 0, None, 0, kind=SLIDE_UNAVAILABLE),
+        run_row("panda", "id2", 0, 3, 3),
+        run_row("panda", "id3", 0, 1, 2),
+    ]
+    preds = predictions_frame(rows)
+    row = benchmark_metrics_row("panda", vote_items(preds, items), preds)
+    assert row["value"] == pytest.approx(balanced_accuracy_score([0, 0, 3, 2], [-1, -1, 3, 1])) == 1 / 3
+    assert row["value_readable_pct"] == pytest.approx(100 * balanced_accuracy_score([0, 3, 2], [-1, 3, 1]))
+    assert row["n_correct"] == 1 and row["n_answered"] == 2

@@ -261,3 +261,56 @@ def test_grader_rejects_non_finite_scores() -> None:
     with pytest.raises(InvalidSubmissionError, match="grader 'nan' returned nan"):
         grader.score(pd.DataFrame(), _answers())
     assert Grader("third", lambda s, a: 1 / 3)(pd.DataFrame(), _answers()) == 0.33333  # 5 decimals
+
+
+def test_aggregate_counts_every_medal_and_takes_the_best_percentile_as_the_highest() -> None:
+    """Hand-built reports: medals of every kind add up, the best percentile is the highest (a higher
+    percentile beats more of the board), the average is over reports with a percentile."""
+    reports = [
+        TaskReport(
+            "a", "a.csv", score=0.9, valid_submission=True, gold_medal=True, leaderboard_percentile=90.0
+        ),
+        TaskReport(
+            "b", "b.csv", score=0.5, valid_submission=True, silver_medal=True, leaderboard_percentile=40.0
+        ),
+        TaskReport(
+            "c", "c.csv", score=0.4, valid_submission=True, bronze_medal=True, leaderboard_percentile=25.0
+        ),
+        TaskReport("d", "d.csv", valid_submission=False, submission_exists=False),
+    ]
+    summary = aggregate_reports(reports)
+    assert (summary["total_gold_medals"], summary["total_silver_medals"], summary["total_bronze_medals"]) == (
+        1,
+        1,
+        1,
+    )
+    assert summary["total_medals"] == 3
+    assert (summary["best_leaderboard_percentile"], summary["worst_leaderboard_percentile"]) == (90.0, 25.0)
+    assert summary["avg_leaderboard_percentile"] == round((90 + 40 + 25) / 3, 1) == 51.7
+    assert summary["mean_score"] == pytest.approx((0.9 + 0.5 + 0.4) / 3)
+
+
+def test_an_invalid_submission_is_neither_above_nor_below_the_median(tmp_path: Path, tasks) -> None:
+    """Without a score there is no comparison: ``above_median`` is None (not False), the medal flags False."""
+    task = tasks["tcga"]
+    assert task.leaderboard is not None
+    report = grade_csv(tmp_path / "absent.csv", task)
+    assert report.score is None and not report.valid_submission
+    assert report.above_median is None
+    assert not (report.gold_medal or report.silver_medal or report.bronze_medal or report.any_medal)
+
+
+def test_an_aligned_metric_scores_a_shuffled_submission_by_id_not_by_position(tasks) -> None:
+    """A submission frame in another order than the answers is aligned by id (the validated path is in
+    order already; mutation: positional scoring). Oracle: sklearn on the id-aligned pairs."""
+    task = tasks["tcga_slidebench"]
+    answers = task.answers
+    rng = np.random.default_rng(3)
+    preds = rng.integers(1, 5, len(answers))
+    frame = pd.DataFrame({"benchmark_id": answers["benchmark_id"], "prediction": preds})
+    shuffled = frame.sample(frac=1.0, random_state=5).reset_index(drop=True)
+    assert not shuffled["benchmark_id"].equals(frame["benchmark_id"])
+    expected = accuracy_score(answers["truth_label"], preds)
+    assert task.grader.score(shuffled, answers) == pytest.approx(expected)
+    with pytest.raises(InvalidSubmissionError, match=r"no prediction for 1 item\(s\)"):
+        task.grader.score(shuffled.head(len(answers) - 1), answers)

@@ -70,3 +70,28 @@ def test_regression_metrics() -> None:
 def test_unknown_metric_lists_names() -> None:
     with pytest.raises(KeyError, match="unknown metric 'mse'.*rmse"):
         get_metric("mse")
+
+
+def test_balanced_accuracy_on_text_labels_is_recall_over_the_true_classes() -> None:
+    """Text labels are coded together; recall is over the TRUE classes: lung 2/3, liver 1/1 -> 5/6
+    (sklearn's balanced_accuracy_score). Swapping truth and prediction in the coding gives 3/4 (the
+    symmetric hand case above cannot tell them apart). A missing prediction stays wrong."""
+    from sklearn.metrics import balanced_accuracy_score
+
+    truth = np.array(["lung", "lung", "lung", "liver"], dtype=object)
+    pred = np.array(["lung", "lung", "liver", "liver"], dtype=object)
+    assert get_metric("balanced_accuracy")(truth, pred) == pytest.approx(5 / 6)
+    assert get_metric("balanced_accuracy")(truth, pred) == pytest.approx(balanced_accuracy_score(truth, pred))
+    assert get_metric("balanced_accuracy")(pred, truth) == pytest.approx(3 / 4)
+    missing = np.array(["lung", "lung", None, "liver"], dtype=object)
+    assert get_metric("balanced_accuracy")(truth, missing) == pytest.approx((2 / 3 + 1) / 2)
+    assert get_metric("accuracy")(truth, missing) == pytest.approx(3 / 4)
+
+
+def test_f1_macro_is_the_unweighted_mean_of_per_class_f1() -> None:
+    """Per class F1 (hand): class 0 P=1 R=2/3 -> 4/5; class 1 P=1/3 R=1 -> 1/2; class 2 -> 0; macro =
+    (4/5 + 1/2 + 0) / 3 = 13/30 (the support-weighted mean would be 0.58)."""
+    y = np.array([0, 0, 0, 1, 2])
+    p = np.array([0, 0, 1, 1, 1])
+    assert get_metric("f1_macro")(y, p) == pytest.approx(13 / 30)
+    assert get_metric("f1_macro")(y, p) == pytest.approx(f1_score(y, p, average="macro"))

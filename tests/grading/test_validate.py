@@ -271,3 +271,21 @@ def test_submission_frame_types(tmp_path: Path, tasks) -> None:
     frame = load_submission(tmp_path / "s.csv", tasks["panda"])
     assert frame["prediction"].dtype == "int64" and frame["prediction"].tolist() == truth
     assert pd.api.types.is_string_dtype(frame["benchmark_id"]) or frame["benchmark_id"].dtype == object
+
+
+def test_a_duplicate_in_a_later_chunk_is_reported_and_never_replaces_the_first(tasks) -> None:
+    """Files are read in chunks (``reader.CHUNK_ROWS``): an id repeated in a later chunk is a duplicate like
+    one in the same chunk (mutation: each chunk's first occurrence taken as new silently overwrites it)."""
+    from giant_assets.grading.reader import LINE_COLUMN
+    from giant_assets.grading.validate import TaskChecker
+
+    task = tasks["gtex"]
+    ids, truth = truth_rows(task)
+    checker = TaskChecker(task, "row", "s.csv", ["benchmark_id", "prediction"])
+    first = pd.DataFrame({"benchmark_id": ids, "prediction": [str(t) for t in truth]})
+    checker.add(first.assign(**{LINE_COLUMN: range(2, len(ids) + 2)}))
+    again = pd.DataFrame({"benchmark_id": [ids[3]], "prediction": ["1"], LINE_COLUMN: [len(ids) + 2]})
+    checker.add(again)
+    frame, problems = checker.finish()
+    assert frame is None
+    assert problems == [f"s.csv: 1 duplicate benchmark_id value(s): '{ids[3]}' (row 5, row {len(ids) + 2})"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from giant_assets.multipathqa.loading import CsvFormatError, parse_items, read_csv_strings
+from giant_assets.multipathqa.loading import CsvFormatError, canonical_truth, parse_items, read_csv_strings
 from giant_assets.multipathqa.sample import sample_csv_path
 
 GTEX_OPTIONS = ["Adipose Tissue", "Esophagus", "Lung", "Liver"]
@@ -293,3 +293,15 @@ def test_ingest_gives_messages_not_tracebacks_for_header_only_and_all_bad_rows(t
     text = _failure_text(result)
     assert f"every row of {all_bad} is malformed ({len(rows)} error(s)); nothing to evaluate" in text
     assert "row 2 (benchmark_id='GTEX-1117F-0126'), field 'answer'" in text
+
+
+@pytest.mark.parametrize("benchmark", ["tcga", "tcga_slidebench", "tcga_expert_vqa"])
+def test_option_index_truth_covers_exactly_one_to_n(benchmark: str) -> None:
+    """Index answers are 1-based: the first and the LAST option are labels 1 and n, 0 and n + 1 are
+    errors (mutations: ``index < len(options)`` loses the last option, ``0 <= index`` admits 0)."""
+    options = ["A tissue", "B tissue", "C tissue", "D tissue"]
+    assert canonical_truth(benchmark, "1", options) == 1
+    assert canonical_truth(benchmark, " 4 ", options) == 4
+    for bad in ("0", "5"):
+        with pytest.raises(ValueError, match=f"option index {bad} out of range 1..4"):
+            canonical_truth(benchmark, bad, options)
