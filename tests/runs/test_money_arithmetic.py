@@ -5,13 +5,12 @@ ledgers, the hold files. Each test kills a mutation of the code it guards that t
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
 
-from giant_assets.runs.ledger import ExperimentLedger, PartitionLedger
-from giant_assets.runs.replies import ReplyStore, RunReplies, request_digest
+from giant_assets.runs.ledger import PartitionLedger
+from giant_assets.runs.replies import ReplyStore, request_digest
 from giant_assets.runs.run_identity import RunIdentity
 
 RUN0 = RunIdentity("h", "tcga", "i1", 0, "fp")
@@ -28,7 +27,7 @@ def write_lines(path: Path, rows: list[dict], tail: str = "") -> None:
         fh.write(tail)
 
 
-def journal_row(run: RunIdentity, usd: float, finished_at: str, started_at: str = "2026-01-01T00:00:00") -> dict:
+def journal_row(run: RunIdentity, usd: float, finished_at: str, started_at: str = "2026-01-01T00:00") -> dict:
     return {"config_hash": run.config_hash, "benchmark_name": run.benchmark_name,
             "benchmark_id": run.benchmark_id, "run_index": run.run_index, "item_fingerprint": "fp",
             "cost_usd": usd, "started_at": started_at, "finished_at": finished_at}  # fmt: skip
