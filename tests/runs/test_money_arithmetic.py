@@ -38,7 +38,7 @@ def test_a_duplicated_store_line_is_paid_once(tmp_path: Path) -> None:
     path = tmp_path / "tcga.replies.jsonl"
     write_lines(path, [reply(RUN0, 0, 0.25), reply(RUN0, 0, 0.25), reply(RUN0, 1, 0.5)])
     store = ReplyStore(path)
-    assert store.total_usd == pytest.approx(0.75) and store.run_usd(RUN0.key) == pytest.approx(0.75)
+    assert store.total_usd == pytest.approx(0.75)
     assert PartitionLedger(tmp_path / "tcga.jsonl").spent() == pytest.approx(0.75)
 
 
