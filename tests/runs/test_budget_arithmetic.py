@@ -3,13 +3,16 @@ paid + held + its reservation stays within the budget, and never once the paid t
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from pathlib import Path
 
 import pytest
 
+from giant_assets.runs.agent_api import AgentAnswer, AgentItem, Step
 from giant_assets.runs.journal import Journal
-from giant_assets.runs.replies import replies_path
+from giant_assets.runs.replies import current, replies_path
 from giant_assets.runs.run_identity import RunIdentity
 from tests.runs.test_runner import ScriptAgent, items, run
 
@@ -38,3 +41,46 @@ def test_nothing_starts_once_the_paid_total_reached_the_budget_even_with_nothing
     agent = ScriptAgent({str(i): "1" for i in range(3)}, cost=0.0)
     out = run(agent, items(3), journal, concurrency=1, budget_usd=1.0)
     assert not agent.calls and out.budget_stopped and out.not_started == 3
+
+
+class PayingAgent:
+    """Each run pays one $0.25 reply into the reply store at its start; run "1" then stays in flight
+    until run "2" starts (at most ``wait_s``), and notes whether it did."""
+
+    name, model = "paying", "m"
+
+    def __init__(self, wait_s: float = 2.0) -> None:
+        self.wait_s = wait_s
+        self.b_paid, self.c_started = asyncio.Event(), asyncio.Event()
+        self.c_started_while_b_in_flight = False
+
+    async def answer(self, item: AgentItem, run_index: int) -> AgentAnswer:
+        replies = current()
+        assert replies is not None
+        replies.record("d", replies.occurrence("d"), {"ok": 1}, cost_usd=0.25)
+        if item.benchmark_id == "0":
+            await self.b_paid.wait()
+        if item.benchmark_id == "1":
+            self.b_paid.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.c_started.wait(), self.wait_s)
+            self.c_started_while_b_in_flight = self.c_started.is_set()
+        if item.benchmark_id == "2":
+            self.c_started.set()
+        return AgentAnswer(text="1", steps=[Step(0, "answer", text="1", cost_usd=0.25)])
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_what_a_run_in_flight_has_paid_comes_off_its_reservation(tmp_path: Path) -> None:
+    """$0.50 reserved per run, $1.25 budget, 3 at a time: A and B start (1.00 held), C waits. A ends
+    having paid $0.25 and B has paid $0.25 so far: paid 0.50 + B's remaining 0.25 + C's 0.50 = 1.25,
+    so C starts while B is still in flight. Mutation: ``held()`` without ``- r.paid_usd`` (B's $0.25
+    counted twice: 1.50, and C waits for B to end)."""
+    agent = PayingAgent()
+    out = run(
+        agent, items(3), Journal(tmp_path / "tcga.jsonl"), concurrency=3, budget_usd=1.25, reserve_usd=0.5
+    )
+    assert agent.c_started_while_b_in_flight and out.executed == 3 and not out.budget_stopped
+    assert out.billed_usd == pytest.approx(0.75) and out.cost_usd_new == pytest.approx(0.75)
