@@ -1,0 +1,31 @@
+"""The estimate's output-token bounds by hand: low = (visible low + reasoning low) x the fewest calls,
+high = (visible high + reasoning high) x the most calls (visible text 80-250 tokens per reply)."""
+
+from __future__ import annotations
+
+from giant_assets.agents.estimate import estimate
+from giant_assets.agents.pricing import load_price_table
+from giant_assets.experiments.spec import Experiment
+
+PRICES = load_price_table()
+
+
+def test_output_bounds_pair_low_with_low_and_high_with_high() -> None:
+    """gpt-5 at reasoning effort low (100-800 hidden tokens a call), 8 steps: 4-8 calls a run, 10 runs.
+    Mutation: the low bound taken at the high per-call output."""
+    exp = Experiment(
+        name="g", agent="giant", provider="openai", model="gpt-5", max_steps=8, reasoning_effort="low"
+    )
+    e = estimate(exp, "tcga", items=10, prices=PRICES)
+    assert (e.calls.low, e.calls.high) == (40, 80)
+    assert (e.output_tokens.low, e.output_tokens.high) == ((80 + 100) * 40, (250 + 800) * 80)
+
+
+def test_a_thinking_budget_bounds_the_output_from_30_percent_to_all_of_it() -> None:
+    """Claude with a 2,000-token thinking budget: 600-2,000 thinking tokens a call. Mutation: the low
+    bound at the whole budget."""
+    exp = Experiment(name="c", agent="thumbnail", provider="anthropic", model="claude-sonnet-4-5",
+                     thinking_budget=2000)  # fmt: skip
+    e = estimate(exp, "tcga", items=10, prices=PRICES)
+    assert (e.calls.low, e.calls.high) == (10, 10)
+    assert (e.output_tokens.low, e.output_tokens.high) == ((80 + 600) * 10, (250 + 2000) * 10)
