@@ -14,6 +14,7 @@ from giant_assets.runs.agent_api import AgentAnswer, AgentItem, Step
 from giant_assets.runs.journal import Journal
 from giant_assets.runs.replies import current, replies_path
 from giant_assets.runs.run_identity import RunIdentity
+from giant_assets.runs.runner import BatchSettings, run_batch
 from tests.runs.test_runner import ScriptAgent, items, run
 
 
@@ -84,3 +85,40 @@ def test_what_a_run_in_flight_has_paid_comes_off_its_reservation(tmp_path: Path)
     )
     assert agent.c_started_while_b_in_flight and out.executed == 3 and not out.budget_stopped
     assert out.billed_usd == pytest.approx(0.75) and out.cost_usd_new == pytest.approx(0.75)
+
+
+def test_a_cap_over_a_reply_of_unknown_cost_starts_nothing(tmp_path: Path) -> None:
+    """A stored reply without a price (cost NaN): no budget can be kept over it. Mutation: the
+    ``ledger.unpriced`` refusal dropped (the NaN counts as $0 and the runs start)."""
+    journal = Journal(tmp_path / "tcga.jsonl")
+    killed = RunIdentity("h", "tcga", "9", 0, None)
+    line = {"run": killed.key, "digest": "d", "n": 0, "cost_usd": float("nan"), "at": "2026-01-01T00:00"}
+    replies_path(journal.path).write_text(json.dumps(line) + "\n")
+    agent = ScriptAgent({str(i): "1" for i in range(2)}, cost=0.0)
+    lines: list[str] = []
+    out = asyncio.run(
+        run_batch(agent, items(2), config_hash="h", journal=journal,
+                  settings=BatchSettings(concurrency=1, budget_usd=1.0), log=lines.append)
+    )  # fmt: skip
+    assert not agent.calls and out.budget_stopped and out.not_started == 2
+    assert any("budget $1 cannot be kept (1 reply(ies) or run(s)" in line for line in lines)
+
+
+class OverReportingAgent(PayingAgent):
+    """Pays one $0.25 reply, and reports its run at $1 (as a run whose replayed replies it priced)."""
+
+    async def answer(self, item: AgentItem, run_index: int) -> AgentAnswer:
+        replies = current()
+        assert replies is not None
+        replies.record("d", replies.occurrence("d"), {"ok": 1}, cost_usd=0.25)
+        return AgentAnswer(text="1", steps=[Step(0, "answer", text="1", cost_usd=1.0)])
+
+
+def test_what_a_batch_paid_is_its_stored_replies_not_its_rows(tmp_path: Path) -> None:
+    """Three runs paying $0.25 each under $1.25: each is reserved at the mean paid ($0.25), all start.
+    Mutation: ``spent`` taken from the journal row although the run stored its replies (a $1 mean: the
+    third run's reservation passes the budget, and the batch reports $3 paid)."""
+    agent = OverReportingAgent()
+    out = run(agent, items(3), Journal(tmp_path / "tcga.jsonl"), concurrency=1, budget_usd=1.25)
+    assert out.cost_usd_new == pytest.approx(0.75) and out.billed_usd == pytest.approx(0.75)
+    assert out.executed == 3 and not out.budget_stopped
