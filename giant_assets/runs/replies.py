@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import threading
-from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -71,10 +70,7 @@ class ReplyStore:
         self.skipped_lines = 0
         self.broken: str | None = None  # the first failed write, as a message naming the file
         self._entries: dict[tuple[str, str, int], dict[str, Any]] = {}
-        self._run_usd: dict[str, float] = defaultdict(float)
-        self._run_first_at: dict[str, str] = {}
         self.total_usd = 0.0  # every reply stored, earlier processes' and this one's
-        self.paid_now_usd = 0.0  # replies recorded by this process
         self._lock = threading.Lock()
         self._read()
 
@@ -97,21 +93,11 @@ class ReplyStore:
         if self._replay_runs is not None and key[0] not in self._replay_runs:
             entry = {k: v for k, v in entry.items() if k != "response"}  # a finished run's: cost only
         self._entries[key] = entry
-        self._run_usd[key[0]] += cost
-        self._run_first_at.setdefault(key[0], str(entry.get("at") or ""))
         self.total_usd += cost
 
     def get(self, run: str, digest: str, n: int) -> dict[str, Any] | None:
         entry = self._entries.get((run, digest, n))
         return entry if entry is not None and "response" in entry else None
-
-    def run_usd(self, run: str) -> float:
-        """What the provider billed for the replies of one run (all its executions)."""
-        return self._run_usd.get(run, 0.0)
-
-    def first_at(self, run: str) -> str | None:
-        """When the first reply of ``run`` was stored (ISO UTC), or None."""
-        return self._run_first_at.get(run)
 
     def put(self, entry: dict[str, Any]) -> None:
         """Append one reply and fsync it; a failed write marks the store ``broken`` (never raises)."""
@@ -128,7 +114,6 @@ class ReplyStore:
             except OSError as exc:
                 self.broken = self.broken or f"cannot write the reply store {self.path}: {exc}"
             self._index(entry)
-            self.paid_now_usd += float(entry.get("cost_usd") or 0.0)
 
 
 def _ends_with_newline(path: Path) -> bool:

@@ -100,7 +100,8 @@ def test_failed_runs_are_billed_apart_and_replayed_not_repaid(cell) -> None:
 
 def test_metrics_and_leaderboard_show_what_was_billed_and_what_did_not_count(cell) -> None:
     run, model, server, data = cell
-    assert run(max_failed_share=1.0, assets=("predictions", "item_predictions", "benchmark_metrics")).success
+    scored = run(max_failed_share=1.0, assets=("predictions", "item_predictions", "benchmark_metrics"))
+    assert scored.success
     board = run(max_failed_share=1.0, assets=("leaderboard", "leaderboard_long", "leaderboard_stale"))
     assert board.success
     journal = next((data / "journals").glob(f"*/{BENCHMARK}.jsonl"))
@@ -113,6 +114,9 @@ def test_metrics_and_leaderboard_show_what_was_billed_and_what_did_not_count(cel
     metrics = ParquetStore(data).read("benchmark_metrics")
     assert metrics["cost_usd_billed"].tolist() == [pytest.approx(billed, abs=1e-6)]
     assert metrics["cost_usd_not_counted"].tolist() == [pytest.approx(lost, abs=1e-6)]
+    shown = scored.asset_materializations_for_node("benchmark_metrics")[0].metadata  # the UI's numbers
+    assert shown["cost_usd_billed"].value == pytest.approx(billed, abs=1e-6)
+    assert shown["cost_usd_not_counted"].value == pytest.approx(lost, abs=1e-6)
     table = board.asset_value(AssetKey("leaderboard")).set_index("experiment")
     assert table.loc["spend", "cost_usd_billed"] == pytest.approx(billed, abs=1e-6)
     assert table.loc["spend", "cost_usd_not_counted"] == pytest.approx(lost, abs=1e-6)
