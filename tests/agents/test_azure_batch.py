@@ -56,7 +56,9 @@ def _batched(api: BatchAPIServer, store: Path, wire: str = "responses", logs: li
     model_class = WIRES[wire][0]
     chat = model_class("gpt-5", deployment=DEPLOYMENT, base_url=api.base_url, reasoning_effort="low")
     log = logs.append if logs is not None else (lambda _: None)
-    chat.batch = BatchRound(batch_client(chat), BatchStore(store), poll_s=0.001, log=log, max_line_attempts=1)
+    chat.batch = BatchRound(
+        batch_client(chat), BatchStore(store), poll_s=0.001, settle_s=0.05, log=log, max_line_attempts=1
+    )
     return GiantAgent(chat, max_steps=3, image_size=500), chat.batch
 
 

@@ -80,7 +80,7 @@ def _round(provider: str, api: BatchAPIServer, store: Path, retry: RetryPolicy =
         )
     kw.setdefault("log", lambda _: None)
     kw.setdefault("mode", "hold")
-    chat.batch = BatchRound(batch_client(chat), BatchStore(store), poll_s=0.001, settle_s=0.3, **kw)
+    chat.batch = BatchRound(batch_client(chat), BatchStore(store), poll_s=0.001, settle_s=0.05, **kw)
     return GiantAgent(chat, max_steps=3, image_size=500), chat.batch
 
 

@@ -33,6 +33,9 @@ from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_sli
 from tests.support.batching import answer_all
 
 STEPS = 3  # two crops, then the answer
+# a round closes this long after every live run waits (the timer starts only then, so a short one
+# splits nothing: GIANT runs send one request at a time)
+SETTLE_S = 0.05
 PROMPT = "Which organ?\n1. Lung\n2. Liver\n3. Skin"
 
 
@@ -68,6 +71,7 @@ def _items(slide: Path, n: int) -> list[AgentItem]:
 def _batched(provider: str, api: BatchAPIServer, store: Path, mode: str = "hold", **kw) -> tuple:
     chat = _model(provider, api)
     kw.setdefault("log", lambda _: None)
+    kw.setdefault("settle_s", SETTLE_S)
     chat.batch = BatchRound(batch_client(chat), BatchStore(store), mode=mode, poll_s=0.01, **kw)
     return GiantAgent(chat, max_steps=STEPS, image_size=500), chat.batch
 

@@ -63,7 +63,7 @@ def _model(server: BatchAPIServer | ScriptedModelServer, **kw) -> GeminiChatMode
 def _batched(api: BatchAPIServer, store: Path, timeout_s: float = 600.0, **kw) -> tuple:
     chat = _model(api, retry=FAST, timeout_s=timeout_s)
     kw.setdefault("log", lambda _: None)
-    chat.batch = BatchRound(batch_client(chat), BatchStore(store), poll_s=0.001, settle_s=0.3, **kw)
+    chat.batch = BatchRound(batch_client(chat), BatchStore(store), poll_s=0.001, settle_s=0.05, **kw)
     return GiantAgent(chat, max_steps=3, image_size=500), chat.batch
 
 
@@ -262,7 +262,7 @@ def test_a_round_above_20_mb_goes_as_an_input_file_and_is_answered_from_the_resp
         api.bad_lines = 1  # the responses file gets a torn line, a blank line and one without a key
         chat = _model(api, retry=FAST)
         store = BatchStore(tmp_path / "s")
-        chat.batch = BatchRound(batch_client(chat), store, poll_s=0.001, settle_s=0.3, log=logs.append)
+        chat.batch = BatchRound(batch_client(chat), store, poll_s=0.001, settle_s=0.05, log=logs.append)
         texts = asyncio.run(all_of(chat, chat.batch))
         # the file line answered 429 (RESOURCE_EXHAUSTED) went into the next round: alone, inline
         batch, again = api.batches.values()

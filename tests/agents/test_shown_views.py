@@ -49,7 +49,9 @@ def _passes(slide: Path, store: Path, views: Path | None) -> tuple[list, list[Sh
     with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=2) as api:
         for _ in range(3 * STEPS):
             chat = OpenAIResponsesModel("gpt-5", base_url=api.openai_base_url)
-            batch = BatchRound(batch_client(chat), BatchStore(store), mode="detach", poll_s=0.01, log=_quiet)
+            batch = BatchRound(
+                batch_client(chat), BatchStore(store), mode="detach", poll_s=0.01, settle_s=0.05, log=_quiet
+            )
             chat.batch = batch
             agent = GiantAgent(chat, max_steps=STEPS, image_size=500)
             if views is not None:
