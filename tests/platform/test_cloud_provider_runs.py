@@ -32,7 +32,7 @@ from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.assets.predictions import predictions
 from giant_assets.platform.partitions import result_key
 from tests.support.cloud import AWS_ENV, AWS_SECRET, ManagedIdentityEndpoint, service_account
-from tests.support.dagster_env import add_experiments, resources_for, write_experiments
+from tests.support.dagster_env import add_experiments, ingested_sample, write_experiments
 
 REPO = Path(__file__).resolve().parents[2]
 PARTITION = "tcga_slidebench"  # 3 items on 2 sample slides
@@ -109,12 +109,10 @@ def test_declared_cloud_example_materializes(tmp_path: Path, sample_wsi_root: Pa
     data = tmp_path / "data"
     mp = pytest.MonkeyPatch()
     mp.setenv("GIANT_DATA_DIR", str(data))
-    instance = DagsterInstance.ephemeral()
-    add_experiments(instance, name)
     experiments_file = tmp_path / "experiments.yaml"
-    resources = resources_for(data, experiments_file=experiments_file, wsi_root=str(sample_wsi_root))
+    instance, resources = ingested_sample(data, experiments_file, sample_wsi_root)
+    add_experiments(instance, name)
     try:
-        assert materialize([multipathqa_csv, benchmark_items], resources=resources, instance=instance).success
         with ScriptedModelServer(rule=demo_policy) as server:
             for k, v in environment(name, server, tmp_path).items():
                 mp.setenv(k, v)
@@ -207,10 +205,9 @@ def test_azure_with_an_entra_id_token_materializes_and_keeps_no_token(
     mp = pytest.MonkeyPatch()
     mp.setenv("GIANT_DATA_DIR", str(data))
     mp.delenv("AZURE_OPENAI_API_KEY", raising=False)
-    instance = DagsterInstance.ephemeral()
-    add_experiments(instance, name)
     experiments_file = tmp_path / "experiments.yaml"
-    resources = resources_for(data, experiments_file=experiments_file, wsi_root=str(sample_wsi_root))
+    instance, resources = ingested_sample(data, experiments_file, sample_wsi_root)
+    add_experiments(instance, name)
 
     echoed: list[str] = []
 
@@ -221,7 +218,6 @@ def test_azure_with_an_entra_id_token_materializes_and_keeps_no_token(
         return demo_policy(request)
 
     try:
-        assert materialize([multipathqa_csv, benchmark_items], resources=resources, instance=instance).success
         with ManagedIdentityEndpoint() as identity, ScriptedModelServer(rule=rule) as server:
             for k, v in (identity.env | {"GIANT_AZURE_AUTH": "entra"}).items():
                 mp.setenv(k, v)
@@ -252,12 +248,10 @@ def test_declared_gemini_example_in_batch_mode_completes_at_half_price(
     mp = pytest.MonkeyPatch()
     mp.setenv("GIANT_DATA_DIR", str(data))
     mp.setenv("GEMINI_API_KEY", GEMINI_KEY)
-    instance = DagsterInstance.ephemeral()
-    add_experiments(instance, name)
     experiments_file = tmp_path / "experiments.yaml"
-    resources = resources_for(data, experiments_file=experiments_file, wsi_root=str(sample_wsi_root))
+    instance, resources = ingested_sample(data, experiments_file, sample_wsi_root)
+    add_experiments(instance, name)
     try:
-        assert materialize([multipathqa_csv, benchmark_items], resources=resources, instance=instance).success
         with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=2) as api:
             batched = {"base_url": api.base_url, "batch": True, "batch_wait": "hold", "batch_poll_s": 0.05}
             write_experiments(experiments_file, {name: declared(name) | batched})
