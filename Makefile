@@ -3,7 +3,6 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
 export DAGSTER_HOME := $(CURDIR)/dagster_home
 # Dagster 1.13 warns on every `dagster asset materialize` that `dg launch` supersedes it (docs/environment.md)
 export PYTHONWARNINGS := ignore:Function `asset_materialize_command` is superseded:FutureWarning
@@ -12,43 +11,63 @@ VIEW_PORT ?= 8765
 
 .PHONY: demo cluster-demo test ui scripted-model view lint bench clean
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	@touch $(STAMP)
+# Two installs, each once per pyproject.toml change: the platform (what `make demo`, `make ui` and
+# `make view` run: ~1.25 GB) and the test tools on top of it (`make test`, `make lint`, `make bench`,
+# `make cluster-demo`: ~0.15 GB more). Both come from the Python package index (PyPI): the first
+# install needs it; nothing after it does. INDEX_CHECK fails fast, saying so, when the index cannot be
+# reached (pip itself would retry for about a minute, then name one package).
+RUN_STAMP := $(VENV)/.installed-run
+# $(call INDEX_CHECK,what,size): one look at the index (no retries, 15 s) before the first download
+INDEX_CHECK = $(BIN)/pip index versions dagster --retries 0 --timeout 15 >/dev/null 2>&1 || { \
+	echo "make: installing $(1) needs the Python package index (PyPI, or the index pip is configured" \
+	"with: PIP_INDEX_URL), about $(2) once installed, a few minutes; it cannot be reached now." \
+	"Connect, or point PIP_INDEX_URL at a mirror, and run make again. Once installed, make demo needs" \
+	"no network." >&2; exit 1; }
+DEV_STAMP := $(VENV)/.installed-dev
 
-demo: $(STAMP)
+$(RUN_STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(call INDEX_CHECK,the platform,1.25 GB)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	@touch $(RUN_STAMP)
+
+$(DEV_STAMP): $(RUN_STAMP)
+	@$(call INDEX_CHECK,the test tools,0.15 GB)
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(DEV_STAMP)
+
+demo: $(RUN_STAMP)
 	$(BIN)/python -m giant_assets.demo
 
 # PostgreSQL + Redis from wheels, two Celery workers, the daemon, one shared rate limit (docs/scale-out.md)
-cluster-demo: $(STAMP)
+cluster-demo: $(DEV_STAMP)
 	$(BIN)/python -m giant_assets.cluster
 
-test: $(STAMP)
+test: $(DEV_STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 # the Dagster UI and daemon (dagster-webserver + dagster-daemon, what `dagster dev` ran) and the demo's
 # scripted model on 127.0.0.1:47321, so the demo-* experiments re-run from the UI; the UI's viewer
 # links point at `make view` on VIEW_PORT (GIANT_VIEWER_URL overrides)
-ui: $(STAMP)
+ui: $(RUN_STAMP)
 	GIANT_VIEWER_URL="$${GIANT_VIEWER_URL:-http://127.0.0.1:$(VIEW_PORT)/}" $(BIN)/python -m giant_assets.demo.ui -w workspace.yaml
 
 # the scripted model alone (no key, no network), on the demo-* experiments' port; Ctrl-C stops it
-scripted-model: $(STAMP)
+scripted-model: $(RUN_STAMP)
 	$(BIN)/giant-scripted-model --port 47321
 
 # the trajectory viewer (data/viewer/), served on loopback only by giant-view, which draws a page's
 # missing pictures on its first visit: VIEW_PORT=9000 make view
-view: $(STAMP)
+view: $(RUN_STAMP)
 	@test -d "$(GIANT_DATA_DIR)/viewer" || { echo "no $(GIANT_DATA_DIR)/viewer yet: run make demo (or materialize trajectory_viewer)"; exit 1; }
 	$(BIN)/python -m giant_assets.report.viewer.serve --port $(VIEW_PORT) --dir "$(GIANT_DATA_DIR)/viewer"
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check giant_assets tests benchmarks
 	$(BIN)/ruff format --check giant_assets tests benchmarks
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks
 
 clean:
