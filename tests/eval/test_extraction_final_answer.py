@@ -146,3 +146,20 @@ def test_an_earlier_statement_does_not_beat_a_truncated_final_json() -> None:
     text = "Answer: 2 was my first thought. " + padding(800) + '\n{"answer": "Carcinoid tu'
     found = extract_label(text, benchmark_name="tcga", options=FOUR)
     assert found.label is None and "ends inside its value" in found.reason
+
+
+def test_the_agents_parser_reads_no_earlier_action_when_the_final_one_is_cut() -> None:
+    """The free-JSON protocol: a quoted example action, then the final one cut at the token limit. No
+    action (the agent tells the model, or at its last step scores the raw reply): never the quote."""
+    early = '{"action": "answer", "answer": 1}'
+    for final, label in (('{"action": "answer", "answer": 3, "reasoning": "small ce', 3),
+                         ('{"action": "answer", "reasoning": "small cells with moul', None),
+                         ('{"action": "crop", "x": 10, "y": 20, "w": 3', None)):  # fmt: skip
+        text = f"Example: {early}. " + padding(2_000) + "\n" + final
+        assert parse_action(text) is None, final
+        assert extract_label(text, benchmark_name="tcga", options=FOUR).label == label
+    complete = f"Example: {early}. " + padding(2_000) + '\n{"action": "answer", "answer": 3} and {"cut'
+    assert parse_action(complete) is None  # a reply ending in a cut object lost its final action
+    assert extract_label(complete, benchmark_name="tcga", options=FOUR).label is None
+    whole = f"Example: {early}. " + padding(2_000) + '\n{"action": "answer", "answer": 3}\nDone.'
+    assert parse_action(whole) == parse_action(whole[-200:]) and parse_action(whole).answer == "3"
