@@ -8,11 +8,17 @@ panda uses the ISUP grade 0..5. Rules, in order; the first that yields a label d
    nested objects are searched too, shallowest first (``{"final_answer": {"isup_grade": 2}}`` is 2).
    Its value may be an int, a numeric string, a letter (4-option questions) or the option text. A value
    that is not a valid label makes the result ``None``: the model's formal answer was invalid.
-   A truncated object (``{"answer": 3, "reasoning": "...``) is read by its quoted key and value.
    The released prompts ask for the JSON "at the end" of the reply and the official code keeps the
-   whole reply, so the answer is the one given last: an object quoted earlier while reasoning does
-   not count. Objects are found by the one bounded scanner for model text (``core/jsonscan.py``, also
-   the GIANT agent's action parser) in the reply's last 64 KiB, whatever its length.
+   whole reply, so the answer is the one the reply ends with: an object quoted earlier while reasoning
+   does not count, nor does one followed by an answer key in an object that did not parse (cut off or
+   malformed) or by an object the reply's end cut short. In an object that does not parse, an answer
+   key (where an object's key stands, after "{" or ",") whose value is complete is read
+   (``{"answer": 3, "reasoning": "...`` cut at the token limit is 3, reason "JSON-like ..."); one
+   whose value the reply's end cut (``{"answer": "Squamous ce``) is no answer, and so is a reply that
+   ends in an object cut before any answer key. Objects are found by the one bounded scanner for
+   model text (``core/jsonscan.py``, also the GIANT agent's action parser, which likewise reads no
+   action from a reply ending in a cut-off object) in the reply's last 64 KiB, whatever its length.
+   An answer key outside any object (``"answer": 3`` alone on a line) is read last.
 2. Explicit statement. "answer is/answer:/final answer/correct option is/I choose/I'm going with ..."
    phrases, the last one first; within the sentence after it, the first valid candidate (option text,
    letter, number) wins. A statement naming only invalid candidates (e.g. "Answer: 7" of 4 options)

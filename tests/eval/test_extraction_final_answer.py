@@ -140,6 +140,9 @@ def test_a_complete_final_object_after_a_cut_or_malformed_one_still_decides() ->
     # an answer key that is not an object's key (prose after the object) does not override it
     text = '{"answer": 3}\nI wrote "answer": as the prompt asked.'
     assert extract_label(text, benchmark_name="tcga", options=FOUR).label == 3
+    # nor does one quoted inside a later object that parsed (a string holding a Python-style dict)
+    text = '{"answer": 3}\n{"note": "the example was {\'answer\': 1, \'why\': 2}"}'
+    assert extract_label(text, benchmark_name="tcga", options=FOUR).reason == "JSON 'answer': option 3"
 
 
 def test_an_earlier_statement_does_not_beat_a_truncated_final_json() -> None:
