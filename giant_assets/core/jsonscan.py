@@ -27,6 +27,7 @@ _WINDOW = 4096  # a JSON value is first decoded from this many characters
 _DECODER = json.JSONDecoder()
 _OBJECT_START = re.compile(r'\{[ \t\n\r]*["}]')
 _LITERAL_START = re.compile(r"""\{[ \t\n\r]*["'}]""")
+_SINGLE_QUOTED = re.compile(r"\{[ \t\n\r]*'")  # a Python-style dict's start
 MAX_LITERAL_CHARS = 4096  # a Python-literal dict is read only when its braces span at most this
 # A decode error this close to where the decoder's text ends, with only token characters after it, may be
 # a token that end cut (``-Infinity``, a ``\uXXXX`` pair, ``1.5e+``: at most 12 characters).
@@ -45,7 +46,8 @@ class Found:
 
 @dataclass
 class Scan:
-    """The objects of a text in text order, and the starts of objects its end cut short (JSON only)."""
+    """The objects of a text in text order, and the starts of objects its end cut short (JSON, or with
+    ``python_literals`` a single-quoted dict whose "{" no later "}" matches)."""
 
     objects: list[Found] = field(default_factory=list)
     cut_off: list[int] = field(default_factory=list)
@@ -89,6 +91,8 @@ def scan_objects(text: str, *, python_literals: bool = False, window: int = MAX_
         if obj is None and python_literals:
             closing = _closing_braces(text) if closing is None else closing
             close = closing.get(i)
+            if close is None and _SINGLE_QUOTED.match(text, i):
+                scan.cut_off.append(offset + i)  # a Python-style dict never closed: the text ends in it
             if close is not None and close - i < MAX_LITERAL_CHARS:
                 budget -= close + 1 - i
                 obj = _literal(text[i : close + 1])

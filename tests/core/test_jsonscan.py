@@ -96,6 +96,14 @@ def test_an_object_malformed_before_the_end_is_not_cut_off() -> None:
     assert scan_objects('{"a": 1.5e+').cut_off == scan_objects('{"a": 1 xx').cut_off == [0]
 
 
+def test_a_python_style_dict_never_closed_is_cut_off_only_where_literals_are_read() -> None:
+    text = "{'answer': 1} then {'reasoning': 'nests of {small} cells', 'answ"
+    assert scan_objects(text, python_literals=True).cut_off == [text.index("{'reasoning'")]
+    assert [f.value for f in scan_objects(text, python_literals=True).objects] == [{"answer": 1}]
+    assert scan_objects(text).cut_off == []  # JSON only: a single-quoted start is no object
+    assert scan_objects("{'a': 1} and {'b': {'c': 2}}", python_literals=True).cut_off == []
+
+
 def test_a_5243_character_path_review_with_a_literal_at_the_window_edge_parses() -> None:
     """The reported reply: valid, 5,243 characters, the window edge inside ``true``/``false``/``null``."""
     region = {

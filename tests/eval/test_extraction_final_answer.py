@@ -119,6 +119,9 @@ CUT_FINALS = [
     # cut before any answer field: no answer either
     ("gtex", ORGANS, '{"answer": 2}', '{"reasoning": "alveoli lined by pneumo', None, ENDS),
     ("panda", None, '{"isup_grade": 4}', '{"primary_pattern": 3, "secon', None, ENDS),
+    # single-quoted Python-style dicts, which models write too
+    ("tcga", FOUR, "{'answer': 1}", "{'answer': 4, 'reasoning': 'nests of small cel", 4, LIKE),
+    ("tcga", FOUR, "{'answer': 1}", "{'reasoning': 'nests of small cells', 'confid", None, ENDS),
 ]
 
 
