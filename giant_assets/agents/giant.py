@@ -61,7 +61,7 @@ from giant_assets.agents.random_regions import (
     tissue_coords,
 )
 from giant_assets.agents.shown_views import ShownView, ShownViews
-from giant_assets.core.jsonscan import json_objects
+from giant_assets.core.jsonscan import scan_objects
 from giant_assets.experiments.prompts import (
     BUILT_IN,
     NO_REGIONS_LEFT,
@@ -142,14 +142,16 @@ class Action:
 
 
 def parse_action(text: str) -> Action | None:
-    """The last JSON object in ``text`` that reads as a crop or an answer; None if there is none."""
-    for obj in reversed(json_objects(text)):
+    """The last JSON object in ``text`` that reads as a crop or an answer; None if there is none, or
+    when the reply ends in an object cut short after it (its final action lost, never an earlier one)."""
+    scan = scan_objects(text)
+    for found in reversed(scan.objects):
         try:
-            action = _classify(obj)
+            action = _classify(found.value)
         except RecursionError:  # an answer value nested too deep to write back as JSON
             continue
         if action is not None:
-            return action
+            return None if any(start >= found.end for start in scan.cut_off) else action
     return None
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from giant_assets.core.jsonscan import json_objects
+from giant_assets.core.jsonscan import MAX_PARSED_CHARS, json_objects
 from giant_assets.geometry.boxes import box_iou, xywh_to_xyxy
 from giant_assets.runs.records import RUN_KEY
 
@@ -86,7 +86,10 @@ class Review:
 
 def parse_review(text: str) -> Review:
     """The review in ``text`` (the last JSON object with ``regions`` or ``answer``), strictly checked."""
-    found = [o for o in json_objects(text or "") if "regions" in o or "answer" in o]
+    text = text or ""
+    found = [o for o in json_objects(text) if "regions" in o or "answer" in o]
+    if not found and len(text) > MAX_PARSED_CHARS:
+        return Review(False, problems=[_too_long(len(text))])
     if not found:
         return Review(False, problems=["reply: no JSON object with 'regions' and 'answer'"])
     doc = found[-1]
@@ -104,6 +107,13 @@ def parse_review(text: str) -> Review:
     review.answer, problems = _answer(doc.get("answer"))
     review.problems += problems
     return review
+
+
+def _too_long(chars: int) -> str:
+    return (
+        f"reply: too long ({chars:,} characters; a reply's JSON is read from its last "
+        f"{MAX_PARSED_CHARS:,} only): no complete JSON object with 'regions' and 'answer' there"
+    )
 
 
 def _region(i: int, raw: Any) -> tuple[ReviewRegion, list[str]]:

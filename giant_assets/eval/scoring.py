@@ -42,7 +42,7 @@ from giant_assets.runs.records import (
 from giant_assets.runs.replies import replies_path
 
 ITEM_KEY = ["benchmark_name", "benchmark_id"]
-EXTRACTOR_VERSION = "5"  # bump when extraction rules change: item_predictions re-scores (code_version)
+EXTRACTOR_VERSION = "6"  # bump when extraction rules change: item_predictions re-scores (code_version)
 
 
 def rescore(predictions: pd.DataFrame, items: pd.DataFrame, panda_null_grade: str = "benign") -> pd.DataFrame:

@@ -8,11 +8,17 @@ panda uses the ISUP grade 0..5. Rules, in order; the first that yields a label d
    nested objects are searched too, shallowest first (``{"final_answer": {"isup_grade": 2}}`` is 2).
    Its value may be an int, a numeric string, a letter (4-option questions) or the option text. A value
    that is not a valid label makes the result ``None``: the model's formal answer was invalid.
-   A truncated object (``{"answer": 3, "reasoning": "...``) is read by its quoted key and value.
    The released prompts ask for the JSON "at the end" of the reply and the official code keeps the
-   whole reply, so the answer is the one given last: an object quoted earlier while reasoning does
-   not count. Objects are found by the one bounded scanner for model text (``core/jsonscan.py``, also
-   the GIANT agent's action parser) in the reply's last 64 KiB, whatever its length.
+   whole reply, so the answer is the one the reply ends with: an object quoted earlier while reasoning
+   does not count, nor does one followed by an answer key in an object that did not parse (cut off or
+   malformed) or by an object the reply's end cut short. In an object that does not parse, an answer
+   key (where an object's key stands, after "{" or ",") whose value is complete is read
+   (``{"answer": 3, "reasoning": "...`` cut at the token limit is 3, reason "JSON-like ..."); one
+   whose value the reply's end cut (``{"answer": "Squamous ce``) is no answer, and so is a reply that
+   ends in an object cut before any answer key. Objects are found by the one bounded scanner for
+   model text (``core/jsonscan.py``, also the GIANT agent's action parser, which likewise reads no
+   action from a reply ending in a cut-off object) in the reply's last 64 KiB, whatever its length.
+   An answer key outside any object (``"answer": 3`` alone on a line) is read last.
 2. Explicit statement. "answer is/answer:/final answer/correct option is/I choose/I'm going with ..."
    phrases, the last one first; within the sentence after it, the first valid candidate (option text,
    letter, number) wins. A statement naming only invalid candidates (e.g. "Answer: 7" of 4 options)
@@ -44,12 +50,13 @@ equal to a space ("small-cell" = "small cell"); when matches overlap
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from giant_assets.core.jsonscan import MAX_PARSED_CHARS, json_objects
+from giant_assets.core.jsonscan import MAX_PARSED_CHARS, Found, scan_objects
 
 PANDA = "panda"
 PANDA_GRADE_RANGE = (0, 5)
@@ -155,21 +162,41 @@ def _find_key(obj: Any, keys: tuple[str, ...]) -> tuple[str, Any] | None:
 
 
 _KEY_VALUE = re.compile(r"""["'](isup_grade|answer|final_answer)["']\s*:\s*["']?([^,}"'\n]{1,80})""", re.I)
+# an answer key where an object's key stands (after "{" or ","), and its value in an object that did not
+# parse: a string closed on its line, a bare token followed by a delimiter, or a value the text's end cut
+_KEY_IN_OBJECT = re.compile(r"""[{,]\s*["'](isup_grade|answer|final_answer)["']\s*:\s*""", re.I)
+_QUOTED_VALUE = re.compile(r""""([^"\\\n]{0,200})"|'([^'\\\n]{0,200})'""")
+_BARE_VALUE = re.compile(r"""[^\s,}\]"'{\[]{1,80}(?=[\s,}\]])""")
+_CUT_VALUE = re.compile(r"""(?:"[^"\n]*|'[^'\n]*|[^\s,}\]"'{\[]*)\s*""")
 
 
 def _from_json(text: str, task: _Task) -> tuple[int | None, str] | None:
+    """Rule 1: the answer the reply ends with, in a parsed object or in one that did not parse (cut off at
+    the reply's end, or malformed); see the module docstring."""
     keys = _GRADE_KEYS if task.is_grade else _OPTION_KEYS
-    for obj in reversed(json_objects(text, python_literals=True)):
-        hit = _find_key(obj, keys)
+    tail = text[-MAX_PARSED_CHARS:]
+    scan = scan_objects(tail, python_literals=True)
+    last: tuple[int, str, Any] | None = None  # end, key, value of the last parsed object with an answer
+    for found in reversed(scan.objects):
+        hit = _find_key(found.value, keys)
         if hit is not None:
-            key, value = hit
-            if _is_null_grade(key, value, task):
-                return _null_grade(task, f"JSON {key!r} is null ({value!r})")
-            label, what = _value_label(value, task)
-            if label is None:
-                return None, f"JSON {key!r} value {value!r} {what or f'is not a valid {task.valid}'}"
-            return label, f"JSON {key!r}: {what}"
-    for match in reversed(list(_KEY_VALUE.finditer(text[-MAX_PARSED_CHARS:]))):  # truncated or malformed
+            last = (found.end, *hit)
+            break
+    after = 0 if last is None else last[0]
+    unparsed = _last_unparsed_key(tail, after, scan.objects, keys)
+    if unparsed is not None:
+        return _unparsed_answer(*unparsed, task)
+    if any(start >= after for start in scan.cut_off):
+        return None, "the reply ends in a JSON object cut off before any answer field (no answer)"
+    if last is not None:
+        _, key, value = last
+        if _is_null_grade(key, value, task):
+            return _null_grade(task, f"JSON {key!r} is null ({value!r})")
+        label, what = _value_label(value, task)
+        if label is None:
+            return None, f"JSON {key!r} value {value!r} {what or f'is not a valid {task.valid}'}"
+        return label, f"JSON {key!r}: {what}"
+    for match in reversed(list(_KEY_VALUE.finditer(tail))):  # "answer": 3 outside any object
         key = match.group(1).lower()
         if key not in keys:
             continue
@@ -180,6 +207,47 @@ def _from_json(text: str, task: _Task) -> tuple[int | None, str] | None:
         if label is not None:
             return label, f"JSON-like {key!r} (object not parseable): {what}"
     return None
+
+
+def _last_unparsed_key(
+    tail: str, after: int, parsed: list[Found], keys: tuple[str, ...]
+) -> tuple[str, Any, bool] | None:
+    """(key, value, cut) of the last answer key written as an object's key at or after ``after`` outside
+    every parsed object (its object cut off or malformed): its complete value, or ``cut`` when the text's
+    end cut the value. Keys whose value is neither (an object, an escaped string) are passed over."""
+    starts = [f.start for f in parsed]
+    for match in reversed(list(_KEY_IN_OBJECT.finditer(tail, after))):
+        key, pos = match.group(1).lower(), match.end()
+        k = bisect.bisect_right(starts, match.start()) - 1
+        if key not in keys or (k >= 0 and parsed[k].end > match.start()):
+            continue  # not an answer key, or one inside a parsed object (read there)
+        quoted = _QUOTED_VALUE.match(tail, pos)
+        if quoted is not None:
+            return key, next(g for g in quoted.groups() if g is not None), False
+        bare = _BARE_VALUE.match(tail, pos)
+        if bare is not None:
+            return key, _bare(bare.group(0)), False
+        if _CUT_VALUE.fullmatch(tail, pos):
+            return key, tail[pos:], True
+    return None
+
+
+def _unparsed_answer(key: str, value: Any, cut: bool, task: _Task) -> tuple[int | None, str]:
+    """The label of an answer key in an object that did not parse; none when the value was cut off."""
+    if cut:
+        return None, f"JSON-like {key!r}: the reply ends inside its value ({value!r}; no answer)"
+    if _is_null_grade(key, value, task):
+        return _null_grade(task, f"JSON-like {key!r} (object not parseable) is {value!r}")
+    label, what = _value_label(value, task)
+    if label is None:
+        why = what or f"is not a valid {task.valid}"
+        return None, f"JSON-like {key!r} (object not parseable) value {value!r} {why}"
+    return label, f"JSON-like {key!r} (object not parseable): {what}"
+
+
+def _bare(value: str) -> Any:
+    """A bare JSON-like token as a value: null/None as None, else its text (a number is read from it)."""
+    return None if value.lower() in _NULL_TEXTS else value
 
 
 def _is_null_grade(key: str, value: Any, task: _Task) -> bool:

@@ -116,6 +116,23 @@ def test_a_reply_without_the_review_json_says_so() -> None:
     assert not review.parsed and review.problems == ["reply: no JSON object with 'regions' and 'answer'"]
 
 
+def test_a_reply_too_long_for_the_scanned_tail_says_so_with_its_size_and_the_limit() -> None:
+    """10,000 regions: the object starts before the last 64 KiB a reply is read in, so none is found
+    there; the problem names the reply's size and the limit, not "no JSON object"."""
+    text = _reply([_region(n) for n in range(1, 10_001)])
+    assert len(text) > 1_000_000
+    review = parse_review(text)
+    assert not review.parsed
+    assert review.problems == [
+        f"reply: too long ({len(text):,} characters; a reply's JSON is read from its last 65,536 only): "
+        "no complete JSON object with 'regions' and 'answer' there"
+    ]
+    # a reply just within the limit is read whole; one just over it whose object lies in the tail too
+    fits = _reply([_region(n) for n in range(1, 6)])
+    assert parse_review(fits + " " * (65_536 - len(fits))).parsed
+    assert parse_review("x" * 70_000 + fits).parsed
+
+
 def test_best_overlaps_agree_with_shapely() -> None:
     rng = np.random.default_rng(7)
     regions = rng.integers(0, 500, (6, 4)).astype(float) + [0, 0, 1, 1]

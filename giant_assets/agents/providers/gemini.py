@@ -170,16 +170,6 @@ class GeminiChatModel(SDKChatModel):
             raise ContentFiltered(
                 f"{where}: Gemini's safety system blocked the prompt ({_name(feedback.block_reason)})"
             )
-        candidate = (response.candidates or [None])[0]
-        if candidate is None:
-            raise ValueError("the reply has no candidate")
-        stop = _name(candidate.finish_reason)
-        parts = (candidate.content.parts if candidate.content else None) or []
-        if stop in SAFETY_STOPS:
-            raise ContentFiltered(f"{where}: Gemini's safety system stopped the answer ({stop})", 200)
-        texts = [p.text for p in parts if p.text and not p.thought]
-        thoughts = [p.text for p in parts if p.text and p.thought]
-        calls = tuple(_call(p.function_call, n) for n, p in enumerate(parts) if p.function_call is not None)
         u = response.usage_metadata
         thought_tokens = (u.thoughts_token_count or 0) if u else 0
         usage = Usage(
@@ -188,6 +178,16 @@ class GeminiChatModel(SDKChatModel):
             cached_input_tokens=u.cached_content_token_count or 0,
             reasoning_tokens=thought_tokens,
         ) if u else Usage()  # fmt: skip
+        if not response.candidates:  # an empty reply, as on every wire (ModelReply)
+            return ModelReply("", (), usage)
+        candidate = response.candidates[0]
+        stop = _name(candidate.finish_reason)
+        parts = (candidate.content.parts if candidate.content else None) or []
+        if stop in SAFETY_STOPS:
+            raise ContentFiltered(f"{where}: Gemini's safety system stopped the answer ({stop})", 200)
+        texts = [p.text for p in parts if p.text and not p.thought]
+        thoughts = [p.text for p in parts if p.text and p.thought]
+        calls = tuple(_call(p.function_call, n) for n, p in enumerate(parts) if p.function_call is not None)
         replay = tuple(p.model_dump(mode="json", exclude_none=True) for p in parts)
         return ModelReply("".join(texts), calls, usage, reasoning="\n".join(thoughts), replay=replay)
 

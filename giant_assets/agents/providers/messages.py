@@ -129,7 +129,13 @@ class Usage:
 
 @dataclass(frozen=True)
 class ModelReply:
-    """What one model call returned, after retries."""
+    """What one model call returned, after retries.
+
+    An empty reply (a 200 whose list of outputs is empty: Chat ``choices``, Responses ``output``, Claude
+    ``content``, Gemini ``candidates``, which its JSON leaves out when empty) is ``text == ""`` with no
+    tool call on every wire: the model's answer with nothing in it, scored wrong (``no_answer``) like any
+    answer without a label, never a failed run (``agent_error``, re-run on resume until the model says
+    something). A body lacking the list altogether is malformed."""
 
     text: str
     tool_calls: tuple[ToolCall, ...] = ()

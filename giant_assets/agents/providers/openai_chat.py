@@ -55,6 +55,15 @@ class OpenAIChatModel(OpenAIModel):
         return "max_tokens" if reasons(self.provider, self.name) is False else self.max_tokens_field
 
     def _reply(self, response: Any) -> ModelReply:
+        u = response.usage
+        usage = Usage(
+            input_tokens=u.prompt_tokens,
+            output_tokens=u.completion_tokens,
+            cached_input_tokens=getattr(u.prompt_tokens_details, "cached_tokens", 0) or 0,
+            reasoning_tokens=getattr(u.completion_tokens_details, "reasoning_tokens", 0) or 0,
+        ) if u else Usage()  # fmt: skip
+        if response.choices == []:  # an empty reply: an answer with nothing in it (ModelReply)
+            return ModelReply("", (), usage)
         message = response.choices[0].message
         text = message.content
         if isinstance(text, list):  # some servers return content parts
@@ -67,13 +76,6 @@ class OpenAIChatModel(OpenAIModel):
             for c in message.tool_calls or []
             if c.type == "function"
         )
-        u = response.usage
-        usage = Usage(
-            input_tokens=u.prompt_tokens,
-            output_tokens=u.completion_tokens,
-            cached_input_tokens=getattr(u.prompt_tokens_details, "cached_tokens", 0) or 0,
-            reasoning_tokens=getattr(u.completion_tokens_details, "reasoning_tokens", 0) or 0,
-        ) if u else Usage()  # fmt: skip
         reasoning = getattr(message, "reasoning_content", None) or ""  # vLLM's reasoning parsers
         return ModelReply(text, calls, usage, reasoning=str(reasoning))
 
