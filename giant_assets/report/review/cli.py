@@ -19,6 +19,8 @@ from giant_assets.eval.reviews import ReviewError, ReviewFiles, add_reviewer, bu
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.report.review.serve import DEFAULT_PORT, ReviewServer
 
+SHOWN_REFUSED = 20  # refused reported regions listed by name; the rest counted
+
 
 def prepare(
     root: Path, files: ReviewFiles, experiments: list[str], benchmark: str, reported: Path | None = None
@@ -28,7 +30,8 @@ def prepare(
         raise ReviewError(f"no benchmark_items under {root}: materialize it first")
     items = store.read("benchmark_items")
     given = read_reported_regions(reported, benchmark) if reported else None
-    units = []
+    units: list[dict] = []
+    refused: list[str] = []
     for experiment in experiments:
         cell = f"{experiment}/{benchmark}"
         if cell not in store.partitions("predictions"):
@@ -38,9 +41,16 @@ def prepare(
             mine = stored_reported_regions(store, experiment, benchmark)
         else:
             mine = [r for r in given if r.get("experiment", experiment) == experiment]
-        units += build_units(files.secret(), experiment, runs, items, reported=mine)
+        before = len(refused)
+        units += build_units(files.secret(), experiment, runs, items, reported=mine, refused=refused)
+        refused[before:] = [f"{experiment}: {line}" for line in refused[before:]]
     total = write_queue(files, units)
-    return f"added {len(units)} run(s) of {', '.join(experiments)} on {benchmark}; the queue holds {total}"
+    summary = f"added {len(units)} run(s) of {', '.join(experiments)} on {benchmark}; the queue holds {total}"
+    if refused:
+        shown = "".join(f"\n  {line}" for line in refused[:SHOWN_REFUSED])
+        more = f"\n  ... and {len(refused) - SHOWN_REFUSED} more" if len(refused) > SHOWN_REFUSED else ""
+        summary += f"\nrefused {len(refused)} reported region(s) (left out, the rest kept):{shown}{more}"
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
