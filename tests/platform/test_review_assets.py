@@ -233,7 +233,7 @@ def test_a_stored_bad_review_is_skipped_and_named_and_a_reviewer_without_answers
     store = ParquetStore(data)
     reviews, row = store.read("pathologist_reviews"), store.read("review_metrics").iloc[0]
     assert sorted(set(reviews["reviewer"])) == ["ana", "ben"] and len(reviews) == 8
-    # by hand: answers 2 correct of 4 rated (ben rated none); support 3 "yes" of 7 rated; regions 4 + 3 of 7 + 6
+    # by hand: answers 2 correct of 4 rated (ben: none); support 3 "yes" of 7; regions 4 + 3 of 7 + 6
     assert row.share_answers_correct == pytest.approx(2 / 4, abs=1e-12)
     assert row.share_findings_support == pytest.approx(3 / 7, abs=1e-12)
     assert row.share_regions_relevant == pytest.approx(7 / 13, abs=1e-12)
