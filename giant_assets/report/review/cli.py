@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from giant_assets.core.serving import serve_until_stopped
+from giant_assets.core.serving import port_number, serve_until_stopped
 from giant_assets.core.settings import data_dir
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.qupath import read_reported_regions, stored_reported_regions
@@ -69,9 +69,16 @@ def main(argv: list[str] | None = None) -> int:
         "run's crops): a JSON list of {benchmark_id, run_index, box, finding, experiment}",
     )
     serve = sub.add_parser("serve", help="serve the review pages")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT)
+    serve.add_argument("--port", type=port_number, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
     serve.add_argument(
         "--host", default="127.0.0.1", help="default loopback; another address serves the network"
+    )
+    serve.add_argument(
+        "--name",
+        action="append",
+        default=[],
+        help="a host name reviewers use to reach the server (repeat); requests naming any other host "
+        "are refused (loopback names are allowed when serving loopback)",
     )
     args = parser.parse_args(argv)
     root = args.data_dir.expanduser().resolve() if args.data_dir else data_dir()
@@ -83,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "prepare":
             print(prepare(root, files, args.experiment, args.benchmark, args.reported))
         else:
-            server = ReviewServer(files, args.host, args.port)
+            server = ReviewServer(files, args.host, args.port, args.name)
             host, port = server.server_address[:2]
             print(f"review: http://{host}:{port}/ (reviewers open their link once)", flush=True)
             serve_until_stopped(server)
