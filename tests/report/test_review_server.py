@@ -55,6 +55,12 @@ def _runs(experiment_model: str, n: int) -> pd.DataFrame:
 
 @pytest.fixture
 def review(tmp_path: Path, sample_wsi_root: Path):
+    yield from served_review(tmp_path, sample_wsi_root)
+
+
+def served_review(tmp_path: Path, sample_wsi_root: Path):
+    """A queue of 8 units on a sample slide, reviewers ana and ben, served on loopback:
+    yields (files, port, tokens), then stops the server."""
     files = ReviewFiles(tmp_path / "reviews")
     items = pd.DataFrame(
         {

@@ -77,8 +77,23 @@ def csrf_token(secret: bytes, reviewer_token: str) -> str:
     return hmac.new(secret, b"csrf\x1f" + reviewer_token.encode(), hashlib.sha256).hexdigest()
 
 
+class NotJson(ValueError):
+    """A body Python's json module would read but JSON has no such value (NaN, Infinity)."""
+
+
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise NotJson(f"the body is not JSON: {name} is no JSON number")
+
+
+def _body_error(exc: Exception) -> str:
+    """What a 400 says of a body that did not give a review (never Python's own wording)."""
+    if isinstance(exc, ReviewError | NotJson):
+        return str(exc)
+    if isinstance(exc, RecursionError):
+        return "the body is not JSON this server reads: nested too deeply"
+    if "digits" in str(exc):  # Python's limit on int(): 4300 digits
+        return "the body is not JSON this server reads: an integer of more than 4300 digits"
+    return "the body is not JSON"
 
 
 class BadRequest(Exception):
@@ -89,6 +104,7 @@ class ReviewHandler(BaseHTTPRequestHandler):
     """Routes of the review server; ``server.files`` is the review's ``ReviewFiles``."""
 
     server: ReviewServer
+    default_request_version = "HTTP/1.0"  # an error before the version is read still has a status line
     timeout = 30  # seconds a client may stay silent mid-request before its connection is closed
 
     # --- plumbing ---
@@ -273,12 +289,7 @@ class ReviewHandler(BaseHTTPRequestHandler):
         try:
             review = validate_review(unit, json.loads(body, parse_constant=_reject_constant))
         except (ValueError, RecursionError) as exc:  # JSONDecodeError, not UTF-8, 5,000 digits, too deep
-            reason = str(exc) if isinstance(exc, ReviewError) else "the body is not JSON"
-            if isinstance(exc, RecursionError):
-                reason = "the body is not JSON (nested too deeply)"
-            elif not isinstance(exc, ReviewError) and "digits" in str(exc):
-                reason = "the body is not JSON this server reads (an integer of more than 4300 digits)"
-            self._json(HTTPStatus.BAD_REQUEST, {"error": reason})
+            self._json(HTTPStatus.BAD_REQUEST, {"error": _body_error(exc)})
             return
         record = append_review(self.server.files, reviewer, unit["unit"], review)
         self._json(HTTPStatus.OK, {"saved": True, "submitted_at": record["submitted_at"]})
