@@ -183,11 +183,11 @@ def test_a_burst_of_clients_waits_in_the_backlog_and_all_are_answered(review) ->
     server = ReviewServer(files, port=0)
     port = server.server_address[1]
     socks: list[socket.socket] = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
     try:
         for _ in range(BURST):  # nothing accepts yet: a short backlog would leave these SYNs unanswered
             socks.append(socket.create_connection(("127.0.0.1", port), timeout=3))
         units = [u["unit"] for u in load_queue(files)]
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         statuses: list[bytes] = []
 
@@ -218,7 +218,8 @@ def test_a_burst_of_clients_waits_in_the_backlog_and_all_are_answered(review) ->
     finally:
         for s in socks:
             s.close()
-        server.shutdown()
+        if thread.is_alive():  # shutdown() waits for serve_forever, forever if it never started
+            server.shutdown()
         server.server_close()
 
 
