@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from giant_assets.eval.reviews import ReviewFiles, load_queue, read_reviews
+from giant_assets.eval.reviews import ReviewFiles, load_queue, read_reviews, write_queue
 from giant_assets.report.review.cli import main as review_main
 from giant_assets.report.review.serve import CSRF_HEADER, MAX_BODY, ReviewServer
 from giant_assets.report.viewer.serve import main as view_main
@@ -142,6 +142,17 @@ def test_hostile_bodies_get_a_clear_400_and_store_nothing(review, capfd, body: b
     assert "Traceback" not in answer["error"] and "Traceback" not in capfd.readouterr().err
     assert read_reviews(files) == ([], 0)
     assert request(port, "GET", "/api/queue", token=tokens["ana"])[0] == 200  # the server lives on
+
+
+def test_a_queued_region_outside_the_slide_is_a_404_not_a_traceback(review, capfd) -> None:
+    files, port, tokens = review
+    units = load_queue(files)
+    units[0]["shown"]["regions"][1]["box"] = [10**12, 0, 100, 100]  # queued before prepare checked it
+    write_queue(files, units)
+    status, _, body = request(port, "GET", f"/api/unit/{units[0]['unit']}/region/1.jpg", token=tokens["ana"])
+    assert status == 404 and "outside the slide" in json.loads(body)["error"]
+    assert request(port, "GET", f"/api/unit/{units[0]['unit']}/region/0.jpg", token=tokens["ana"])[0] == 200
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def _raw(port: int, data: bytes) -> bytes:

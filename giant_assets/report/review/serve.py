@@ -31,7 +31,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from http import HTTPStatus
 from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler
@@ -52,12 +52,11 @@ from giant_assets.eval.reviews import (
     reviewer_for,
     validate_review,
 )
-from giant_assets.slides.access import crop, open_slide, thumbnail
+from giant_assets.slides.access import InvalidRegion, crop, open_slide, thumbnail
 
 DEFAULT_PORT = 8766
 COOKIE = "giant_review"
 MAX_BODY = 256 * 1024
-DRAIN_LIMIT = 4 * 1024 * 1024  # a refused request's body (or request line) up to this is read, then answered
 CSRF_HEADER = "X-Review-CSRF"
 CSRF_MARKER = b'<meta name="review-csrf" content="">'
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -94,10 +93,6 @@ def _body_error(exc: Exception) -> str:
     if "digits" in str(exc):  # Python's limit on int(): 4300 digits
         return "the body is not JSON this server reads: an integer of more than 4300 digits"
     return "the body is not JSON"
-
-
-class BadRequest(Exception):
-    """A request refused before any work: (status, message)."""
 
 
 class ReviewHandler(BaseHTTPRequestHandler):
@@ -187,26 +182,6 @@ class ReviewHandler(BaseHTTPRequestHandler):
         shown = urlsplit(path).path[:200] if isinstance(path, str) else "(no path: bad request line)"
         log.debug("%s %s", getattr(self, "command", None) or "-", shown)
 
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """http.server's error answer; a request line too long (414) is read to its end first, so the
-        client gets the answer instead of a reset connection."""
-        if code == HTTPStatus.REQUEST_URI_TOO_LONG:
-            self._drain(self.rfile.readline, DRAIN_LIMIT, newline=True)
-        self.close_connection = True
-        super().send_error(code, message, explain)
-
-    def _drain(self, read: Callable[[int], bytes], limit: int, newline: bool = False) -> None:
-        """Read and drop up to ``limit`` bytes of what the client is still sending (a body, a line)."""
-        left = limit
-        try:
-            while left > 0:
-                chunk = read(min(left, 65536))
-                left -= len(chunk)
-                if not chunk or (newline and chunk.endswith(b"\n")):
-                    return
-        except OSError:
-            return
-
     # --- routes ---
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
@@ -257,28 +232,24 @@ class ReviewHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         """Save a review: only from this origin, as JSON, with the session's CSRF token (see the module
-        docstring); the body is read whole and checked before anything is stored."""
+        docstring); the body (at most MAX_BODY) is read whole, then checked before anything is stored."""
         url = urlsplit(self.path)
-        try:
-            length = self._length()
-        except BadRequest as exc:
-            self.close_connection = True
-            self._json(exc.args[0], {"error": exc.args[1]})
+        text = self.headers.get("Content-Length", "")
+        length = int(text) if text.isascii() and text.isdigit() and len(text) < 12 else -1
+        if not 0 < length <= MAX_BODY:
+            self._json(HTTPStatus.BAD_REQUEST, {"error": f"a JSON body of 1..{MAX_BODY} bytes is needed"})
             return
-        try:
-            if not url.path.startswith("/api/review/"):
-                raise BadRequest(HTTPStatus.NOT_FOUND, "not found")
-            forged = self._forged(api=True)
-            if forged is not None:
-                raise BadRequest(HTTPStatus.FORBIDDEN, forged)
-            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-            if ctype != "application/json":
-                raise BadRequest(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "a review is sent as application/json")
-        except BadRequest as exc:
-            self._drain(self.rfile.read, length)
-            self._json(exc.args[0], {"error": exc.args[1]})
+        body = self.rfile.read(length)  # read before any answer: an unread body can reset the connection
+        if not url.path.startswith("/api/review/"):
+            self._json(HTTPStatus.NOT_FOUND, {"error": "not found"})
             return
-        body = self.rfile.read(length)
+        forged = self._forged(api=True)
+        if forged is not None:
+            self._json(HTTPStatus.FORBIDDEN, {"error": forged})
+            return
+        if (self.headers.get("Content-Type") or "").split(";")[0].strip().lower() != "application/json":
+            self._json(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, {"error": "a review is sent as application/json"})
+            return
         reviewer = self._reviewer(saving=True)
         if reviewer is None:
             return
@@ -293,17 +264,6 @@ class ReviewHandler(BaseHTTPRequestHandler):
             return
         record = append_review(self.server.files, reviewer, unit["unit"], review)
         self._json(HTTPStatus.OK, {"saved": True, "submitted_at": record["submitted_at"]})
-
-    def _length(self) -> int:
-        """The body's declared length, 1..MAX_BODY; a larger body up to DRAIN_LIMIT is read and dropped
-        (so the client reads the 400), a larger one closes the connection after the answer."""
-        text = self.headers.get("Content-Length", "")
-        length = int(text) if text.isascii() and text.isdigit() and len(text) < 12 else -1
-        if 0 < length <= MAX_BODY:
-            return length
-        if MAX_BODY < length <= DRAIN_LIMIT:
-            self._drain(self.rfile.read, length)
-        raise BadRequest(HTTPStatus.BAD_REQUEST, f"a JSON body of 1..{MAX_BODY} bytes is needed")
 
     def _page(self) -> bytes:
         """The page, carrying the session's CSRF token when the request has a reviewer's cookie."""
@@ -335,6 +295,9 @@ class ReviewHandler(BaseHTTPRequestHandler):
                 image, fmt, ctype = thumbnail(slide, 1024, guides=False).image, "PNG", "image/png"
             else:
                 image, fmt, ctype = crop(slide, regions[region]["box"], 512).image, "JPEG", "image/jpeg"
+        except InvalidRegion as exc:  # a region queued before prepare checked regions: outside the slide
+            self._json(HTTPStatus.NOT_FOUND, {"error": f"region not shown: {exc}"})
+            return
         finally:
             slide.close()
         buffer = io.BytesIO()
