@@ -4,7 +4,9 @@ that used to raise (too deep, too many digits, too long); a burst of clients; a 
 
 from __future__ import annotations
 
+import functools
 import http.client
+import http.server
 import json
 import re
 import socket
@@ -244,3 +246,38 @@ def test_a_port_that_is_none_is_a_usage_error(tmp_path: Path, capsys, port: str)
         assert stopped.value.code == 2 and f"{name}: error: argument --port" in err, err
         assert "is not a port number (0..65535)" in err and "Traceback" not in err
     assert not ReviewFiles(tmp_path / "reviews").queue.exists()
+
+
+# --- in Chromium: a page on another loopback port, with the reviewer's cookie in the browser ----------
+
+from tests.report.browser import Browser, chromium_path  # noqa: E402
+
+FORGE = (
+    "Promise.all([{mode: 'no-cors', headers: {'Content-Type': 'text/plain'}},"
+    " {mode: 'cors', headers: {'Content-Type': 'application/json'}}].map((how) =>"
+    " fetch(%r, {method: 'POST', credentials: 'include', body: %r, ...how})"
+    "   .then((r) => r.type + ' ' + r.status, (e) => 'refused: ' + e.message)))"
+)
+
+
+def test_in_chromium_a_page_on_another_loopback_port_cannot_save(review, tmp_path: Path) -> None:
+    files, port, tokens = review
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    (evil / "index.html").write_text("<!doctype html><title>another loopback app</title>")
+    other = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(evil))
+    )
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        with Browser(chromium_path()) as b:
+            b.open(f"http://127.0.0.1:{port}/?token={tokens['ana']}")  # the reviewer's cookie is set
+            unit = b.eval("fetch('/api/queue').then((r) => r.json()).then((q) => q.units[0].unit)")
+            b.open(f"http://127.0.0.1:{other.server_address[1]}/")  # the same site, another port
+            target = f"http://127.0.0.1:{port}/api/review/{unit}"
+            outcomes = b.eval(FORGE % (target, json.dumps(RATED)))
+        assert outcomes[0] == "opaque 0" and outcomes[1].startswith("refused")  # no answer to read
+        assert read_reviews(files) == ([], 0)  # and nothing stored under ana's name
+    finally:
+        other.shutdown()
+        other.server_close()
