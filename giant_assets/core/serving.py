@@ -1,10 +1,34 @@
-"""Run a loopback HTTP server in the foreground until Ctrl-C or SIGTERM (giant-view, giant-review)."""
+"""Loopback HTTP servers in the foreground until Ctrl-C or SIGTERM (giant-view, giant-review): a port
+argument checked by argparse, a listen backlog that takes a burst of clients, and a clean stop."""
 
 from __future__ import annotations
 
+import argparse
 import signal
 import socketserver
 import sys
+from http.server import ThreadingHTTPServer
+
+BACKLOG = 1024  # connections the kernel queues before accept(); the default 5 drops a burst's SYNs
+
+
+class BurstHTTPServer(ThreadingHTTPServer):
+    """A thread per request, daemon threads, and a listen backlog of BACKLOG (capped by the kernel's
+    ``net.core.somaxconn``): a burst of clients waits in the queue instead of timing out."""
+
+    daemon_threads = True
+    request_queue_size = BACKLOG
+
+
+def port_number(text: str) -> int:
+    """argparse type of a TCP port: 0 (any free one) to 65535, else a usage error naming the value."""
+    try:
+        port = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a port number (0..65535)") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text[:20]} is not a port number (0..65535)")
+    return port
 
 
 def serve_until_stopped(server: socketserver.BaseServer) -> None:

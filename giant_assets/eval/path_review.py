@@ -5,7 +5,9 @@ The reply (the final step's whole text) holds one JSON object with ``regions`` (
 ``diagnostic_relevance``) and ``answer`` (``organ_type``, ``diagnosis``, ``confidence`` high/medium/low,
 ``key_findings``): the released script's shape. Nothing is dropped silently: a region that breaks the
 shape keeps its row with ``valid = False`` and a ``problem`` naming the field
-(``regions[2].bbox.width: ...``); every problem is also listed on the run's answer row.
+(``regions[2].bbox.width: ...``); every problem is also listed on the run's answer row. Each region is
+checked on its own: finite numbers within +-1e150, a positive size, and inside the slide (its size from
+the answering attempt's overview step), so no region can fail the run's other regions or the cell.
 
 Did it report where it looked? Each valid region's best IoU with the crops of the answering attempt
 (the boxes shown, level-0, ``geometry.boxes.box_iou``), the step of that crop, and ``viewed``: best IoU
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -24,6 +26,7 @@ import pandas as pd
 
 from giant_assets.core.jsonscan import MAX_PARSED_CHARS, json_objects
 from giant_assets.geometry.boxes import box_iou, xywh_to_xyxy
+from giant_assets.geometry.numbers import MAX_COORDINATE
 from giant_assets.runs.records import RUN_KEY
 
 EXPECTED_REGIONS = 5
@@ -151,12 +154,31 @@ def _bbox(raw: Any, where: str, problems: list[str]) -> tuple[float, float, floa
             problems.append(f"{where}.{name}: must be positive, got {value}")
         elif name in ("x", "y") and value < 0:
             problems.append(f"{where}.{name}: must be >= 0 (level-0 pixels), got {value}")
+        elif abs(value) > MAX_COORDINATE:
+            problems.append(f"{where}.{name}: beyond +-{MAX_COORDINATE:g}, got {_shown(value)}")
         else:
             values.append(float(value))
             continue
         return None
     x, y, w, h = values
     return x, y, w, h
+
+
+def _check_inside(review: Review, size: tuple[float, float] | None) -> None:
+    """Mark each well-formed region reaching outside the slide (``size``: width, height; None: unknown)
+    invalid, named like the other problems."""
+    if size is None:
+        return
+    for k, region in enumerate(review.regions):
+        if region.problem is None and region.box is not None:
+            x, y, w, h = region.box
+            if x + w > size[0] or y + h > size[1]:
+                problem = (
+                    f"regions[{region.index}].bbox: reaches outside the slide ({size[0]:g} x {size[1]:g}), "
+                    f"got x {x:g}, y {y:g}, width {w:g}, height {h:g}"
+                )
+                review.regions[k] = replace(region, problem=problem)
+                review.problems.append(problem)
 
 
 def _answer(raw: Any) -> tuple[dict[str, str | None], list[str]]:
@@ -193,6 +215,12 @@ def review_frames(steps: pd.DataFrame, runs: pd.DataFrame) -> tuple[pd.DataFrame
     same attempt. A run without a final reply (it failed) gets an answer row naming its error."""
     answer_steps = steps[steps["action"].eq("answer")] if len(steps) else steps
     crops = steps[steps["action"].eq("crop") & steps["box_w"].notna()] if len(steps) else steps
+    overviews = steps[steps["action"].eq("thumbnail") & steps["box_w"].notna()] if len(steps) else steps
+    sizes = {
+        (*key, row.attempt): (float(row.box_x + row.box_w), float(row.box_y + row.box_h))
+        for key, frame in (overviews.groupby(RUN_KEY) if len(overviews) else [])
+        for row in frame.itertuples(index=False)
+    }
     finals = (
         {k: f.sort_values("step").iloc[-1] for k, f in answer_steps.groupby(RUN_KEY)} if len(steps) else {}
     )
@@ -210,6 +238,7 @@ def review_frames(steps: pd.DataFrame, runs: pd.DataFrame) -> tuple[pd.DataFrame
             )
             continue
         review = parse_review(str(final["text"] or ""))
+        _check_inside(review, sizes.get((*key, final["attempt"])))
         viewed = crops_by.get(key)
         if viewed is not None:
             viewed = viewed[viewed["attempt"] == final["attempt"]]
@@ -259,7 +288,9 @@ def _is_int(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return isinstance(value, int) or math.isfinite(value)  # isfinite() overflows on a 400-digit int
 
 
 def _kind(value: Any) -> str:
@@ -267,4 +298,6 @@ def _kind(value: Any) -> str:
 
 
 def _shown(value: Any) -> str:
+    if isinstance(value, int) and abs(value) > MAX_COORDINATE:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     return "nothing" if value is None else repr(value)[:80]

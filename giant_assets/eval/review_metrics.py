@@ -22,11 +22,15 @@ from giant_assets.eval.bootstrap import bootstrap_indices
 from giant_assets.eval.reviews import (
     ANSWER_RATINGS,
     REGION_RATINGS,
+    SUPPORT_RATINGS,
+    ReviewError,
     ReviewFiles,
     latest_reviews,
     load_queue,
     read_reviews,
+    validate_review,
 )
+from giant_assets.geometry.boxes import level0_box_problem
 from giant_assets.geometry.roi import Region, evaluate_viewed_regions
 
 REVIEW_COLUMNS = [
@@ -50,17 +54,28 @@ REVIEW_COLUMNS = [
 N_REPLICATES, SEED = 1000, 42
 
 
-def reviews_table(files: ReviewFiles) -> tuple[pd.DataFrame, dict[str, int]]:
-    """One row per (reviewer, unit): the latest submission joined to what it reviewed; and counts."""
+def reviews_table(files: ReviewFiles) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """One row per (reviewer, unit): the latest submission joined to what it reviewed; and counts.
+
+    A latest submission that does not pass ``validate_review`` against its unit today (stored before a
+    check existed, or edited by hand) is left out, counted in ``invalid_skipped`` and named, one line
+    each, in ``invalid`` (reviewer, unit, run and the field); the stored files are never changed."""
     units = {u["unit"]: u for u in load_queue(files)}
     records, skipped = read_reviews(files)
     submissions: dict[tuple[str, str], int] = {}
     for r in records:
         submissions[(r["reviewer"], r["unit"])] = submissions.get((r["reviewer"], r["unit"]), 0) + 1
     rows = []
+    invalid: list[str] = []
     for (reviewer, unit_id), record in sorted(latest_reviews(records).items()):
         unit = units.get(unit_id)
         if unit is None:  # a unit taken out of the queue: its reviews stay stored, uncounted
+            continue
+        try:
+            validate_review(unit, record)
+        except ReviewError as exc:
+            where = f"{unit['experiment']}/{unit['benchmark_name']} item {unit['benchmark_id']}"
+            invalid.append(f"{reviewer}'s review of unit {unit_id} ({where} run {unit['run_index']}): {exc}")
             continue
         rows.append(
             {
@@ -83,6 +98,7 @@ def reviews_table(files: ReviewFiles) -> tuple[pd.DataFrame, dict[str, int]]:
             }
         )
     counts = {"submissions": len(records), "cut_lines_skipped": skipped, "queue": len(units)}
+    counts |= {"invalid_skipped": len(invalid), "invalid": invalid}
     frame = pd.DataFrame(rows, columns=REVIEW_COLUMNS)
     return frame.astype({"run_index": "int64", "n_submissions": "int64", "agent_correct": "bool"}), counts
 
@@ -129,7 +145,8 @@ def _group_metrics(group: pd.DataFrame) -> dict[str, Any]:
         share, std, _ = _share_with_std(per_run, hits, total)
         out[f"share_{name}"], out[f"share_{name}_std"] = share, std
     reviewers = sorted(group["reviewer"].unique())
-    answers = group.pivot_table(index="unit", columns="reviewer", values="answer", aggfunc="first")
+    # one row per (reviewer, unit): a plain pivot keeps a reviewer who rated no answer (all null)
+    answers = group.pivot(index="unit", columns="reviewer", values="answer").reindex(columns=reviewers)
     out["cohen_kappa_answer"] = float("nan")
     if len(reviewers) == 2:
         both = answers.dropna()
@@ -174,10 +191,45 @@ METRIC_COLUMNS = [
 ]
 
 
-def review_metrics_table(reviews: pd.DataFrame) -> pd.DataFrame:
-    """One row per (experiment, benchmark) of the reviews (see the module docstring)."""
+def review_metrics_table(reviews: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """One row per (experiment, benchmark) of the reviews (see the module docstring), and the rows left
+    out, one line each naming the reviewer, run and field (a review stored before its check existed:
+    ``row_problem``); such a row never stops the others from counting."""
+    problems = [row_problem(row) for row in reviews.itertuples(index=False)]
+    skipped = [
+        f"{row.reviewer}'s review of {row.experiment}/{row.benchmark_name} item {row.benchmark_id} "
+        f"run {row.run_index}: {problem}"
+        for row, problem in zip(reviews.itertuples(index=False), problems, strict=True)
+        if problem is not None
+    ]
+    usable = reviews[[p is None for p in problems]] if len(reviews) else reviews
     rows = [
         {"experiment": experiment, "benchmark_name": benchmark, **_group_metrics(group)}
-        for (experiment, benchmark), group in reviews.groupby(METRIC_KEYS, sort=True)
+        for (experiment, benchmark), group in usable.groupby(METRIC_KEYS, sort=True)
     ]
-    return pd.DataFrame(rows, columns=METRIC_COLUMNS)
+    return pd.DataFrame(rows, columns=METRIC_COLUMNS), skipped
+
+
+def row_problem(row: Any) -> str | None:
+    """What makes a ``pathologist_reviews`` row unusable (a field and why), or None."""
+    for name, choices in (("answer", ANSWER_RATINGS), ("supports", SUPPORT_RATINGS)):
+        value = getattr(row, name)
+        if not (value is None or (isinstance(value, float) and np.isnan(value)) or value in choices):
+            return f"{name}: {str(value)[:40]!r} is not one of {choices}"
+    parsed = {}
+    for name in ("region_ratings", "drawn", "agent_regions"):
+        try:
+            parsed[name] = json.loads(getattr(row, name))
+        except (TypeError, ValueError, RecursionError):
+            return f"{name}: not a JSON list"
+        if not isinstance(parsed[name], list):
+            return f"{name}: not a JSON list"
+    bad = [r for r in parsed["region_ratings"] if r not in (*REGION_RATINGS, None)]
+    if bad:
+        return f"region_ratings: {str(bad[0])[:40]!r} is not one of {REGION_RATINGS}"
+    for name in ("drawn", "agent_regions"):
+        for i, box in enumerate(parsed[name]):
+            problem = level0_box_problem(box)
+            if problem is not None:
+                return f"{name}[{i}]: {problem}"
+    return None

@@ -26,6 +26,7 @@ import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ import pandas as pd
 
 from giant_assets.core.files import atomic_write_bytes
 from giant_assets.core.paths import confined_path
+from giant_assets.geometry.boxes import level0_box_problem
 from giant_assets.runs.records import parse_trajectory
 
 REGION_RATINGS = ("relevant", "partly", "not relevant")
@@ -125,17 +127,40 @@ def build_units(
     predictions: pd.DataFrame,
     items: pd.DataFrame,
     reported: Iterable[Mapping[str, Any]] = (),
+    refused: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """One unit per run of ``predictions`` (one experiment and benchmark): the blinded view under
     ``shown``, and the experiment, model and truth kept beside it for the metrics.
 
     The regions shown are the crops the run viewed, or, for a run with ``reported`` regions (a path-review
-    run: mappings with ``benchmark_id``, ``run_index``, a level-0 ``box`` and a ``finding``), those."""
+    run: mappings with ``benchmark_id``, ``run_index``, a level-0 ``box`` and a ``finding``), those. A
+    reported region without a usable box (not four finite numbers, no positive size, outside its slide) is
+    left out and named in ``refused``, one line each; without ``refused`` the first is a ReviewError."""
     by_item = {(r.benchmark_name, str(r.benchmark_id)): r for r in items.itertuples(index=False)}
+    benchmarks = set(predictions["benchmark_name"]) if len(predictions) else set()
+    sizes = {
+        str(r.benchmark_id): _slide_size(r)
+        for r in items.itertuples(index=False)
+        if r.benchmark_name in benchmarks
+    }
     reported_by_run: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for region in reported:
-        reported_by_run.setdefault((str(region["benchmark_id"]), int(region["run_index"])), []).append(
-            {"box": [int(v) for v in region["box"]], "step": None, "reason": str(region.get("finding") or "")}
+    for i, region in enumerate(reported):
+        where = f"reported region {i} (item {str(region.get('benchmark_id'))[:40]})"
+        run_index = region.get("run_index")
+        if isinstance(run_index, bool) or not isinstance(run_index, Integral) or not 0 <= run_index < 10**6:
+            problem = f"{where}: run_index must be a run number, got {str(run_index)[:40]!r}"
+        else:
+            where = f"reported region {i} (item {str(region.get('benchmark_id'))[:40]} run {run_index})"
+            box = region.get("box")
+            problem = level0_box_problem(box, sizes.get(str(region.get("benchmark_id"))))
+            problem = None if problem is None else f"{where}: box: {problem}"
+        if problem is not None:
+            if refused is None:
+                raise ReviewError(problem)
+            refused.append(problem)
+            continue
+        reported_by_run.setdefault((str(region["benchmark_id"]), int(run_index)), []).append(
+            {"box": [int(v) for v in box], "step": None, "reason": str(region.get("finding") or "")}
         )
     units = []
     for run in predictions.itertuples(index=False):
@@ -173,11 +198,17 @@ def build_units(
                     "question": str(item.prompt),
                     "answer": str(run.answer_text),
                     "regions": regions,
-                    "slide_size": [int(item.width), int(item.height)] if pd.notna(item.width) else None,
+                    "slide_size": _slide_size(item),
                 },
             }
         )
     return units
+
+
+def _slide_size(item: Any) -> list[int] | None:
+    """An item's level-0 slide size [width, height], or None when the items do not know it."""
+    width, height = getattr(item, "width", None), getattr(item, "height", None)
+    return [int(width), int(height)] if pd.notna(width) and pd.notna(height) else None
 
 
 def write_queue(files: ReviewFiles, units: Iterable[Mapping[str, Any]]) -> int:
@@ -229,19 +260,13 @@ def validate_review(unit: Mapping[str, Any], body: Any) -> dict[str, Any]:
     if supports not in (*SUPPORT_RATINGS, None):
         raise ReviewError(f"field 'supports': expected one of {SUPPORT_RATINGS} or null, got {supports!r}")
     drawn = body.get("drawn", [])
-    size = unit["shown"].get("slide_size") or [float("inf"), float("inf")]
+    size = unit["shown"].get("slide_size")
     if not isinstance(drawn, list) or len(drawn) > MAX_DRAWN:
         raise ReviewError(f"field 'drawn': a list of at most {MAX_DRAWN} boxes [x, y, w, h]")
     for i, box in enumerate(drawn):
-        ok = (
-            isinstance(box, list)
-            and len(box) == 4
-            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in box)
-        )
-        if not ok or box[2] <= 0 or box[3] <= 0 or box[0] < 0 or box[1] < 0:
-            raise ReviewError(f"field 'drawn[{i}]': a level-0 box [x, y, w, h] with w, h > 0")
-        if box[0] + box[2] > size[0] or box[1] + box[3] > size[1]:
-            raise ReviewError(f"field 'drawn[{i}]': reaches outside the slide ({size[0]} x {size[1]})")
+        problem = level0_box_problem(box, size)
+        if problem is not None:
+            raise ReviewError(f"field 'drawn[{i}]': {problem}")
     comment = body.get("comment", "")
     if not isinstance(comment, str) or len(comment) > MAX_COMMENT:
         raise ReviewError(f"field 'comment': text of at most {MAX_COMMENT} characters")
@@ -288,7 +313,8 @@ def append_review(files: ReviewFiles, reviewer: str, unit: str, review: Mapping[
 
 
 def read_reviews(files: ReviewFiles) -> tuple[list[dict[str, Any]], int]:
-    """Every stored submission of every reviewer in file order, and how many cut lines were skipped."""
+    """Every stored submission of every reviewer in file order, and how many lines were skipped: cut by a
+    crash, or not a submission at all (no object naming its reviewer, unit and time)."""
     records, skipped = [], 0
     folder = files.root / "submitted"
     for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
@@ -296,8 +322,14 @@ def read_reviews(files: ReviewFiles) -> tuple[list[dict[str, Any]], int]:
             if not raw.strip():
                 continue
             try:
-                records.append(json.loads(raw))
-            except (json.JSONDecodeError, UnicodeDecodeError):
+                record = json.loads(raw)
+            except (ValueError, RecursionError):  # cut, not UTF-8, a 5,000-digit integer, nested too deep
+                skipped += 1
+                continue
+            keys = ("reviewer", "unit", "submitted_at")
+            if isinstance(record, dict) and all(isinstance(record.get(k), str) for k in keys):
+                records.append(record)
+            else:
                 skipped += 1
     return records, skipped
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from giant_assets.geometry.numbers import numeric_array
+from giant_assets.geometry.numbers import MAX_COORDINATE, numeric_array
 
 FloatArray = NDArray[np.float64]
 _BLOCK_ELEMENTS = 1 << 16
@@ -125,3 +125,36 @@ def box_iou(a_xyxy: ArrayLike, b_xyxy: ArrayLike) -> FloatArray:
         np.divide(inter, union, out=inter, where=union > 0)
         out[start : start + step] = inter
     return out
+
+
+def level0_box_problem(box: object, slide_size: Sequence[float] | None = None) -> str | None:
+    """What is wrong with one level-0 box [x, y, w, h] from outside (a review, a model's reply, a file),
+    or None when it is usable: four real numbers (not booleans), finite and within +-MAX_COORDINATE,
+    x, y >= 0, w, h > 0, and, when ``slide_size`` (width, height) is known, inside the slide."""
+    if not isinstance(box, list | tuple) or len(box) != 4:
+        return f"a level-0 box [x, y, w, h] of four numbers is needed, got {_shown(box)}"
+    for name, value in zip("xywh", box, strict=True):
+        if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+            return f"{name} must be a number, got {_shown(value)}"
+        if isinstance(value, int) and abs(value) > MAX_COORDINATE:  # float() of a huge int overflows
+            return f"{name} = {_shown(value)}: beyond +-{MAX_COORDINATE:g}"
+        if not np.isfinite(value):
+            return f"{name} = {_shown(value)}: not a finite number"
+        if abs(value) > MAX_COORDINATE:
+            return f"{name} = {_shown(value)}: beyond +-{MAX_COORDINATE:g}"
+    x, y, w, h = (float(v) for v in box)
+    if x < 0 or y < 0:
+        return f"x, y must be >= 0 (level-0 pixels), got {x:g}, {y:g}"
+    if w <= 0 or h <= 0:
+        return f"width and height must be > 0, got {w:g} x {h:g}"
+    if slide_size is not None and (x + w > slide_size[0] or y + h > slide_size[1]):
+        return f"reaches outside the slide ({slide_size[0]} x {slide_size[1]})"
+    return None
+
+
+def _shown(value: object) -> str:
+    try:
+        text = repr(value)
+    except ValueError:  # an integer of more than 4300 digits has no repr
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"  # type: ignore[attr-defined]
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -18,10 +18,11 @@ from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.prompt_import import PATH_REVIEW_SCRIPT, main
 from giant_assets.agents.registry import make_agent
 from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply
-from giant_assets.eval.path_review import best_overlaps, parse_review
+from giant_assets.eval.path_review import best_overlaps, parse_review, review_frames
 from giant_assets.experiments.prompts import BUILT_IN, PATH_REVIEW_PROMPT, load_prompt_file
 from giant_assets.experiments.spec import Experiment
 from giant_assets.runs.agent_api import AgentItem
+from giant_assets.runs.records import steps_frame
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 from tests.agents.test_prompts import fixture_repo
 
@@ -221,3 +222,52 @@ def test_the_declared_path_reviews_are_priced_like_giant() -> None:
     assert (review.calls.low, review.calls.high) == (giant.calls.low, giant.calls.high) == (250, 500)
     assert declared["claude-path-review"].agent == declared["demo-path-review"].agent == "path_review"
     assert all(declared[n].unbudgeted() is None for n in ("gpt5-path-review", "claude-path-review"))
+
+
+def _steps_and_run(regions: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One run of two attempts on a 4000 x 3000 slide: the first viewed [0, 0, 100, 100] and failed, the
+    answering second viewed [1000, 1000, 100, 50] and replied with ``regions``."""
+    trajectory = [
+        {"index": 0, "attempt": 1, "action": "thumbnail", "box": [0, 0, 4000, 3000]},
+        {"index": 1, "attempt": 1, "action": "crop", "box": [0, 0, 100, 100], "text": "first try"},
+        {"index": 2, "attempt": 2, "action": "thumbnail", "box": [0, 0, 4000, 3000]},
+        {"index": 3, "attempt": 2, "action": "crop", "box": [1000, 1000, 100, 50], "text": "second"},
+        {"index": 4, "attempt": 2, "action": "answer", "text": _reply(regions)},
+    ]
+    run = pd.DataFrame(
+        {"config_hash": ["h"], "benchmark_name": ["tcga"], "benchmark_id": ["7"], "run_index": [0],
+         "trajectory_json": [json.dumps(trajectory)]}
+    )  # fmt: skip
+    return steps_frame(run), run
+
+
+def test_regions_are_checked_one_by_one_against_the_answering_attempt() -> None:
+    box = lambda x, y, w, h: {"bbox": {"x": x, "y": y, "width": w, "height": h}}  # noqa: E731
+    regions = [
+        _region(1, **box(0, 0, 100, 100)),  # the first attempt's crop exactly: not viewed by the answer
+        _region(2, **box(1000, 1000, 100, 100)),  # IoU with [1000, 1000, 100, 50] = 5000 / 10000 = 0.5
+        _region(3, **box(1e12, 0, 100, 100)),  # finite, but far outside the slide
+        _region(4, **box(1e200, 0, 100, 100)),  # beyond any coordinate
+        _region(5, **box(10, 10, 0, 100)),  # zero width
+    ]
+    regions_frame, answers = review_frames(*_steps_and_run(regions))  # never raises for the cell
+    rows = regions_frame.set_index("region_index")
+    assert rows["valid"].tolist() == [True, True, False, False, False]
+    assert rows.loc[0, "best_iou"] == 0 and not rows.loc[0, "viewed"]
+    assert rows.loc[1, "best_iou"] == 0.5 and rows.loc[1, "viewed"] and rows.loc[1, "best_crop_step"] == 3
+    problems = [
+        "regions[2].bbox: reaches outside the slide (4000 x 3000), got x 1e+12, y 0, width 100, height 100",
+        "regions[3].bbox.x: beyond +-1e+150, got 1e+200",
+        "regions[4].bbox.width: must be positive, got 0",
+    ]
+    assert sorted(rows["problem"].dropna()) == sorted(problems)
+    assert all(pd.isna(rows.loc[k, "viewed"]) and pd.isna(rows.loc[k, "best_iou"]) for k in (2, 3, 4))
+    answer = answers.iloc[0]
+    assert sorted(json.loads(answer.problems)) == sorted(problems)
+    assert (answer.n_valid_regions, answer.n_crops, answer.n_regions_viewed) == (2, 1, 1)
+    assert answer.share_regions_viewed == 0.5 and answer.mean_best_iou == 0.25
+
+
+def test_a_region_of_400_digits_is_named_not_raised() -> None:
+    review = parse_review(_reply([_region(1, bbox={"x": 10**400, "y": 0, "width": 5, "height": 5})]))
+    assert review.problems[1:] == ["regions[0].bbox.x: beyond +-1e+150, got an integer of about 401 digits"]

@@ -110,8 +110,15 @@ def test_tokens(tmp_path: Path) -> None:
         ({"regions": ["relevant", "maybe"]}, r"'regions\[1\]'.*'maybe'"),
         ({"answer": "right"}, r"'answer'"),
         ({"supports": True}, r"'supports'"),
-        ({"drawn": [[0, 0, 0, 5]]}, r"'drawn\[0\]': a level-0 box"),
+        ({"drawn": [[0, 0, 0, 5]]}, r"'drawn\[0\]': width and height must be > 0, got 0 x 5"),
         ({"drawn": [[90, 0, 20, 5]]}, r"'drawn\[0\]': reaches outside the slide \(100 x 80\)"),
+        ({"drawn": [[0, 70, 5, 11]]}, r"'drawn\[0\]': reaches outside the slide \(100 x 80\)"),  # bottom
+        ({"drawn": [[1, 1, 2, 2], [float("nan"), 0, 5, 5]]}, r"'drawn\[1\]': x = nan: not a finite number"),
+        ({"drawn": [[0, 0, 5, float("inf")]]}, r"'drawn\[0\]': h = inf: not a finite number"),
+        ({"drawn": [[1e308, 0, 10, 10]]}, r"'drawn\[0\]': x = 1e\+308: beyond"),
+        ({"drawn": [[10**5000, 0, 10, 10]]}, r"'drawn\[0\]': x = an integer of about 5000 digits"),
+        ({"drawn": [[1, 2, 3]]}, r"'drawn\[0\]': a level-0 box \[x, y, w, h\] of four numbers"),
+        ({"drawn": [[1, True, 3, 4]]}, r"'drawn\[0\]': y must be a number, got True"),
         ({"comment": "x" * 5000}, r"'comment'"),
     ],
 )
@@ -119,6 +126,26 @@ def test_a_bad_submission_names_its_field(tmp_path: Path, change: dict, message:
     unit = _units(ReviewFiles(tmp_path))[0]
     with pytest.raises(ReviewError, match=message):
         validate_review(unit, REVIEW | change)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 1e200])
+def test_without_a_slide_size_a_drawn_region_must_still_be_finite(tmp_path: Path, bad: float) -> None:
+    unit = _units(ReviewFiles(tmp_path))[0]
+    unit["shown"]["slide_size"] = None  # the items did not know the slide's size
+    assert validate_review(unit, REVIEW | {"drawn": [[10**6, 10**6, 5, 5]]})["drawn"] == [
+        [1e6, 1e6, 5.0, 5.0]
+    ]
+    for box in ([bad, 0, 5, 5], [0, 0, bad, 5]):
+        with pytest.raises(ReviewError, match=r"field 'drawn\[0\]': [xw] = "):
+            validate_review(unit, REVIEW | {"drawn": [box]})
+
+
+def test_unit_ids_are_keyed_by_the_reviews_secret(tmp_path: Path) -> None:
+    one, two = ReviewFiles(tmp_path / "one"), ReviewFiles(tmp_path / "two")
+    assert one.secret() != two.secret()
+    ids_one, ids_two = {u["unit"] for u in _units(one)}, {u["unit"] for u in _units(two)}
+    assert len(ids_one) == 3 and ids_one.isdisjoint(ids_two)
+    assert ids_one == {u["unit"] for u in _units(one)}  # stable under one secret
 
 
 def test_revisions_keep_history_and_the_latest_counts(tmp_path: Path) -> None:
@@ -140,6 +167,18 @@ def test_a_line_cut_by_a_crash_loses_only_itself(tmp_path: Path) -> None:
     append_review(files, "ana", "u3", REVIEW)
     records, skipped = read_reviews(files)
     assert [r["unit"] for r in records] == ["u1", "u3"] and skipped == 1
+
+
+def test_a_hand_edited_line_that_is_no_submission_is_skipped(tmp_path: Path) -> None:
+    files = ReviewFiles(tmp_path)
+    append_review(files, "ana", "u1", REVIEW)
+    with open(files.submitted("ana"), "ab") as fh:
+        fh.write(
+            b"[1, 2]\n" + b'{"unit": "u2"}\n' + b'{"n": ' + b"9" * 5000 + b"}\n" + b"[" * 100_000 + b"\n"
+        )
+    append_review(files, "ana", "u3", REVIEW)
+    records, skipped = read_reviews(files)
+    assert [r["unit"] for r in records] == ["u1", "u3"] and skipped == 4
 
 
 def _writer(root: str, name: str, n: int) -> None:
@@ -192,3 +231,28 @@ def test_a_path_review_run_shows_its_reported_regions(tmp_path: Path) -> None:
     assert [u["unit"] for u in units] == [u["unit"] for u in plain]  # the same runs, the same ids
     assert units[0]["shown"]["regions"] == [{"box": [1, 2, 30, 40], "step": 1, "reason": "why"}]
     assert units[1]["shown"]["regions"] == [{"box": [5, 6, 7, 8], "step": None, "reason": "mitoses"}]
+    hostile = [
+        {"benchmark_id": "1", "run_index": 0, "box": [1, 2, 3], "finding": "short"},
+        {"benchmark_id": "1", "run_index": 0, "box": [1e308, 0, 10, 10], "finding": "far"},
+        {"benchmark_id": "1", "run_index": 0, "box": None, "finding": "null"},
+        {"benchmark_id": "1", "run_index": 0, "finding": "missing"},
+        {"benchmark_id": "1", "run_index": 0, "box": [90, 70, 10, 11], "finding": "below the bottom"},
+        {"benchmark_id": "1", "run_index": "0", "box": [5, 6, 7, 8], "finding": "text run"},
+        *reported,
+    ]
+    refused: list[str] = []
+    units = build_units(files.secret(), "exp-a", runs, items, reported=hostile, refused=refused)
+    assert units[1]["shown"]["regions"] == [{"box": [5, 6, 7, 8], "step": None, "reason": "mitoses"}]
+    assert refused == [
+        "reported region 0 (item 1 run 0): box: a level-0 box [x, y, w, h] of four numbers is needed, "
+        "got [1, 2, 3]",
+        "reported region 1 (item 1 run 0): box: x = 1e+308: beyond +-1e+150",
+        "reported region 2 (item 1 run 0): box: a level-0 box [x, y, w, h] of four numbers is needed, "
+        "got None",
+        "reported region 3 (item 1 run 0): box: a level-0 box [x, y, w, h] of four numbers is needed, "
+        "got None",
+        "reported region 4 (item 1 run 0): box: reaches outside the slide (100 x 80)",
+        "reported region 5 (item 1): run_index must be a run number, got '0'",
+    ]
+    with pytest.raises(ReviewError, match=r"reported region 0 \(item 1 run 0\): box"):
+        build_units(files.secret(), "exp-a", runs, items, reported=hostile)  # nobody to tell: refused

@@ -124,3 +124,27 @@ def test_the_papers_figure_points_are_its_table_rows() -> None:
             p.mean,
             p.std,
         ), p
+
+
+def test_one_series_per_model_is_labelled_by_the_model_alone() -> None:
+    """Series of a swept figure: one per model is named by the model; two sharing a model add the name of
+    their first experiment (as the figure's legend shows them)."""
+    giant = {"agent": "giant", "max_steps": 2}
+    declared = {
+        "a-2": Experiment(name="a-2", model="m1", **giant),
+        "a-4": Experiment(name="a-4", model="m1", **giant | {"max_steps": 4}),  # a-2's series
+        "b-2": Experiment(name="b-2", model="m2", **giant),
+        "c-2": Experiment(name="c-2", model="m2", **giant | {"thumbnail_size": 512}),  # another m2 series
+    }
+    metrics = pd.DataFrame(
+        {"experiment": list(declared), "benchmark_name": BENCHMARK, "boot_mean_pct": 50.0,
+         "boot_std_pct": 1.0, "n_items": 3}
+    )  # fmt: skip
+    points = figure_points(metrics, declared, paper=paper_figure_points().iloc[:0])
+    labels = points[points["figure"] == "iterations"].set_index("experiment")["series"].to_dict()
+    assert labels == {
+        "a-2": "m1 (openai)",
+        "a-4": "m1 (openai)",
+        "b-2": "m2 (openai) [b-2]",
+        "c-2": "m2 (openai) [c-2]",
+    }

@@ -16,7 +16,7 @@ from dagster import materialize
 from sklearn.metrics import cohen_kappa_score
 
 from giant_assets.core.storage import ParquetStore
-from giant_assets.eval.review_metrics import METRIC_COLUMNS, REVIEW_COLUMNS
+from giant_assets.eval.review_metrics import METRIC_COLUMNS, REVIEW_COLUMNS, review_metrics_table
 from giant_assets.eval.reviews import ReviewFiles, append_review, build_units, write_queue
 from giant_assets.platform.assets.reviews import pathologist_reviews, review_metrics
 from tests.support.dagster_env import resources_for
@@ -188,3 +188,72 @@ def test_every_metric_is_a_column_and_no_review_gives_empty_tables(reviewed, tmp
     store = ParquetStore(tmp_path / "data")
     assert list(store.read("review_metrics").columns) == METRIC_COLUMNS and store.read("review_metrics").empty
     assert list(store.read("pathologist_reviews").columns) == REVIEW_COLUMNS
+
+
+# --- hostile or partial reviews --------------------------------------------------------------------
+
+NAN_BOX = [float("nan"), 0.0, 10.0, 10.0]
+ANA = {  # four runs; supports "partly" counts as not
+    "answer": ["correct", "wrong", "correct", "partly"],
+    "supports": ["yes", "partly", "no", "partly"],
+    "regions": [
+        ["relevant", "partly"],
+        ["relevant", "relevant"],
+        ["not relevant", None],
+        ["partly", "relevant"],
+    ],
+}
+BEN = {  # rated no answer at all: a valid review
+    "answer": [None] * 4,
+    "supports": ["yes", "yes", "partly", None],
+    "regions": [["relevant", "relevant"], [None, None], ["relevant", "not relevant"], ["partly", "partly"]],
+}
+
+
+def test_a_stored_bad_review_is_skipped_and_named_and_a_reviewer_without_answers_counts(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    files = ReviewFiles(data / "reviews")
+    units = _units(files, "exp-c")[:4]
+    write_queue(files, units)
+    for name, plan in (("ana", ANA), ("ben", BEN)):
+        for u, unit in enumerate(units):
+            review = {k: plan[k][u] for k in ("answer", "supports")} | {"regions": plan["regions"][u]}
+            append_review(files, name, unit["unit"], review | {"drawn": [], "comment": ""})
+    # stored before validate_review refused NaN: one such review must not stop the others counting
+    nan_review = {"regions": ["relevant", "relevant"], "answer": "correct", "supports": "yes"}
+    append_review(files, "dan", units[0]["unit"], nan_review | {"drawn": [NAN_BOX], "comment": ""})
+    result = materialize([pathologist_reviews, review_metrics], resources=resources_for(data))
+    assert result.success
+    meta = result.asset_materializations_for_node("pathologist_reviews")[0].metadata
+    assert meta["invalid_skipped"].value == 1
+    named = f"dan's review of unit {units[0]['unit']} (exp-c/tcga item 0 run 0): field 'drawn[0]': x = nan"
+    assert named in meta["invalid_first"].value
+    store = ParquetStore(data)
+    reviews, row = store.read("pathologist_reviews"), store.read("review_metrics").iloc[0]
+    assert sorted(set(reviews["reviewer"])) == ["ana", "ben"] and len(reviews) == 8
+    # by hand: answers 2 correct of 4 rated (ben: none); support 3 "yes" of 7; regions 4 + 3 of 7 + 6
+    assert row.share_answers_correct == pytest.approx(2 / 4, abs=1e-12)
+    assert row.share_findings_support == pytest.approx(3 / 7, abs=1e-12)
+    assert row.share_regions_relevant == pytest.approx(7 / 13, abs=1e-12)
+    assert np.isnan(row.cohen_kappa_answer) and np.isnan(row.alpha_answer)  # no run both rated
+    order = {u["unit"]: i for i, u in enumerate(units)}
+    cells = {
+        who: [REGIONS.index(r) if r else np.nan for u in sorted(order) for r in plan["regions"][order[u]]]
+        for who, plan in (("ana", ANA), ("ben", BEN))
+    }
+    expected = krippendorff.alpha(reliability_data=list(cells.values()), level_of_measurement="ordinal")
+    assert row.alpha_regions == pytest.approx(expected, abs=1e-12)
+
+    # a pathologist_reviews table stored before the check: its bad row is left out and named, never raised
+    bad = reviews.iloc[[0]].assign(reviewer="eve", drawn=json.dumps([NAN_BOX]))
+    worse = reviews.iloc[[1]].assign(reviewer="fay", answer="maybe")
+    again, skipped = review_metrics_table(pd.concat([reviews, bad, worse], ignore_index=True))
+    unit0, unit1 = reviews.iloc[0], reviews.iloc[1]
+    assert skipped == [
+        f"eve's review of exp-c/tcga item {unit0.benchmark_id} run 0: drawn[0]: x = nan: not a finite number",
+        f"fay's review of exp-c/tcga item {unit1.benchmark_id} run 0: answer: 'maybe' is not one of "
+        "('correct', 'partly', 'wrong')",
+    ]
+    pd.testing.assert_frame_equal(again, store.read("review_metrics"), check_dtype=False)

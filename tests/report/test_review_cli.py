@@ -118,3 +118,36 @@ def test_prepare_shows_a_path_review_runs_reported_regions(tmp_path: Path, capsy
     capsys.readouterr()
     assert main([*args, "--experiment", "exp-a"]) == 2
     assert capsys.readouterr().err.startswith(f"giant-review: error: {reported}: invalid JSON")
+
+
+def test_prepare_refuses_bad_reported_regions_one_by_one(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "data"
+    _store(data)
+    reported = tmp_path / "reported.json"
+    regions = [
+        {"benchmark_id": "1", "run_index": 0, "box": [1, 2, 3], "finding": "three numbers"},
+        {"benchmark_id": "1", "run_index": 0, "box": [1e308, 0, 10, 10], "finding": "far away"},
+        {"benchmark_id": "1", "run_index": 0, "box": None, "finding": "null"},
+        {"benchmark_id": "0", "run_index": 0, "finding": "no box"},
+        {"benchmark_id": "1", "run_index": 0, "box": [10, 20, 30, 40], "finding": "kept"},
+    ]
+    reported.write_text(json.dumps(regions))
+    args = ["--data-dir", str(data), "prepare", "--benchmark", "tcga", "--reported", str(reported)]
+    assert main([*args, "--experiment", "exp-a"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "added 2 run(s) of exp-a on tcga; the queue holds 2"
+    assert out[1] == "refused 4 reported region(s) (left out, the rest kept):"
+    assert out[2:] == [
+        "  exp-a: reported region 0 (item 1 run 0): box: a level-0 box [x, y, w, h] of four numbers is "
+        "needed, got [1, 2, 3]",
+        "  exp-a: reported region 1 (item 1 run 0): box: x = 1e+308: beyond +-1e+150",
+        "  exp-a: reported region 2 (item 1 run 0): box: a level-0 box [x, y, w, h] of four numbers is "
+        "needed, got None",
+        "  exp-a: reported region 3 (item 0 run 0): box: a level-0 box [x, y, w, h] of four numbers is "
+        "needed, got None",
+    ]
+    shown = {u["benchmark_id"]: u["shown"]["regions"] for u in load_queue(ReviewFiles(data / "reviews"))}
+    assert shown["1"] == [{"box": [10, 20, 30, 40], "step": None, "reason": "kept"}]
+    assert shown["0"] == [
+        {"box": [1, 2, 3, 4], "step": 1, "reason": "why"}
+    ]  # its own crops: none valid given

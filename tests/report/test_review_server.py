@@ -55,6 +55,12 @@ def _runs(experiment_model: str, n: int) -> pd.DataFrame:
 
 @pytest.fixture
 def review(tmp_path: Path, sample_wsi_root: Path):
+    yield from served_review(tmp_path, sample_wsi_root)
+
+
+def served_review(tmp_path: Path, sample_wsi_root: Path):
+    """A queue of 8 units on a sample slide, reviewers ana and ben, served on loopback:
+    yields (files, port, tokens), then stops the server."""
     files = ReviewFiles(tmp_path / "reviews")
     items = pd.DataFrame(
         {
@@ -166,6 +172,8 @@ def test_saved_reviews_come_back_are_revised_and_stay_private(review) -> None:
     assert json.loads(body)["review"] is None  # never served to another reviewer
     _, _, body = request(port, "GET", "/api/queue", token=tokens["ana"])
     assert [u["reviewed"] for u in json.loads(body)["units"]].count(True) == 1
+    _, _, body = request(port, "GET", "/api/queue", token=tokens["ben"])
+    assert not any(u["reviewed"] for u in json.loads(body)["units"])  # ana's review is not ben's
     records, _ = read_reviews(files)
     assert [(r["reviewer"], r["answer"]) for r in records] == [("ana", "correct"), ("ana", "wrong")]
     status, _, body = request(

@@ -7,6 +7,7 @@ from giant_assets.eval.review_metrics import REVIEW_COLUMNS, review_metrics_tabl
 from giant_assets.eval.reviews import ReviewFiles
 from giant_assets.platform.resources import StorageResource
 
+SHOWN_SKIPPED = 30  # left-out reviews named in the metadata and the log; all are counted
 SHOWN = ["experiment", "benchmark_name", "reviewers", "runs_reviewed", "share_regions_relevant",
          "share_answers_correct", "cohen_kappa_answer", "alpha_answer", "alpha_regions"]  # fmt: skip
 
@@ -23,8 +24,12 @@ def pathologist_reviews(context: AssetExecutionContext, storage: StorageResource
             "revisions_kept": counts["submissions"] - len(frame),
             "queue": counts["queue"],
             "cut_lines_skipped": counts["cut_lines_skipped"],
+            "invalid_skipped": counts["invalid_skipped"],
+            "invalid_first": MetadataValue.md(_listed(counts["invalid"])),
         }
     )
+    for line in counts["invalid"][:SHOWN_SKIPPED]:
+        context.log.warning(f"review left out: {line}")
     return frame if len(frame) else pd.DataFrame(columns=REVIEW_COLUMNS)
 
 
@@ -33,12 +38,21 @@ def review_metrics(context: AssetExecutionContext, pathologist_reviews: pd.DataF
     """Per experiment and benchmark: shares of regions rated relevant, answers rated correct and findings
     rated supporting (bootstrap std over runs), Cohen's kappa and Krippendorff's alpha between reviewers,
     IoU of the agent's regions with the reviewers' drawn ones (see ``eval/review_metrics.py``)."""
-    metrics = review_metrics_table(pathologist_reviews)
+    metrics, skipped = review_metrics_table(pathologist_reviews)
+    for line in skipped[:SHOWN_SKIPPED]:
+        context.log.warning(f"review left out: {line}")
+    left_out = {"reviews_skipped": len(skipped), "skipped_first": MetadataValue.md(_listed(skipped))}
     if metrics.empty:
-        context.add_output_metadata({"groups": 0})
+        context.add_output_metadata({"groups": 0} | left_out)
         return metrics
     table = metrics[SHOWN].round(3)
     context.add_output_metadata(
-        {"groups": len(metrics), "metrics": MetadataValue.md(table.to_markdown(index=False))}
+        {"groups": len(metrics), "metrics": MetadataValue.md(table.to_markdown(index=False))} | left_out
     )
     return metrics
+
+
+def _listed(lines: list[str]) -> str:
+    shown = "\n".join(f"- {line}" for line in lines[:SHOWN_SKIPPED])
+    more = f"\n- ... and {len(lines) - SHOWN_SKIPPED} more" if len(lines) > SHOWN_SKIPPED else ""
+    return shown + more or "none"

@@ -11,13 +11,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from giant_assets.core.serving import serve_until_stopped
+from giant_assets.core.serving import port_number, serve_until_stopped
 from giant_assets.core.settings import data_dir
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.qupath import read_reported_regions, stored_reported_regions
 from giant_assets.eval.reviews import ReviewError, ReviewFiles, add_reviewer, build_units, write_queue
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.report.review.serve import DEFAULT_PORT, ReviewServer
+
+SHOWN_REFUSED = 20  # refused reported regions listed by name; the rest counted
 
 
 def prepare(
@@ -28,7 +30,8 @@ def prepare(
         raise ReviewError(f"no benchmark_items under {root}: materialize it first")
     items = store.read("benchmark_items")
     given = read_reported_regions(reported, benchmark) if reported else None
-    units = []
+    units: list[dict] = []
+    refused: list[str] = []
     for experiment in experiments:
         cell = f"{experiment}/{benchmark}"
         if cell not in store.partitions("predictions"):
@@ -38,9 +41,16 @@ def prepare(
             mine = stored_reported_regions(store, experiment, benchmark)
         else:
             mine = [r for r in given if r.get("experiment", experiment) == experiment]
-        units += build_units(files.secret(), experiment, runs, items, reported=mine)
+        before = len(refused)
+        units += build_units(files.secret(), experiment, runs, items, reported=mine, refused=refused)
+        refused[before:] = [f"{experiment}: {line}" for line in refused[before:]]
     total = write_queue(files, units)
-    return f"added {len(units)} run(s) of {', '.join(experiments)} on {benchmark}; the queue holds {total}"
+    summary = f"added {len(units)} run(s) of {', '.join(experiments)} on {benchmark}; the queue holds {total}"
+    if refused:
+        shown = "".join(f"\n  {line}" for line in refused[:SHOWN_REFUSED])
+        more = f"\n  ... and {len(refused) - SHOWN_REFUSED} more" if len(refused) > SHOWN_REFUSED else ""
+        summary += f"\nrefused {len(refused)} reported region(s) (left out, the rest kept):{shown}{more}"
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,9 +69,16 @@ def main(argv: list[str] | None = None) -> int:
         "run's crops): a JSON list of {benchmark_id, run_index, box, finding, experiment}",
     )
     serve = sub.add_parser("serve", help="serve the review pages")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT)
+    serve.add_argument("--port", type=port_number, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
     serve.add_argument(
         "--host", default="127.0.0.1", help="default loopback; another address serves the network"
+    )
+    serve.add_argument(
+        "--name",
+        action="append",
+        default=[],
+        help="a host name reviewers use to reach the server (repeat); requests naming any other host "
+        "are refused (loopback names are allowed when serving loopback)",
     )
     args = parser.parse_args(argv)
     root = args.data_dir.expanduser().resolve() if args.data_dir else data_dir()
@@ -73,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "prepare":
             print(prepare(root, files, args.experiment, args.benchmark, args.reported))
         else:
-            server = ReviewServer(files, args.host, args.port)
+            server = ReviewServer(files, args.host, args.port, args.name)
             host, port = server.server_address[:2]
             print(f"review: http://{host}:{port}/ (reviewers open their link once)", flush=True)
             serve_until_stopped(server)

@@ -7,6 +7,13 @@ missing, 403 unknown); a reviewer reads and writes only their own reviews, under
 belongs to. The page is a static file plus a script (Content-Security-Policy: nothing inline), and puts
 every text (question, the model's reasons, the answer) into the page as text, never as HTML.
 
+Forged requests (``docs/pathologists.md``): SameSite does not tell this server from the Dagster UI or a
+notebook on another loopback port (one site), so every request must name a ``Host`` the server was
+started with (DNS rebinding), an API call from another origin (``Origin``, ``Sec-Fetch-Site``) is
+refused, and a review is saved only from ``application/json`` carrying, with the cookie, the page's
+per-session CSRF token in ``X-Review-CSRF`` (a script sending the reviewer token as ``Authorization:
+Bearer`` needs none: no browser adds that header by itself).
+
     GET  /api/queue                      the reviewer's units in their own order, and which are reviewed
     GET  /api/unit/<id>                  the blinded unit and the reviewer's latest review of it
     GET  /api/unit/<id>/overview.png     the slide's overview (long side 1024)
@@ -16,18 +23,23 @@ every text (question, the model's reasons, the answer) into the page as text, ne
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import io
+import ipaddress
 import json
 import logging
 import re
 import threading
+from collections.abc import Iterable
 from http import HTTPStatus
-from http.cookies import SimpleCookie
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.cookies import CookieError, SimpleCookie
+from http.server import BaseHTTPRequestHandler
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from giant_assets.core.serving import BurstHTTPServer
 from giant_assets.eval.reviews import (
     ReviewError,
     ReviewFiles,
@@ -40,11 +52,14 @@ from giant_assets.eval.reviews import (
     reviewer_for,
     validate_review,
 )
-from giant_assets.slides.access import crop, open_slide, thumbnail
+from giant_assets.slides.access import InvalidRegion, crop, open_slide, thumbnail
 
 DEFAULT_PORT = 8766
 COOKIE = "giant_review"
 MAX_BODY = 256 * 1024
+CSRF_HEADER = "X-Review-CSRF"
+CSRF_MARKER = b'<meta name="review-csrf" content="">'
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 STATIC = ("review.html", "review.js", "review.css")
 CSP = "default-src 'self'; img-src 'self'; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
 _UNIT = re.compile(r"^/api/unit/([0-9a-f]{1,64})(?:/overview\.png|/region/(\d{1,4})\.jpg)?$")
@@ -55,10 +70,37 @@ def _static(name: str) -> bytes:
     return resources.files("giant_assets.report.review").joinpath("static", name).read_bytes()
 
 
+def csrf_token(secret: bytes, reviewer_token: str) -> str:
+    """The CSRF token of a session (the reviewer's cookie): keyed by the review's secret, so a page
+    opened before a restart still saves, and useless without the cookie it belongs to."""
+    return hmac.new(secret, b"csrf\x1f" + reviewer_token.encode(), hashlib.sha256).hexdigest()
+
+
+class NotJson(ValueError):
+    """A body Python's json module would read but JSON has no such value (NaN, Infinity)."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise NotJson(f"the body is not JSON: {name} is no JSON number")
+
+
+def _body_error(exc: Exception) -> str:
+    """What a 400 says of a body that did not give a review (never Python's own wording)."""
+    if isinstance(exc, ReviewError | NotJson):
+        return str(exc)
+    if isinstance(exc, RecursionError):
+        return "the body is not JSON this server reads: nested too deeply"
+    if "digits" in str(exc):  # Python's limit on int(): 4300 digits
+        return "the body is not JSON this server reads: an integer of more than 4300 digits"
+    return "the body is not JSON"
+
+
 class ReviewHandler(BaseHTTPRequestHandler):
     """Routes of the review server; ``server.files`` is the review's ``ReviewFiles``."""
 
     server: ReviewServer
+    default_request_version = "HTTP/1.0"  # an error before the version is read still has a status line
+    timeout = 30  # seconds a client may stay silent mid-request before its connection is closed
 
     # --- plumbing ---
 
@@ -78,35 +120,76 @@ class ReviewHandler(BaseHTTPRequestHandler):
     def _json(self, status: int, data: Any) -> None:
         self._send(status, json.dumps(data, ensure_ascii=False).encode(), "application/json; charset=utf-8")
 
-    def _token(self) -> str | None:
+    def _token(self) -> tuple[str | None, bool]:
+        """(the reviewer token of this request, whether it came as a Bearer header rather than the
+        cookie a browser adds by itself)."""
         auth = self.headers.get("Authorization", "")
         if auth.startswith("Bearer "):
-            return auth[7:].strip()
-        cookie = SimpleCookie(self.headers.get("Cookie", ""))
+            return auth[7:].strip(), True
+        return self._cookie(), False
+
+    def _cookie(self) -> str | None:
+        try:
+            cookie = SimpleCookie(self.headers.get("Cookie", ""))
+        except CookieError:
+            return None
         return cookie[COOKIE].value if COOKIE in cookie else None
 
-    def _reviewer(self) -> str | None:
-        """The reviewer of this request, or None after answering 401 (no token) / 403 (unknown)."""
-        token = self._token()
+    def _reviewer(self, *, saving: bool = False) -> str | None:
+        """The reviewer of this request, or None after answering 401 (no token) / 403 (unknown, or a
+        cookie without its session's CSRF token when ``saving``)."""
+        token, bearer = self._token()
         if not token:
             self._json(HTTPStatus.UNAUTHORIZED, {"error": "no token: open the link you were given"})
             return None
         name = reviewer_for(self.server.files, token)
         if name is None:
             self._json(HTTPStatus.FORBIDDEN, {"error": "unknown token"})
+            return None
+        if saving and not bearer:
+            sent = self.headers.get(CSRF_HEADER, "")
+            if not hmac.compare_digest(sent.encode(), csrf_token(self.server.files.secret(), token).encode()):
+                self._json(
+                    HTTPStatus.FORBIDDEN, {"error": f"missing or wrong {CSRF_HEADER}: reload the page"}
+                )
+                return None
         return name
+
+    def _forged(self, api: bool) -> str | None:
+        """Why this request may come from another site (refused 403), or None. Every request must name a
+        Host the server was started with (a DNS-rebinding page names its own); an API call must come from
+        this origin when the browser says where it comes from (Origin; Sec-Fetch-Site)."""
+        host = (self.headers.get("Host") or "").strip().lower()
+        if host not in self.server.allowed_hosts:
+            return f"Host {host[:80]!r} is not this server's (start it with --name to allow a name)"
+        if not api:
+            return None
+        origin = self.headers.get("Origin")
+        if origin is not None and origin.strip().lower() != f"http://{host}":
+            return f"cross-origin request from {origin[:80]!r}"
+        site = self.headers.get("Sec-Fetch-Site")
+        if site is not None and site.strip().lower() not in ("same-origin", "none"):
+            return f"cross-site request (Sec-Fetch-Site: {site[:20]})"
+        return None
 
     def _unit(self, unit_id: str) -> dict[str, Any] | None:
         return next((u for u in load_queue(self.server.files) if u["unit"] == unit_id), None)
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 (http.server's name)
-        """Log without the query string: the first visit's address carries the reviewer's token."""
-        log.debug("%s %s", self.command, urlsplit(self.path).path)
+        """Log without the query string (the first visit's address carries the reviewer's token); never
+        raises, also for a request line that never parsed (no command, no path)."""
+        path = getattr(self, "path", None)
+        shown = urlsplit(path).path[:200] if isinstance(path, str) else "(no path: bad request line)"
+        log.debug("%s %s", getattr(self, "command", None) or "-", shown)
 
     # --- routes ---
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         url = urlsplit(self.path)
+        forged = self._forged(api=url.path.startswith("/api/"))
+        if forged is not None:
+            self._json(HTTPStatus.FORBIDDEN, {"error": forged})
+            return
         if url.path == "/":
             token = parse_qs(url.query).get("token", [None])[0]
             if token is not None:
@@ -116,7 +199,7 @@ class ReviewHandler(BaseHTTPRequestHandler):
                 cookie = f"{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/"
                 self._send(HTTPStatus.SEE_OTHER, b"", "text/plain", {"Location": "/", "Set-Cookie": cookie})
                 return
-            self._send(HTTPStatus.OK, _static("review.html"), "text/html; charset=utf-8")
+            self._send(HTTPStatus.OK, self._page(), "text/html; charset=utf-8")
             return
         if url.path == "/favicon.ico":
             self._send(HTTPStatus.NO_CONTENT, b"", "image/x-icon")
@@ -148,33 +231,48 @@ class ReviewHandler(BaseHTTPRequestHandler):
             self._json(HTTPStatus.OK, blinded(unit) | {"review": _public(own)})
 
     def do_POST(self) -> None:  # noqa: N802
+        """Save a review: only from this origin, as JSON, with the session's CSRF token (see the module
+        docstring); the body (at most MAX_BODY) is read whole, then checked before anything is stored."""
         url = urlsplit(self.path)
-        reviewer = self._reviewer() if url.path.startswith("/api/review/") else None
+        text = self.headers.get("Content-Length", "")
+        length = int(text) if text.isascii() and text.isdigit() and len(text) < 12 else -1
+        if not 0 < length <= MAX_BODY:
+            self._json(HTTPStatus.BAD_REQUEST, {"error": f"a JSON body of 1..{MAX_BODY} bytes is needed"})
+            return
+        body = self.rfile.read(length)  # read before any answer: an unread body can reset the connection
         if not url.path.startswith("/api/review/"):
             self._json(HTTPStatus.NOT_FOUND, {"error": "not found"})
             return
+        forged = self._forged(api=True)
+        if forged is not None:
+            self._json(HTTPStatus.FORBIDDEN, {"error": forged})
+            return
+        if (self.headers.get("Content-Type") or "").split(";")[0].strip().lower() != "application/json":
+            self._json(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, {"error": "a review is sent as application/json"})
+            return
+        reviewer = self._reviewer(saving=True)
         if reviewer is None:
             return
         unit = self._unit(url.path.rsplit("/", 1)[1])
         if unit is None:
             self._json(HTTPStatus.NOT_FOUND, {"error": "no such unit"})
             return
-        length = self.headers.get("Content-Length", "")
-        length = int(length) if length.isdigit() else 0
-        if length <= 0 or length > MAX_BODY:
-            self._json(HTTPStatus.BAD_REQUEST, {"error": f"a JSON body of 1..{MAX_BODY} bytes is needed"})
-            return
         try:
-            body = json.loads(self.rfile.read(length))
-            review = validate_review(unit, body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            self._json(HTTPStatus.BAD_REQUEST, {"error": "the body is not JSON"})
-            return
-        except ReviewError as exc:
-            self._json(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
+            review = validate_review(unit, json.loads(body, parse_constant=_reject_constant))
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, not UTF-8, 5,000 digits, too deep
+            self._json(HTTPStatus.BAD_REQUEST, {"error": _body_error(exc)})
             return
         record = append_review(self.server.files, reviewer, unit["unit"], review)
         self._json(HTTPStatus.OK, {"saved": True, "submitted_at": record["submitted_at"]})
+
+    def _page(self) -> bytes:
+        """The page, carrying the session's CSRF token when the request has a reviewer's cookie."""
+        page = _static("review.html")
+        token = self._cookie()
+        if token and reviewer_for(self.server.files, token) is not None:
+            filled = f'<meta name="review-csrf" content="{csrf_token(self.server.files.secret(), token)}">'
+            page = page.replace(CSRF_MARKER, filled.encode())
+        return page
 
     def _queue(self, reviewer: str) -> None:
         done = {unit for (who, unit) in latest_reviews(read_reviews(self.server.files)[0]) if who == reviewer}
@@ -197,6 +295,9 @@ class ReviewHandler(BaseHTTPRequestHandler):
                 image, fmt, ctype = thumbnail(slide, 1024, guides=False).image, "PNG", "image/png"
             else:
                 image, fmt, ctype = crop(slide, regions[region]["box"], 512).image, "JPEG", "image/jpeg"
+        except InvalidRegion as exc:  # a region queued before prepare checked regions: outside the slide
+            self._json(HTTPStatus.NOT_FOUND, {"error": f"region not shown: {exc}"})
+            return
         finally:
             slide.close()
         buffer = io.BytesIO()
@@ -210,12 +311,32 @@ def _public(record: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: record[k] for k in ("regions", "answer", "supports", "drawn", "comment", "submitted_at")}
 
 
-class ReviewServer(ThreadingHTTPServer):
-    daemon_threads = True
+class ReviewServer(BurstHTTPServer):
+    """The review server on ``host``:``port``; requests must name it by one of ``allowed_hosts``: the
+    address it listens on, the loopback names when that is a loopback address, and ``names`` (each with
+    the port it listens on)."""
 
-    def __init__(self, files: ReviewFiles, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
+    def __init__(
+        self, files: ReviewFiles, host: str = "127.0.0.1", port: int = DEFAULT_PORT, names: Iterable[str] = ()
+    ) -> None:
         self.files = files
         super().__init__((host, port), ReviewHandler)
+        self.allowed_hosts = allowed_hosts(host, self.server_address[1], names)
+
+
+def allowed_hosts(host: str, port: int, names: Iterable[str] = ()) -> frozenset[str]:
+    """The Host header values a request to this server may carry (lower case, with the port)."""
+    shown = f"[{host}]" if ":" in host else host
+    chosen = {shown.lower(), *(n.strip().lower() for n in names)}
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host.lower() == "localhost"
+    if loopback:
+        chosen |= set(LOOPBACK_NAMES)
+    chosen -= {"0.0.0.0", "[::]"}  # a wildcard address is no name a browser uses
+    hosts = {f"{name}:{port}" for name in chosen}
+    return frozenset(hosts | (chosen if port == 80 else set()))
 
 
 def serve_in_thread(files: ReviewFiles, port: int = 0) -> tuple[ReviewServer, threading.Thread]:

@@ -17,7 +17,7 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from giant_assets.core.serving import serve_until_stopped
+from giant_assets.core.serving import port_number, serve_until_stopped
 from giant_assets.core.settings import DATA_DIR_ENV, env
 from giant_assets.report.viewer.lazy import render_pending
 from giant_assets.report.viewer.site import RECIPE
@@ -95,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dir", type=Path, default=default_dir, help=f"the viewer folder (default {default_dir})"
     )
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    parser.add_argument(
+        "--port", type=port_number, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})"
+    )
     parser.add_argument("--bind", default="127.0.0.1", help="address (default 127.0.0.1: this machine only)")
     args = parser.parse_args(argv)
     if not args.dir.is_dir():

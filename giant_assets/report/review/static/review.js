@@ -129,8 +129,12 @@ async function save() {
     drawn,
     comment: document.getElementById("comment").value,
   };
+  // the session's CSRF token came with the page; a page from another origin cannot read it
+  const csrf = document.querySelector('meta[name="review-csrf"]').content;
   const saved = await api(`/api/review/${unit.unit}`, {
-    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-Review-CSRF": csrf },
+    body: JSON.stringify(body),
   });
   queue[position].reviewed = true;
   status(`saved ${saved.submitted_at}`);
