@@ -105,7 +105,6 @@ def test_what_a_plugin_raises_fails_its_run_only(slide_path: Path, option: str, 
     ],
 )
 def test_a_factory_that_fails_is_refused_naming_the_plugin(agent: str, message: str) -> None:
-    with ScriptedModelServer(rule=demo_policy) as server:
-        with pytest.raises(PluginError) as err:
-            make_agent(experiment(server, agent=agent), pd.DataFrame(), None)
+    with ScriptedModelServer(rule=demo_policy) as server, pytest.raises(PluginError) as err:
+        make_agent(experiment(server, agent=agent), pd.DataFrame(), None)
     assert f"plug-in {agent!r}: {message}" in str(err.value)
