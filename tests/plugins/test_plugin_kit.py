@@ -11,11 +11,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from giant_assets.agents.cell import CellFailed, run_cell
 from giant_assets.agents.registry import make_agent
 from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
 from giant_assets.experiments.plugins import PluginError
 from giant_assets.experiments.spec import Experiment
 from giant_assets.report.sent_images import render_sent_images
+from giant_assets.report.trajectory_images import draw_run
 from giant_assets.runs.agent_api import AgentAnswer, AgentItem
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 
@@ -52,7 +54,7 @@ def answer(exp: Experiment, item: AgentItem) -> AgentAnswer:
     return asyncio.run(go())
 
 
-def test_a_plugins_views_are_giants_and_its_steps_are_accounted(slide_path: Path) -> None:
+def test_a_plugins_views_are_giants_and_its_steps_are_accounted(slide_path: Path, tmp_path: Path) -> None:
     item = AgentItem("tcga", "1", QUESTION, ["Lung", "Liver", "Skin"], str(slide_path))
     with ScriptedModelServer(rule=demo_policy) as server:
         exp = experiment(server)
@@ -69,8 +71,14 @@ def test_a_plugins_views_are_giants_and_its_steps_are_accounted(slide_path: Path
     assert max(overview.image_size) == 640 and overview.box == [0, 0, 4096, 3072]
     assert crop.box is not None and crop.box[2] > 0 and max(crop.image_size) <= 640
     # the viewer re-renders them through GIANT's code and finds the same bytes
-    rendered = render_sent_images(exp, str(slide_path), [[s.__dict__ for s in result.steps]])[0]
+    steps = result.steps_as_dicts()
+    rendered = render_sent_images(exp, str(slide_path), [steps])[0]
     assert [(r.step, r.kind, r.verified) for r in rendered] == [(0, "thumbnail", True), (1, "crop", True)]
+    pictures = draw_run(str(slide_path), steps, tmp_path / "pictures", experiment=exp)
+    sent = [(p["kind"], p["step"], p.get("sha256"), p.get("verified")) for p in pictures[1:]]
+    assert sent == [
+        ("thumbnail", 0, overview.image_sha256[0], True), ("crop", 1, crop.image_sha256[0], True)
+    ]  # fmt: skip
     # each model call's step: tokens as the server reported them, cost at the experiment's price
     calls = [s for s in result.steps if s.input_tokens]
     assert len(calls) == 2 == len(requests)
@@ -108,3 +116,18 @@ def test_a_factory_that_fails_is_refused_naming_the_plugin(agent: str, message: 
     with ScriptedModelServer(rule=demo_policy) as server, pytest.raises(PluginError) as err:
         make_agent(experiment(server, agent=agent), pd.DataFrame(), None)
     assert f"plug-in {agent!r}: {message}" in str(err.value)
+
+
+def test_a_cell_whose_plugin_factory_fails_is_refused_before_any_call(tmp_path: Path) -> None:
+    with ScriptedModelServer(rule=demo_policy) as server:
+        exp = experiment(server, agent="lab_agent:broken_factory")
+        items = pd.DataFrame(columns=["benchmark_name", "benchmark_id", "prompt", "truth_label", "wsi_path"])
+        with pytest.raises(CellFailed) as err:
+            run_cell(exp, items, "tcga", tmp_path / "data", experiments_file="x.yaml", log=lambda _: None)
+        assert server.requests == []
+    source = PACKAGES / "lab_agent" / "__init__.py"
+    line = next(n for n, text in enumerate(source.read_text().splitlines(), 1) if "broken on purpose" in text)
+    assert str(err.value) == (
+        "x.yaml: experiment 'lab': plug-in 'lab_agent:broken_factory': its factory raised ValueError: "
+        f"the lab factory is broken on purpose (at {source}:{line})"
+    )
