@@ -21,13 +21,13 @@ import openslide
 
 from giant_assets.agents.giant import GiantAgent, reply_step
 from giant_assets.agents.pricing import PriceTable
-from giant_assets.agents.providers import ChatModel, ModelReply, ProviderError
+from giant_assets.agents.providers import ChatModel, ModelReply, ProviderError, make_chat_model
 from giant_assets.agents.shown_views import ShownView, ShownViews
 from giant_assets.experiments.plugins import PluginError, load_factory
 from giant_assets.experiments.spec import Experiment
 from giant_assets.runs.agent_api import AgentAnswer, AgentItem, Step
 from giant_assets.runs.ratelimit import RateLimiter, make_rate_limiter
-from giant_assets.slides.access import open_slide
+from giant_assets.slides.access import SlideError, open_slide
 
 MAX_ERROR_CHARS = 2000  # of a plug-in's exception text, as recorded
 
@@ -60,8 +60,6 @@ class SlideViews:
     async def open(self, item: AgentItem) -> AsyncIterator[Slide]:
         """``item``'s slide, closed when the block ends (``SlideError`` when it cannot be read)."""
         if not item.wsi_path:
-            from giant_assets.slides.access import SlideError
-
             raise SlideError(f"item {item.benchmark_id} has no resolved slide path")
         handle = await asyncio.to_thread(open_slide, item.wsi_path)
         try:
@@ -88,11 +86,12 @@ class Kit:
 
     def chat_model(self, model: str) -> ChatModel:
         """Another model of the experiment's provider, endpoint and settings (its own rate limit, priced by
-        its name from ``GIANT_PRICES`` or the built-in table). Not in batch mode: only the experiment's
-        model goes through the provider's batches."""
+        its name from ``GIANT_PRICES`` or the built-in table; on Azure ``model`` is the deployment's name).
+        Not in batch mode: only the experiment's model goes through the provider's batches."""
         if not isinstance(model, str) or not model.strip() or len(model) > 200:
             raise PluginError(
-                f"plug-in {self._experiment.agent!r}: a model name is a short text, not {model!r}"
+                f"plug-in {self._experiment.agent!r}: a model name is a text of 1 to 200 characters, not "
+                f"{repr(model)[:80]}"
             )
         exp = self._experiment
         if exp.batch:
@@ -100,13 +99,12 @@ class Kit:
                 f"plug-in {exp.agent!r}: batch: true sends only the experiment's model {exp.model!r} through "
                 f"the provider's batches; {model!r} cannot join them (run without batch: true)"
             )
-        other = exp.model_copy(update={"model": model, "prices": None})  # its own price, not the experiment's
+        # its own price (not the experiment's) and, on Azure, Bedrock and Vertex, its own model id
+        other = exp.model_copy(update={"model": model, "prices": None, "deployment": ""})
         limiter = make_rate_limiter(
             exp.provider, model, exp.api_key_env or f"{exp.provider}-default", exp.requests_per_minute,
             exp.tokens_per_minute,
         )  # fmt: skip
-        from giant_assets.agents.providers import make_chat_model
-
         chat = make_chat_model(other, limiter)
         self._extra.append(chat)
         return chat
