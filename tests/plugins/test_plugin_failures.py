@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 
 from giant_assets.agents.registry import make_agent
-from giant_assets.demo.scripted import Reply, ScriptedModelServer, crop_reply
+from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.experiments.plugins import PluginError
 from giant_assets.experiments.spec import Experiment
+from giant_assets.kit import Message, TextPart
 from giant_assets.runs.agent_api import AgentItem
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 
@@ -72,3 +73,25 @@ def test_a_second_model_is_refused_in_batch_mode() -> None:
     ):
         agent.kit.chat_model("gpt-5-mini")
     asyncio.run(agent.aclose())
+
+
+def test_a_second_model_on_azure_calls_its_own_deployment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", KEY)
+    with ScriptedModelServer([answer_reply(1), answer_reply(2)]) as server:
+        exp = Experiment(
+            name="two", agent="lab_agent:make_agent", provider="azure", model="gpt-5", deployment="lab-gpt5",
+            azure_endpoint=server.base_url,
+        )  # fmt: skip
+        agent = make_agent(exp, pd.DataFrame(), None)
+
+        async def go() -> None:
+            try:
+                other = agent.kit.chat_model("gpt-5-mini")
+                await agent.kit.model.complete([Message.user(TextPart("first"))])
+                await other.complete([Message.user(TextPart("second"))])
+            finally:
+                await agent.aclose()
+
+        asyncio.run(go())
+        routes = [r.route_params.get("deployment") or (r.json or {}).get("model") for r in server.requests]
+    assert routes == ["lab-gpt5", "gpt-5-mini"]
