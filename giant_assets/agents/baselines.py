@@ -32,6 +32,7 @@ from dataclasses import replace
 import numpy as np
 import openslide
 
+from giant_assets.agents.giant import reply_step
 from giant_assets.agents.overviews import Encoding, OverviewCache
 from giant_assets.agents.pricing import PriceTable, experiment_prices
 from giant_assets.agents.providers import ChatModel, ImagePart, Message, ModelReply, ProviderError, TextPart
@@ -92,32 +93,9 @@ class _SlideBaseline:
     ) -> Step:
         """A call's step; ``shown`` is the level-0 box, pyramid level and pixel size of its image."""
         box, level, image_size = shown
-        usage = reply.usage
-        cost = self.prices.cost(
-            self.model,
-            usage.input_tokens,
-            usage.output_tokens,
-            cached_input_tokens=usage.cached_input_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-        )
-        return Step(
-            index,
-            action,
-            box=list(box),
-            level=level,
-            image_size=list(image_size),
-            text=reply.text,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cost_usd=cost.usd,
-            latency_s=reply.latency_s,
-            cached_input_tokens=usage.cached_input_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-            reasoning_tokens=usage.reasoning_tokens,
-            reasoning=reply.reasoning,
-            http_attempts=reply.attempts,
-            provider_notes=list(reply.notes),
-        )
+        step = reply_step(index, action, reply, self.model, self.prices)
+        step.box, step.level, step.image_size = list(box), level, list(image_size)
+        return step
 
 
 class ThumbnailAgent(_SlideBaseline):

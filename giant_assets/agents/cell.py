@@ -23,7 +23,8 @@ from giant_assets.eval.scoring import billed_columns
 from giant_assets.experiments.binding import bind
 from giant_assets.experiments.declared import unbudgeted
 from giant_assets.experiments.itemsample import sample_items
-from giant_assets.experiments.spec import MODEL_MODES, Experiment
+from giant_assets.experiments.plugins import PluginError
+from giant_assets.experiments.spec import Experiment
 from giant_assets.runs.failures import failure_report
 from giant_assets.runs.journal import Journal
 from giant_assets.runs.ledger import ExperimentLedger, PartitionLedger
@@ -77,7 +78,10 @@ def run_cell(
         experiment.provider, experiment.model, experiment.api_key_env or f"{experiment.provider}-default",
         experiment.requests_per_minute, experiment.tokens_per_minute,
     )  # fmt: skip
-    agent = make_agent(experiment, benchmark_items[["benchmark_name", "truth_label"]], limiter)
+    try:
+        agent = make_agent(experiment, benchmark_items[["benchmark_name", "truth_label"]], limiter)
+    except PluginError as exc:  # not importable, its factory raised, or it returned no agent
+        raise CellFailed(f"{experiments_file}: experiment {name!r}: {exc}") from None
     journal = Journal(data_root / "journals" / config_hash / f"{benchmark}.jsonl")
     save_settings(experiment, journal.path.parent / "settings.json")
     spend_estimate = _estimate_before_spending(experiment, benchmark_items, benchmark, journal, prices)
@@ -201,7 +205,7 @@ def _estimate_before_spending(
     """The estimate of what this cell has left to run, logged before the first model call."""
     from giant_assets.agents.estimate import estimate_experiment
 
-    if experiment.agent not in MODEL_MODES:
+    if not experiment.calls_model:
         return {}
     estimates = estimate_experiment(
         experiment,

@@ -36,7 +36,8 @@ from giant_assets.agents.pricing import HOW_TO_PRICE, PriceTable, image_tokens
 from giant_assets.core.secrets import public_url
 from giant_assets.experiments.api_contracts import vendor_model
 from giant_assets.experiments.itemsample import sample_items
-from giant_assets.experiments.spec import MODEL_MODES, NAVIGATING, PROVIDER_BASE_URLS, Experiment
+from giant_assets.experiments.plugins import is_plugin
+from giant_assets.experiments.spec import NAVIGATING, PROVIDER_BASE_URLS, Experiment
 from giant_assets.runs.replies import SUFFIX as REPLIES_SUFFIX
 
 BATCH_DISCOUNT = 0.5
@@ -146,7 +147,7 @@ def _reasons(exp: Experiment) -> bool:
 
 
 def _calls_per_run(exp: Experiment) -> Span:
-    if exp.agent not in MODEL_MODES:  # offline agents call no model
+    if not exp.calls_model:  # offline agents call no model
         return Span(0, 0)
     if exp.agent == "thumbnail":
         return Span(1, 1)
@@ -228,7 +229,7 @@ def estimate(
     cached = Span(cached_low * pending, cached_high * pending)
     output = Span(out_low * calls.low, out_high * calls.high)
     found = prices.lookup(exp.model) if exp.model else None
-    if exp.agent not in MODEL_MODES:
+    if not exp.calls_model:
         usd = Span(0.0, 0.0)
         found = ("offline", None)
     elif found is None:  # unknown, never $0
@@ -248,9 +249,9 @@ def estimate(
     hours = Span(max(by_concurrency.low, by_rate.low), max(by_concurrency.high, by_rate.high)) * (1 / 3600)
     rounds = (
         0
-        if not pending or exp.agent not in MODEL_MODES
+        if not pending or not exp.calls_model
         else int(calls_run.high)
-        if exp.agent in NAVIGATING
+        if exp.agent in NAVIGATING or is_plugin(exp.agent)  # a plug-in: up to max_steps rounds, as GIANT
         else 1
     )
     return Estimate(
@@ -385,7 +386,7 @@ def estimate_experiment(
     from giant_assets.runs.records import RETRYABLE
 
     wanted = set(benchmarks) if benchmarks else None
-    measured = calibrate(journals_dir, exp) if exp.agent in MODEL_MODES else None
+    measured = calibrate(journals_dir, exp) if exp.calls_model else None
     out = []
     for name, group in items.groupby("benchmark_name", sort=True):
         if wanted is not None and name not in wanted:
@@ -421,7 +422,7 @@ def estimate_experiment(
             measured=measured,
         )
         one.without_slide = len(group) - len(readable)
-        if measured is None and exp.agent in MODEL_MODES:
+        if measured is None and exp.calls_model:
             one.notes.append(
                 f"no finished run of {exp.agent}/{exp.model} at {exp.endpoint} in the journals yet: the "
                 "protocol's token model alone"

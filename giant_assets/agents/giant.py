@@ -256,6 +256,13 @@ class GiantAgent:
         parts = await self._crop(slide, list(box), Step(0, "crop"), random.Random(0), self.max_steps)
         return next((p for p in parts if isinstance(p, ImagePart)), None)
 
+    async def crop_view(
+        self, slide: openslide.OpenSlide, box: list[Any], path: str | None = None
+    ) -> ShownView:
+        """Level-0 ``box`` exactly as a crop step shows it (``InvalidRegion`` when it cannot be shown):
+        the plug-in kit's crops, which the viewer re-renders with ``shown_region``."""
+        return await self._show(slide, list(box), "region", path, self.image_read)
+
     async def aclose(self) -> None:
         await self.overviews.aclose()
         await self.chat.aclose()
@@ -407,26 +414,7 @@ class GiantAgent:
         raise AssertionError("unreachable: the last call returns")
 
     def _model_step(self, index: int, attempt: int, reply: ModelReply) -> Step:
-        u = reply.usage
-        cost = self.prices.cost(
-            self.model, u.input_tokens, u.output_tokens, u.cached_input_tokens, u.cache_write_tokens
-        )
-        return Step(
-            index,
-            "error",
-            text=reply.text,
-            input_tokens=u.input_tokens,
-            output_tokens=u.output_tokens,
-            cost_usd=cost.usd,
-            latency_s=reply.latency_s,
-            attempt=attempt,
-            cached_input_tokens=u.cached_input_tokens,
-            cache_write_tokens=u.cache_write_tokens,
-            reasoning_tokens=u.reasoning_tokens,
-            reasoning=reply.reasoning,
-            http_attempts=reply.attempts,
-            provider_notes=list(reply.notes),
-        )
+        return reply_step(index, "error", reply, self.model, self.prices, attempt)
 
     def _final(self, steps: list[Step], step: Step, text: str) -> AgentAnswer:
         response, report, tagged = split_answer(text)
@@ -515,10 +503,9 @@ class GiantAgent:
             if self.protocol == "tools":
                 return [TextPart(self.prompts.tool_error.format(error=error))]
             return [TextPart(f"{error}. {_turns_left(left)}")]
-        step.box, step.level, step.image_size = list(view.box), view.level, list(view.size)
+        view.record(step)
         x, y, w, h = view.box
         image = view.part
-        step.image_sha256 = [image.sha256]
         if self.protocol == "tools":
             text = self._tool_result_text(requested, view, slide.dimensions, left, notes or [])
             return [TextPart(text), image]
@@ -554,14 +541,13 @@ class GiantAgent:
             step.error = "no random regions left"
             return [TextPart(NO_REGIONS_LEFT)]
         view = await self._show(serve.slide, list(box), "random region", serve.path, "exact")
-        step.box, step.level, step.image_size = list(view.box), view.level, list(view.size)
+        view.record(step)
         x, y, w, h = view.box
         width, height = serve.slide.dimensions
         text = RANDOM_REGION_RESULT.format(
             x0=x, y0=y, w=w, h=h, width=width, height=height, calls_left=serve.calls_left,
             regions_left=serve.regions.left,
         )  # fmt: skip
-        step.image_sha256 = [view.part.sha256]
         return [TextPart(text), view.part]
 
     async def _show(
@@ -599,6 +585,30 @@ class _Serve:
     notes: list[str]
     regions: RegionQueue | None = None  # the random-region ablation: the attempt's squares
     path: str | None = None  # the slide's file (names the crops kept for replays)
+
+
+def reply_step(
+    index: int, action: str, reply: ModelReply, model: str, prices: PriceTable, attempt: int = 1
+) -> Step:
+    """The step of one model call: its reply's text, tokens, cost at ``prices`` for ``model``, latency."""
+    u = reply.usage
+    cost = prices.cost(model, u.input_tokens, u.output_tokens, u.cached_input_tokens, u.cache_write_tokens)
+    return Step(
+        index,
+        action,
+        text=reply.text,
+        input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens,
+        cost_usd=cost.usd,
+        latency_s=reply.latency_s,
+        attempt=attempt,
+        cached_input_tokens=u.cached_input_tokens,
+        cache_write_tokens=u.cache_write_tokens,
+        reasoning_tokens=u.reasoning_tokens,
+        reasoning=reply.reasoning,
+        http_attempts=reply.attempts,
+        provider_notes=list(reply.notes),
+    )
 
 
 def _turns_left(left: int) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from giant_assets.core.settings import PRICES_ENV, env
-from giant_assets.experiments.spec import MODEL_MODES, Experiment
+from giant_assets.experiments.spec import Experiment
 
 _LOG = logging.getLogger(__name__)
 
@@ -252,7 +252,7 @@ def price_record(exp: Experiment, table: PriceTable) -> dict[str, Any]:
     """Which price ``exp``'s model is billed at and where it comes from, as recorded with its runs:
     ``source`` experiment, file (with ``file``: its path) or built-in (with ``page`` and ``read``: where
     and when the table was copied), or none (the cost is unknown)."""
-    if exp.agent not in MODEL_MODES:
+    if not exp.calls_model:
         return {"source": "none", "model": "", "note": "offline agent: no model call, no cost"}
     found = table.lookup(exp.model)
     if found is None:

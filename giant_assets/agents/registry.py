@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from giant_assets.experiments.plugins import is_plugin
 from giant_assets.experiments.spec import NAVIGATING, Experiment
 from giant_assets.runs.agent_api import Agent
 from giant_assets.runs.ratelimit import RateLimiter
@@ -42,6 +43,10 @@ def make_agent(experiment: Experiment, truth: pd.DataFrame, limiter: RateLimiter
         from giant_assets.agents.baselines import make_baseline_agent
 
         return make_baseline_agent(experiment, limiter)
+    if is_plugin(experiment.agent):
+        from giant_assets.agents.plugin_agent import make_plugin_agent
+
+        return make_plugin_agent(experiment, limiter)
     raise NotImplementedError(f"agent {experiment.agent!r} is declared but not built yet")
 
 

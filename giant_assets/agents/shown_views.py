@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from giant_assets.agents.providers import ImagePart
+from giant_assets.runs.agent_api import Step
 
 _LOG = logging.getLogger(__name__)
 
@@ -41,6 +42,18 @@ class ShownView:
     size: tuple[int, int]
     clipped: bool
     part: ImagePart
+
+    @property
+    def sha256(self) -> str:
+        """The SHA-256 of the encoded image, as the trajectory records it."""
+        return self.part.sha256
+
+    def record(self, step: Step) -> Step:
+        """``step`` holding this view as GIANT's steps do (box, level, size, digest): the viewer, the QuPath
+        export and the review read a step's view from these fields."""
+        step.box, step.level, step.image_size = list(self.box), self.level, list(self.size)
+        step.image_sha256 = [self.sha256]
+        return step
 
 
 class ShownViews:

@@ -27,6 +27,7 @@ from giant_assets.core.settings import ANTHROPIC_BASE_URL_ENV, OPENAI_BASE_URL_E
 from giant_assets.experiments import api_contracts as contracts
 from giant_assets.experiments import cloud_models
 from giant_assets.experiments.itemsample import ItemSample
+from giant_assets.experiments.plugins import check_options, check_ref, is_plugin, plugin_identity
 from giant_assets.experiments.prompts import resolve_prompts, texts_sha256
 from giant_assets.slides.access import JPEG_QUALITY
 
@@ -106,7 +107,15 @@ class Experiment(BaseModel):
     name: str = Field(description="short slug: lower-case letters, digits, '-', '_', '.'")
     description: str = ""
     # ---- answer-deciding
-    agent: AgentMode = "random"
+    agent: str = Field(
+        default="random",
+        description=f"one of {', '.join(get_args(AgentMode))}, or a plug-in 'package.module:factory' "
+        "(docs/plugins.md)",
+    )
+    agent_options: dict[str, Any] | None = Field(
+        default=None,
+        description="a plug-in's options (JSON values) for its factory; hashed with its code's identity",
+    )
     provider: Provider = "openai"
     api: Literal["responses", "chat", "messages", "gemini"] | None = Field(
         default=None,
@@ -293,6 +302,23 @@ class Experiment(BaseModel):
             )
         return value
 
+    @field_validator("agent", mode="before")
+    @classmethod
+    def _agent_name(cls, value: Any) -> Any:
+        if not isinstance(value, str) or value in get_args(AgentMode):
+            return value
+        if is_plugin(value):
+            return check_ref(value)
+        raise ValueError(
+            f"{value!r} is not an agent: use one of {', '.join(get_args(AgentMode))}, or name a plug-in "
+            "as 'package.module:factory'"
+        )
+
+    @field_validator("agent_options", mode="before")
+    @classmethod
+    def _json_options(cls, value: Any) -> Any:
+        return None if value is None else check_options(value)
+
     @field_validator("api_version", mode="before")
     @classmethod
     def _version_text(cls, value: Any) -> Any:
@@ -301,8 +327,12 @@ class Experiment(BaseModel):
 
     @model_validator(mode="after")
     def _coherent(self) -> Experiment:
-        if self.agent in MODEL_MODES and not self.model:
+        if self.calls_model and not self.model:
             raise ValueError(f"agent {self.agent!r} needs a model")
+        if self.agent_options is not None and not is_plugin(self.agent):
+            raise ValueError(
+                f"field 'agent_options': for a plug-in agent ('package.module:factory'), not {self.agent!r}"
+            )
         if (
             self.agent == "random_patch"
             and self.random_patch_tool == "view_random_region"
@@ -334,19 +364,24 @@ class Experiment(BaseModel):
             raise ValueError(f"provider 'anthropic' speaks api 'messages', not {api!r}")
         if self.provider == "openai" and api in ("messages", "gemini"):
             raise ValueError(f"api {api!r} is not OpenAI's; provider 'openai' takes 'responses' or 'chat'")
-        if self.batch and self.agent not in MODEL_MODES:
+        if self.batch and not self.calls_model:
             raise ValueError(f"batch: true needs an agent that calls a model, not {self.agent!r}")
-        if self.agent in MODEL_MODES and self.family == "anthropic":
+        if self.calls_model and self.family == "anthropic":
             _anthropic_contract(self)
-        if self.agent in MODEL_MODES and self.provider == "gemini":
+        if self.calls_model and self.provider == "gemini":
             _gemini_contract(self)
         return self
+
+    @property
+    def calls_model(self) -> bool:
+        """The agent calls the experiment's model: the built-in model agents and every plug-in."""
+        return self.agent in MODEL_MODES or is_plugin(self.agent)
 
     @property
     def paid(self) -> bool:
         """The experiment calls a model off loopback (a provider's paid API, or a server elsewhere)."""
 
-        return self.agent in MODEL_MODES and not is_loopback_url(self.resolved_base_url)
+        return self.calls_model and not is_loopback_url(self.resolved_base_url)
 
     def unbudgeted(self) -> str | None:
         """Why this experiment may not run as declared without ``budget_usd``; None when it may."""
@@ -387,12 +422,12 @@ class Experiment(BaseModel):
         if self.server:
             return SERVER_BASE_URLS[self.server]
         variable = BASE_URL_ENVS.get(self.provider)
-        return env(variable).strip() if variable and self.agent in MODEL_MODES else ""
+        return env(variable).strip() if variable and self.calls_model else ""
 
     @property
     def endpoint(self) -> str:
         """The API root the model calls go to, as it may be recorded (no credentials); "" offline."""
-        if self.agent not in MODEL_MODES:
+        if not self.calls_model:
             return ""
         default = vertex_root(self.region) if self.vertex_ai else None
         root = self.resolved_base_url or default or PROVIDER_BASE_URLS.get(self.provider, self.provider)
@@ -456,7 +491,7 @@ class Experiment(BaseModel):
     def answer_settings(self) -> dict[str, Any]:
         """The answer-deciding settings, as hashed (the prompt file by its content's sha256)."""
         fields = {name: getattr(self, name) for name in ANSWER_FIELDS}
-        if self.agent not in MODEL_MODES:  # offline agents: provider settings change nothing
+        if not self.calls_model:  # offline agents: provider settings change nothing
             fields = {k: fields[k] for k in ("agent", "runs_per_item", "seed", "replay_path")}
         else:
             fields["api"] = self.resolved_api
@@ -488,7 +523,12 @@ class Experiment(BaseModel):
                     fields["review_request_sha256"] = hashlib.sha256(request).hexdigest()
             if self.agent == "random_patch" and self.random_patch_tool == "view_random_region":
                 fields["random_region_texts_sha256"] = texts_sha256()
-        version = PROTOCOL_VERSION if self.agent in MODEL_MODES else OFFLINE_PROTOCOL_VERSION
+            if is_plugin(self.agent):  # its code, its options: hashed only for plug-ins
+                fields["plugin"] = plugin_identity(self.agent)
+                fields["agent_options"] = fields["agent_options"] or {}
+            else:
+                del fields["agent_options"]
+        version = PROTOCOL_VERSION if self.calls_model else OFFLINE_PROTOCOL_VERSION
         return fields | {"protocol_version": version}
 
     def config_hash(self) -> str:
@@ -538,7 +578,7 @@ def _cloud_problem(exp: Experiment) -> str | None:
         )
     if p == "azure":
         return _azure_problem(exp)
-    if p == "openrouter" and "/" not in exp.model and exp.agent in MODEL_MODES:
+    if p == "openrouter" and "/" not in exp.model and exp.calls_model:
         return (
             f"field 'model': OpenRouter names models 'vendor/model' (e.g. openai/gpt-5, "
             f"anthropic/claude-sonnet-4.5), not {exp.model!r}"
@@ -691,6 +731,7 @@ _NUMBER_FIELDS = frozenset(
 
 ANSWER_FIELDS = (
     "agent",
+    "agent_options",
     "provider",
     "api",
     "model",

@@ -7,7 +7,6 @@ Nothing here reads the environment: resources resolve their ``GIANT_*`` variable
 from dagster import AssetSelection, Definitions, ExecutorDefinition, PartitionedConfig, define_asset_job
 
 from giant_assets.core.shutdown import skip_final_collection
-from giant_assets.experiments.spec import MODEL_MODES
 from giant_assets.platform.assets.figures import paper_figures
 from giant_assets.platform.assets.grading import GRADING_ASSETS, GRADING_SENSORS
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
@@ -60,7 +59,7 @@ PROVIDER_TAG = "giant/provider"  # the run queue bounds the runs at once per val
 def cell_tags(partition_key: str) -> dict[str, str]:
     """A cell's run tags: the provider its experiment calls (``offline`` for agents without a model)."""
     experiment = RESOURCES["experiments"].get(split_key(partition_key)[0])
-    return {PROVIDER_TAG: experiment.provider if experiment.agent in MODEL_MODES else "offline"}
+    return {PROVIDER_TAG: experiment.provider if experiment.calls_model else "offline"}
 
 
 def cell_config(run_config: dict) -> PartitionedConfig:

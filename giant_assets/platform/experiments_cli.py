@@ -16,6 +16,7 @@ import argparse
 import sys
 
 from giant_assets.experiments.declared import ExperimentsFileError, unbudgeted
+from giant_assets.experiments.plugins import is_plugin, load_factory
 from giant_assets.platform.resources import ExperimentsResource
 
 COMMANDS = {
@@ -75,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, exp in sorted(declared.items()):
             try:
                 exp.config_hash()  # reads the prompt files it names
+                if is_plugin(exp.agent):
+                    load_factory(exp.agent)  # imports the plug-in's module: refused here, not mid-run
             except ValueError as exc:
                 print(f"error: {resource.file}: experiment {name!r}: {exc}", file=sys.stderr)
                 return 1

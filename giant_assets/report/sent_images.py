@@ -16,6 +16,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from giant_assets.experiments.plugins import is_plugin
 from giant_assets.experiments.spec import Experiment
 from giant_assets.slides.access import open_slide
 
@@ -50,8 +51,9 @@ class SentImage:
 
 
 def renders_sent_images(experiment: Experiment | None) -> bool:
-    """Whether the experiment's agent is one whose images can be re-rendered (GIANT's navigators)."""
-    return experiment is not None and experiment.agent in IMAGE_AGENTS
+    """Whether the experiment's agent is one whose images can be re-rendered: GIANT's navigators, and
+    plug-ins (their views are made by GIANT's code: ``agents/plugin_agent.py``)."""
+    return experiment is not None and (experiment.agent in IMAGE_AGENTS or is_plugin(experiment.agent))
 
 
 def _agent(experiment: Experiment):

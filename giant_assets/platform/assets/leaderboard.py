@@ -27,7 +27,6 @@ from giant_assets.eval.leaderboard import (
 )
 from giant_assets.eval.scoring import write_results_json
 from giant_assets.experiments.prompts import prompt_provenance
-from giant_assets.experiments.spec import MODEL_MODES
 from giant_assets.multipathqa.errata import errata_summary, errata_text
 from giant_assets.platform.automation import FOLLOWS_RESULTS
 from giant_assets.platform.hooks import retire_on_failure
@@ -155,7 +154,7 @@ def _prompt_sources(experiments: ExperimentsResource) -> dict[str, dict]:
     """Per declared model experiment, where its texts come from (the built-in ones are not official)."""
     out = {}
     for name, exp in experiments.all().items():
-        if exp.agent in MODEL_MODES:
+        if exp.calls_model:
             try:
                 out[name] = prompt_provenance(exp.prompt_file, exp.prompt_path)
             except ValueError as exc:  # an unreadable prompt file: said, not fatal for the leaderboard
