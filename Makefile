@@ -64,8 +64,8 @@ view: $(RUN_STAMP)
 	$(BIN)/python -m giant_assets.report.viewer.serve --port $(VIEW_PORT) --dir "$(GIANT_DATA_DIR)/viewer"
 
 lint: $(DEV_STAMP)
-	$(BIN)/ruff check giant_assets tests benchmarks
-	$(BIN)/ruff format --check giant_assets tests benchmarks
+	$(BIN)/ruff check giant_assets tests benchmarks examples
+	$(BIN)/ruff format --check giant_assets tests benchmarks examples
 
 bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks
