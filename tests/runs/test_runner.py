@@ -154,3 +154,37 @@ def test_progress_lines_show_done_total_failures_cost_and_eta(tmp_path: Path) ->
     assert re.match(r"progress: [0-4]/4 runs done, [01] failed, [01] in flight .*1 without a slide", beats[0])
     assert lines[-1].startswith("finished: 4/4 runs done, 1 failed, 0 in flight")
     assert "cost so far $0.7500" in lines[-1] and lines[-1].endswith("none left")
+
+
+def test_an_adopted_legacy_run_is_paid_once_and_the_budget_decides_on_that(tmp_path: Path) -> None:
+    """A run journalled before item fingerprints (its row has no fingerprint fields) that matches its
+    item is adopted: its row is appended again with the fingerprint. It cost $0.40 once: the partition
+    has paid $0.40, not $0.80, and a $0.85 budget still has room for one more $0.40 run."""
+    journal = Journal(tmp_path / "j.jsonl")
+    run(ScriptAgent({"0": "1"}, cost=0.4), items(1), journal)  # items without fingerprints
+    legacy = [json.loads(line) for line in journal.path.read_text().splitlines()]
+    for row in legacy:  # the layout written before fingerprints: no fingerprint fields at all
+        del row["item_fingerprint"], row["question_fingerprint"]
+    journal.path.write_text("".join(json.dumps(row) + "\n" for row in legacy))
+    fingerprinted = [it | {"item_fingerprint": f"fp{it['benchmark_id']}"} for it in items(2)]
+    agent = ScriptAgent({"0": "1", "1": "2"}, cost=0.4)
+    lines: list[str] = []
+    out = asyncio.run(
+        run_batch(agent, fingerprinted, config_hash="h", journal=journal,
+                  settings=BatchSettings(concurrency=1, budget_usd=0.85), log=lines.append)
+    )  # fmt: skip
+    assert out.adopted == 1 and out.reused == 1
+    # paid $0.40 (the legacy run, once) + $0.40 held for item 1 = $0.80 <= $0.85: it runs
+    assert agent.calls == [("1", 0)] and not out.budget_stopped
+    assert out.billed_usd == pytest.approx(0.8) and out.cost_usd_new == pytest.approx(0.4)
+    rows = [json.loads(line) for line in journal.path.read_text().splitlines()]
+    assert [(r["benchmark_id"], r.get("item_fingerprint")) for r in rows] == [
+        ("0", None),
+        ("0", "fp0"),
+        ("1", "fp1"),
+    ]
+    # the next batch finds everything paid: $0.80, and a $0.85 budget has no room for more
+    again = ScriptAgent({"0": "1", "1": "2", "2": "3"}, cost=0.4)
+    more = fingerprinted + [items(3)[2] | {"item_fingerprint": "fp2"}]
+    out = run(again, more, journal, concurrency=1, budget_usd=0.85)
+    assert not again.calls and out.budget_stopped and out.billed_usd == pytest.approx(0.8)
