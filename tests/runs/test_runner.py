@@ -188,3 +188,33 @@ def test_an_adopted_legacy_run_is_paid_once_and_the_budget_decides_on_that(tmp_p
     more = fingerprinted + [items(3)[2] | {"item_fingerprint": "fp2"}]
     out = run(again, more, journal, concurrency=1, budget_usd=0.85)
     assert not again.calls and out.budget_stopped and out.billed_usd == pytest.approx(0.8)
+
+
+def test_every_known_secret_in_a_run_text_is_stored_redacted(tmp_path: Path, monkeypatch) -> None:
+    """The runner scrubs what a model or server wrote before it is journalled: an API key read from the
+    environment, an AWS session token from the boto3 chain, a Bedrock bearer token, in an exception's
+    text and in an answer. Mutation: ``result_row`` returns the row unscrubbed."""
+    from giant_assets.agents.providers.anthropic_clouds import _remember_aws_credentials
+    from giant_assets.agents.providers.keys import api_key_from_env
+
+    key, session, bearer = "sk-test-" + "k" * 30, "FwoGZXIvYXdzE" + "s" * 40, "bedrock-api-key-" + "b" * 30
+    for name, value in {"GIANT_REDACT_KEY": key, "AWS_BEARER_TOKEN_BEDROCK": bearer,
+                        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLEREDACT", "AWS_SECRET_ACCESS_KEY": "w" * 40,
+                        "AWS_SESSION_TOKEN": session, "AWS_CONFIG_FILE": str(tmp_path / "none"),
+                        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    api_key_from_env("GIANT_REDACT_KEY", True)
+    api_key_from_env("AWS_BEARER_TOKEN_BEDROCK", True)
+    _remember_aws_credentials("us-east-1")
+    said = f"401 key={key} token={session} 'Authorization: Bearer {bearer}'"
+    agent = ScriptAgent({"0": RuntimeError(said), "1": f'{{"answer": 2}} sent with {key}'})
+    out = run(agent, items(2), Journal(tmp_path / "j.jsonl"))
+    stored = (tmp_path / "j.jsonl").read_text()
+    for secret in (key, session, bearer, key[:12], session[:12], bearer[:12], "w" * 12):
+        assert secret not in stored
+    by_id = {r["benchmark_id"]: r for r in out.rows}
+    R = "[REDACTED]"
+    assert by_id["0"]["error"] == f"RuntimeError: 401 key={R} token={R} 'Authorization: Bearer {R}'"
+    assert (
+        by_id["1"]["answer_text"] == f'{{"answer": 2}} sent with {R}' and by_id["1"]["predicted_label"] == 2
+    )
