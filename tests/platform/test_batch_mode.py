@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from dagster import AssetSelection, DagsterInstance, DagsterRunStatus, materialize
+from dagster import AssetSelection, DagsterEventType, DagsterInstance, DagsterRunStatus, materialize
 from dagster._core.instance.ref import InstanceRef
 
 from giant_assets.agents.pricing import load_price_table
@@ -576,7 +576,7 @@ def test_a_daemon_killed_with_its_starting_run_gets_the_cell_relaunched_after_th
     killed, again = runs
     assert killed.status == DagsterRunStatus.FAILURE
     with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
-        why = [e.message for e in instance.all_logs(killed.run_id) if e.is_run_failure]
+        why = [e.message for e in instance.all_logs(killed.run_id, of_type=DagsterEventType.RUN_FAILURE)]
     assert why and f"taking longer than {START_TIMEOUT_S} seconds to start" in why[0]
     assert again.tags["dagster/partition"] == key
     assert again.tags["dagster/run_key"] == killed.tags["dagster/run_key"][:-1] + "2"  # attempt 2
