@@ -78,7 +78,9 @@ MAX_LAUNCHES = 3  # runs launched for one cell in a row that fail before the sen
 STOPPED = {DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
 # a launched run still shown running this long after its launch, while neither its journal nor its batch
 # store is locked (a run holds both while its runs go): its process died unseen (kill -9; the default run
-# launcher does not notice), and the cell is launched again
+# launcher does not notice), and the cell is launched again. A run that never started (STARTING when its
+# daemon was killed) is failed sooner by Dagster's run monitoring (dagster_home/dagster.yaml), and then
+# relaunched like any failed run
 STUCK_AFTER_S = 900.0
 
 

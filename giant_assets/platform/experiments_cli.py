@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from giant_assets.experiments.declared import ExperimentsFileError, unbudgeted
 from giant_assets.experiments.plugins import is_plugin, load_factory
 from giant_assets.platform.resources import ExperimentsResource
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
 
 COMMANDS = {
     "check": "validate the experiments file: every field of every experiment (exit 1 naming the file, "
@@ -97,13 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "batches":
         return _batches(resource, args.name, args.cancel)
     elif args.command == "stop":
-        return _stop(args.name, args.benchmark)
+        return _stop(declared, args.name, args.benchmark)
     else:
-        from dagster import DagsterInstance
-
         from giant_assets.platform.sensors import prune_experiments, removed_experiments, sync_experiments
 
-        instance = DagsterInstance.get()
+        instance = _instance(args.command)
+        if instance is None:
+            return 2
         if args.command == "prune":
             pruned = prune_experiments(instance, resource)
             print(f"deleted {len(pruned)} partition(s) of removed experiments: {', '.join(pruned) or 'none'}")
@@ -191,16 +195,61 @@ def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None) ->
     return 0
 
 
-def _stop(name: str | None, benchmarks: list[str] | None) -> int:
+def _instance(command: str) -> DagsterInstance | None:
+    """The Dagster instance at $DAGSTER_HOME, or None after an error naming what is wrong with it."""
+    import os
+
     from dagster import DagsterInstance
 
+    from giant_assets.core.settings import DAGSTER_HOME_ENV
+
+    home = os.path.expanduser(os.environ.get(DAGSTER_HOME_ENV, ""))
+    problem = None
+    if not home:
+        problem = "is not set"
+    elif not os.path.isabs(home):
+        problem = f"({home!r}) is not an absolute path"
+    elif not os.path.isdir(home):
+        problem = f"({home!r}) is not a folder"
+    if problem is not None:
+        print(
+            f"error: {command} acts on the Dagster instance, and ${DAGSTER_HOME_ENV} {problem}: set it to "
+            "the instance's folder (the Makefile uses ./dagster_home, as an absolute path)",
+            file=sys.stderr,
+        )
+        return None
+    return DagsterInstance.get()
+
+
+def _stop(declared: dict, name: str | None, benchmarks: list[str] | None) -> int:
+    from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
+    from giant_assets.platform.partitions import EXPERIMENT
     from giant_assets.platform.stop import stop_experiment
 
     if not name:
         print("error: stop needs the experiment NAME whose runs to stop", file=sys.stderr)
         return 2
-    with DagsterInstance.get() as instance:
+    unknown = sorted(set(benchmarks or []) - set(BENCHMARK_NAMES))
+    if unknown:
+        known = ", ".join(BENCHMARK_NAMES)
+        print(
+            f"error: unknown benchmark(s) {', '.join(map(repr, unknown))} (one of: {known})", file=sys.stderr
+        )
+        return 2
+    instance = _instance("stop")
+    if instance is None:
+        return 2
+    with instance:
         stopped = stop_experiment(instance, name, benchmarks)
+        known = name in declared or name in instance.get_dynamic_partitions(EXPERIMENT)
+    if not known and not (stopped.backfills or stopped.runs or stopped.not_stopped or stopped.kept_backfills):
+        names = ", ".join(sorted(declared)) or "none"
+        print(
+            f"error: unknown experiment {name!r}: not declared (one of: {names}) and no partition, backfill "
+            "or run of the instance names it; nothing stopped",
+            file=sys.stderr,
+        )
+        return 2
     print(f"{name}: {len(stopped.backfills)} backfill(s) canceled, {len(stopped.runs)} run(s) canceled "
           f"or terminating: {', '.join(stopped.backfills + stopped.runs) or 'none'}")  # fmt: skip
     for backfill_id in stopped.kept_backfills:

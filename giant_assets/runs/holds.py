@@ -5,9 +5,10 @@ at the same time (a backfill, several run workers). What they have *paid* is in 
 journals (``ledger.py``); what they have *reserved* for the runs they have started and not finished is
 here: each batch keeps one hold file ``<result set>/holds/<benchmark>.<pid>.<token>.hold`` for as long as
 it runs, ``flock``-ed by it, holding the USD it reserves. A process killed releases its lock, and its
-file then counts for nothing (the next reader removes it). Every read and write of the hold files, and
-a batch's decision to start a run together with recording its reservation, happen under one lock
-(``holds/.lock``): two processes cannot both take the last room under the cap.
+file then counts for nothing (the next reader removes it). Every creation, read and write of the hold
+files, and a batch's decision to start a run together with recording its reservation, happen under one
+lock (``holds/.lock``): two processes cannot both take the last room under the cap, and no reader finds
+a hold file between its creation and its ``flock`` (and removes it as a dead process's).
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ class HoldBoard:
         self.folder = Path(folder) / FOLDER
         self.folder.mkdir(parents=True, exist_ok=True)
         self.path = self.folder / f"{name}.{os.getpid()}.{secrets.token_hex(4)}{SUFFIX}"
-        self._file = open(self.path, "w+")  # noqa: SIM115 - open for the batch's lifetime, locked
-        fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._lock_file = open(self.folder / ".lock", "a")  # noqa: SIM115
         self._depth = 0
+        with self.locked():  # created and locked at once: no reader sees it unlocked (and removes it)
+            self._file = open(self.path, "w+")  # noqa: SIM115 - open for the batch's lifetime, locked
+            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:

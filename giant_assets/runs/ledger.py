@@ -4,9 +4,10 @@ A partition's spend is every reply in its reply store (``replies.py``: finished 
 retried or killed ones included) plus the cost of each journalled run whose replies are not in the
 store (runs journalled before the store existed, and batch mode, whose replies are kept by the provider
 batch store). A journal line is covered by the store when its run has a reply stored before the line
-was written. Each file is read incrementally (only the bytes appended since the last look), so the
-runner can ask before every run it starts, and cells of one experiment running at the same time see
-what the others paid.
+was written. A journal line is one execution (its run, start and end): the same line written again,
+or a legacy line rewritten with its item fingerprint (``plan.py`` adopts it), is paid once. Each file is
+read incrementally (only the bytes appended since the last look), so the runner can ask before every
+run it starts, and cells of one experiment running at the same time see what the others paid.
 
 A reply or run of a model without a price has cost ``NaN`` (``agents/pricing.py``): it is not added as
 0 but counted in ``unpriced``, and ``billed()`` is then NaN (unknown), never a total that leaves it out.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -90,17 +92,24 @@ class PartitionLedger:
             self.replies_usd += _usd(entry.get("cost_usd"))
         for row in self._journal.new():
             try:
-                run = row_identity(row).key
+                identity = row_identity(row)
             except (KeyError, TypeError, ValueError):
                 continue
-            first = self._first_reply.get(run)
+            # one execution: a row rewritten as it was (or adopted with its fingerprint, plan.py) is the
+            # same run, start and end, whatever fingerprint it carries now; it is paid once
+            stamp = (
+                replace(identity, item_fingerprint=None).key,
+                row.get("started_at"),
+                row.get("finished_at"),
+            )
+            if stamp in self._seen_rows:
+                continue
+            self._seen_rows.add(stamp)
+            first = self._first_reply.get(identity.key)
             if first is not None and str(row.get("finished_at") or "") >= first:
                 continue  # its replies are in the store
-            stamp = (run, row.get("started_at"), row.get("finished_at"))  # a rewritten row is paid once
-            if stamp not in self._seen_rows:
-                self._seen_rows.add(stamp)
-                self.unpriced += _unknown(row.get("cost_usd"))
-                self.journal_only_usd += _usd(row.get("cost_usd"))
+            self.unpriced += _unknown(row.get("cost_usd"))
+            self.journal_only_usd += _usd(row.get("cost_usd"))
         return self.replies_usd + self.journal_only_usd
 
     def billed(self) -> float:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from dagster import AssetSelection, DagsterInstance, DagsterRunStatus, materialize
+from dagster import AssetSelection, DagsterEventType, DagsterInstance, DagsterRunStatus, materialize
 from dagster._core.instance.ref import InstanceRef
 
 from giant_assets.agents.pricing import load_price_table
@@ -523,3 +523,67 @@ def test_a_cell_whose_batches_all_expire_fails_naming_them_and_what_to_do(
     message = failure.event_specific_data.error.message
     assert all(i in message for i in ids), message
     assert "batch_max_line_attempts is 2" in message and "raise batch_max_line_attempts" in message
+
+
+START_TIMEOUT_S = 10  # the test instance's run monitoring: a run not started after this is failed
+
+
+@pytest.mark.timeout(400)
+def test_a_daemon_killed_with_its_starting_run_gets_the_cell_relaunched_after_the_start_timeout(
+    tmp_path: Path, sample_wsi_root: Path
+) -> None:
+    """kill -9 of the whole daemon process group (daemon, code server, the run process it was starting)
+    while a sensor-launched run of the cell is STARTING: the run stays STARTING with nothing alive to
+    end it. The next daemon's run monitoring fails it after ``start_timeout_seconds`` (the batch sensor's
+    own stuck rule would wait 15 minutes), and the batch sensor launches the cell again (attempt 2) as
+    after any failed run. (That relaunch is then stopped: a run process takes more than 10 s to start on
+    a loaded machine, and a relaunched run completing the row is test_only_the_daemon_stays_up's.)
+    Mutation: run monitoring off in dagster_home/dagster.yaml (nothing is relaunched: times out)."""
+    data, home, declared = tmp_path / "data", tmp_path / "dagster_home", tmp_path / "experiments.yaml"
+    daemon_home(home, start_timeout_seconds=START_TIMEOUT_S, poll_interval_seconds=1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIANT_", "DAGSTER_"))}
+    env |= {"DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(data), "GIANT_WSI_ROOT": str(sample_wsi_root),
+            "GIANT_EXPERIMENTS": str(declared)}  # fmt: skip
+    key = str(result_key("batched", "panda"))
+    with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=2) as api:
+        write_experiments(declared, {"batched": _settings(api, batch_poll_s=1)})
+        with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+            add_experiments(instance, "batched")
+            resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+            assert materialize(
+                ALL_ASSETS, selection=AssetSelection.assets("multipathqa_csv", "benchmark_items"),
+                resources=resources, instance=instance,
+            ).success  # fmt: skip
+            assert materialize(
+                ALL_ASSETS, selection=CELL, partition_key=key, resources=resources, instance=instance
+            ).success  # the first round is submitted; the cell waits on it
+        assert len(api.batches) == 1
+        with dagster_daemon(env, REPO) as daemon:
+            deadline = time.monotonic() + 120
+            while not (starting := _sensor_runs(home, DagsterRunStatus.STARTING)):
+                assert time.monotonic() < deadline, "the batch sensor launched no run"
+                time.sleep(0.05)
+            os.killpg(daemon.pid, signal.SIGKILL)  # the daemon, its code server and the run it starts
+            daemon.wait()
+        (killed,) = starting
+        time.sleep(1)
+        assert [r.status for r in _sensor_runs(home)] == [DagsterRunStatus.STARTING]  # nothing ends it
+        with dagster_daemon(env, REPO):
+            deadline = time.monotonic() + 150
+            while len(runs := _sensor_runs(home)) < 2:
+                assert time.monotonic() < deadline, f"not relaunched: {[(r.run_id, r.status) for r in runs]}"
+                time.sleep(0.5)
+    killed, again = runs
+    assert killed.status == DagsterRunStatus.FAILURE
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        why = [e.message for e in instance.all_logs(killed.run_id, of_type=DagsterEventType.RUN_FAILURE)]
+    assert why and f"taking longer than {START_TIMEOUT_S} seconds to start" in why[0]
+    assert again.tags["dagster/partition"] == key
+    assert again.tags["dagster/run_key"] == killed.tags["dagster/run_key"][:-1] + "2"  # attempt 2
+
+
+def _sensor_runs(home: Path, status: DagsterRunStatus | None = None) -> list:
+    """The runs the batch sensor launched, oldest first (only those in ``status`` if given)."""
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        runs = [r for r in instance.get_runs() if r.tags.get("dagster/sensor_name") == "batch_rounds_sensor"]
+    return [r for r in reversed(runs) if status is None or r.status == status]

@@ -250,3 +250,51 @@ def test_stop_finds_the_asset_backfills_of_its_cells(tmp_path: Path) -> None:
         assert stopped.not_launched == [str(result_key(ROW, "panda"))]
         assert instance.get_backfill(row).status == BulkActionStatus.CANCELING
         assert instance.get_backfill(column).status == BulkActionStatus.REQUESTED
+
+
+def test_stop_without_an_instance_says_so_and_exits_non_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No $DAGSTER_HOME (the real console script), a relative one, a missing folder: a clear error each
+    time, no traceback. Mutation: ``_stop`` opening ``DagsterInstance.get()`` unchecked."""
+    declared = write_experiments(tmp_path / "e.yaml", {ROW: {"agent": "random"}})
+    advice = ": set it to the instance's folder (the Makefile uses ./dagster_home, as an absolute path)\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIANT_", "DAGSTER_"))}
+    out = subprocess.run([BIN / "giant-experiments", "--file", str(declared), "stop", ROW], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == "error: stop acts on the Dagster instance, and $DAGSTER_HOME is not set" + advice
+    missing = str(tmp_path / "nowhere")
+    for home, problem in (("dagster_home", "('dagster_home') is not an absolute path"),
+                          (missing, f"({missing!r}) is not a folder")):  # fmt: skip
+        monkeypatch.setenv("DAGSTER_HOME", home)
+        assert experiments_cli.main(["--file", str(declared), "stop", ROW]) == 2
+        err = capsys.readouterr().err
+        assert err == f"error: stop acts on the Dagster instance, and $DAGSTER_HOME {problem}" + advice
+
+
+def test_stop_of_an_unknown_experiment_names_it_and_exits_non_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not declared, no partition, nothing running: exit 2 naming it. A declared experiment with
+    nothing to stop, or one no longer declared whose partition is still there, exits 0. An unknown
+    --benchmark is refused too. Mutation: the unknown check removed (exit 0, silence)."""
+    home = daemon_home(tmp_path / "dagster_home")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    declared = str(write_experiments(tmp_path / "e.yaml", {"alpha": {"agent": "random"}}))
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        add_experiments(instance, "alpha", "removed")
+    assert experiments_cli.main(["--file", declared, "stop", "alhpa"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (
+        "error: unknown experiment 'alhpa': not declared (one of: alpha) and no partition, backfill or run "
+        "of the instance names it; nothing stopped\n"
+    )
+    for name in ("alpha", "removed"):
+        assert experiments_cli.main(["--file", declared, "stop", name]) == 0
+        assert (
+            capsys.readouterr().out
+            == f"{name}: 0 backfill(s) canceled, 0 run(s) canceled or terminating: none\n"
+        )
+    assert experiments_cli.main(["--file", declared, "stop", "alpha", "--benchmark", "gtx"]) == 2
+    assert "error: unknown benchmark(s) 'gtx' (one of: " in capsys.readouterr().err

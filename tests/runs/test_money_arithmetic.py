@@ -106,3 +106,23 @@ def test_the_experiment_ledger_counts_a_partition_with_replies_and_no_journal_ye
     assert whole.spent() == pytest.approx(0.75) and whole.unpriced == 1
     write_lines(folder / "gtex.replies.jsonl", [reply(RUN1, 0, 2.0)])  # a cell that started since
     assert whole.spent() == pytest.approx(2.75)
+
+
+def test_an_adopted_legacy_row_is_the_same_payment(tmp_path: Path) -> None:
+    """plan.py rewrites a legacy row (no fingerprint fields) with its item's fingerprint. Mutations: the
+    ledger's once-per-execution stamp keyed by the fingerprinted run (a $0.40 run billed $0.80); the
+    stamp recorded only for rows it pays (a legacy row covered by the store, adopted, paid again)."""
+    journal = tmp_path / "tcga.jsonl"
+    legacy = {k: v for k, v in journal_row(RUN0, 0.4, finished_at="2026-01-01T00:04").items()
+              if k != "item_fingerprint"}  # fmt: skip
+    write_lines(journal, [legacy])
+    ledger = PartitionLedger(journal)
+    assert ledger.spent() == pytest.approx(0.4)
+    write_lines(journal, [legacy | {"item_fingerprint": "fp", "question_fingerprint": "q"}])
+    assert ledger.spent() == pytest.approx(0.4) and PartitionLedger(journal).spent() == pytest.approx(0.4)
+    # a legacy run whose replies are in the store (keyed without a fingerprint): $0.25 there, once
+    old_run = RunIdentity("h", "tcga", "i1", 1)
+    write_lines(tmp_path / "tcga.replies.jsonl", [reply(old_run, 0, 0.25, at="2026-01-01T00:06")])
+    covered = journal_row(old_run, 0.25, finished_at="2026-01-01T00:07") | {"item_fingerprint": None}
+    write_lines(journal, [covered, covered | {"item_fingerprint": "fp"}])
+    assert ledger.spent() == pytest.approx(0.65) and PartitionLedger(journal).spent() == pytest.approx(0.65)

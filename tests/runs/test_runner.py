@@ -154,3 +154,67 @@ def test_progress_lines_show_done_total_failures_cost_and_eta(tmp_path: Path) ->
     assert re.match(r"progress: [0-4]/4 runs done, [01] failed, [01] in flight .*1 without a slide", beats[0])
     assert lines[-1].startswith("finished: 4/4 runs done, 1 failed, 0 in flight")
     assert "cost so far $0.7500" in lines[-1] and lines[-1].endswith("none left")
+
+
+def test_an_adopted_legacy_run_is_paid_once_and_the_budget_decides_on_that(tmp_path: Path) -> None:
+    """A run journalled before item fingerprints (its row has no fingerprint fields) that matches its
+    item is adopted: its row is appended again with the fingerprint. It cost $0.40 once: the partition
+    has paid $0.40, not $0.80, and a $0.85 budget still has room for one more $0.40 run."""
+    journal = Journal(tmp_path / "j.jsonl")
+    run(ScriptAgent({"0": "1"}, cost=0.4), items(1), journal)  # items without fingerprints
+    legacy = [json.loads(line) for line in journal.path.read_text().splitlines()]
+    for row in legacy:  # the layout written before fingerprints: no fingerprint fields at all
+        del row["item_fingerprint"], row["question_fingerprint"]
+    journal.path.write_text("".join(json.dumps(row) + "\n" for row in legacy))
+    fingerprinted = [it | {"item_fingerprint": f"fp{it['benchmark_id']}"} for it in items(2)]
+    agent = ScriptAgent({"0": "1", "1": "2"}, cost=0.4)
+    lines: list[str] = []
+    out = asyncio.run(
+        run_batch(agent, fingerprinted, config_hash="h", journal=journal,
+                  settings=BatchSettings(concurrency=1, budget_usd=0.85), log=lines.append)
+    )  # fmt: skip
+    assert out.adopted == 1 and out.reused == 1
+    # paid $0.40 (the legacy run, once) + $0.40 held for item 1 = $0.80 <= $0.85: it runs
+    assert agent.calls == [("1", 0)] and not out.budget_stopped
+    assert out.billed_usd == pytest.approx(0.8) and out.cost_usd_new == pytest.approx(0.4)
+    rows = [json.loads(line) for line in journal.path.read_text().splitlines()]
+    assert [(r["benchmark_id"], r.get("item_fingerprint")) for r in rows] == [
+        ("0", None),
+        ("0", "fp0"),
+        ("1", "fp1"),
+    ]
+    # the next batch finds everything paid: $0.80, and a $0.85 budget has no room for more
+    again = ScriptAgent({"0": "1", "1": "2", "2": "3"}, cost=0.4)
+    more = fingerprinted + [items(3)[2] | {"item_fingerprint": "fp2"}]
+    out = run(again, more, journal, concurrency=1, budget_usd=0.85)
+    assert not again.calls and out.budget_stopped and out.billed_usd == pytest.approx(0.8)
+
+
+def test_every_known_secret_in_a_run_text_is_stored_redacted(tmp_path: Path, monkeypatch) -> None:
+    """The runner scrubs what a model or server wrote before it is journalled: an API key read from the
+    environment, an AWS session token from the boto3 chain, a Bedrock bearer token, in an exception's
+    text and in an answer. Mutation: ``result_row`` returns the row unscrubbed."""
+    from giant_assets.agents.providers.anthropic_clouds import _remember_aws_credentials
+    from giant_assets.agents.providers.keys import api_key_from_env
+
+    key, session, bearer = "sk-test-" + "k" * 30, "FwoGZXIvYXdzE" + "s" * 40, "bedrock-api-key-" + "b" * 30
+    for name, value in {"GIANT_REDACT_KEY": key, "AWS_BEARER_TOKEN_BEDROCK": bearer,
+                        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLEREDACT", "AWS_SECRET_ACCESS_KEY": "w" * 40,
+                        "AWS_SESSION_TOKEN": session, "AWS_CONFIG_FILE": str(tmp_path / "none"),
+                        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    api_key_from_env("GIANT_REDACT_KEY", True)
+    api_key_from_env("AWS_BEARER_TOKEN_BEDROCK", True)
+    _remember_aws_credentials("us-east-1")
+    said = f"401 key={key} token={session} 'Authorization: Bearer {bearer}'"
+    agent = ScriptAgent({"0": RuntimeError(said), "1": f'{{"answer": 2}} sent with {key}'})
+    out = run(agent, items(2), Journal(tmp_path / "j.jsonl"))
+    stored = (tmp_path / "j.jsonl").read_text()
+    for secret in (key, session, bearer, key[:12], session[:12], bearer[:12], "w" * 12):
+        assert secret not in stored
+    by_id = {r["benchmark_id"]: r for r in out.rows}
+    R = "[REDACTED]"
+    assert by_id["0"]["error"] == f"RuntimeError: 401 key={R} token={R} 'Authorization: Bearer {R}'"
+    assert (
+        by_id["1"]["answer_text"] == f'{{"answer": 2}} sent with {R}' and by_id["1"]["predicted_label"] == 2
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -62,12 +63,14 @@ def add_experiments(instance: DagsterInstance, *names: str) -> None:
     instance.add_dynamic_partitions(EXPERIMENT, list(names))
 
 
-def daemon_home(home: Path) -> Path:
+def daemon_home(home: Path, **run_monitoring: int) -> Path:
     """``home`` made a Dagster home as the repository's (its dagster.yaml), with the run queue looked at
-    every second instead of Dagster's five: a daemon test waits less for its queued runs to start."""
+    every second instead of Dagster's five: a daemon test waits less for its queued runs to start.
+    ``run_monitoring`` overrides settings of its run monitoring (e.g. a short ``start_timeout_seconds``)."""
     home.mkdir(parents=True, exist_ok=True)
     config = yaml.safe_load((REPO / "dagster_home" / "dagster.yaml").read_text())
     config["run_queue"]["dequeue_interval_seconds"] = 1
+    config["run_monitoring"] |= run_monitoring
     (home / "dagster.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     return home
 
@@ -88,9 +91,11 @@ def dagster_daemon(env: dict[str, str], cwd: Path) -> Iterator[subprocess.Popen]
     try:
         yield daemon
     finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # a test may have killed the group already
+            os.killpg(daemon.pid, signal.SIGTERM)
         try:
             daemon.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(daemon.pid, signal.SIGKILL)
             daemon.wait()
