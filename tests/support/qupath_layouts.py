@@ -11,7 +11,8 @@ qupath-core's own source at tags v0.2.3, v0.3.2, v0.4.4, v0.5.1 and v0.6.0; no Q
   ``isLocked`` only when locked, measurements a ``{name: value}`` object;
 * 0.5/0.6: as 0.4, plus ``metadata`` (string values) after the measurements; NaN measurements as "NaN".
 
-Compact output (QuPath's default, "Pretty JSON" off) joins tokens without spaces except inside a
+Text is UTF-8 with Gson's HTML-safe escapes (``<`` as ``\\u003c``...). Compact output (QuPath's
+default, "Pretty JSON" off) joins tokens without spaces except inside a
 coordinate ``[x, y]``, which QuPath writes as raw text with 2 decimals at most.
 """
 
@@ -61,6 +62,8 @@ def _num(v: float) -> float | int:
 
 
 def _coords(value: Any) -> Any:
+    if not isinstance(value, list):
+        return value  # a hostile test's broken coordinates, written as they are
     if isinstance(value, list) and value and isinstance(value[0], int | float):
         return [_num(value[0]), _num(value[1])]
     return [_coords(v) for v in value]
@@ -128,13 +131,16 @@ def feature(obj: Obj, version: str) -> dict[str, Any]:
 
 
 _PAIR = re.compile(r"\[\s*(-?[0-9.]+),\s*(-?[0-9.]+)\s*\]")
+_HTML = re.compile("[<>&='\u2028\u2029]")
 _TRIPLE = re.compile(r"\[\s*([0-9]+),\s*([0-9]+),\s*([0-9]+)\s*\]")
 
 
 def _dump(value: Any, pretty: bool, raw_colors: bool) -> str:
     """Gson's writer: compact, or pretty with 2 spaces; coordinates (and from 0.4 colours) are raw text
     QuPath writes as ``[x, y]`` on one line with a space."""
-    text = json.dumps(value, indent=2 if pretty else None, separators=(",", ": ") if pretty else (",", ":"))
+    separators = (",", ": ") if pretty else (",", ":")
+    text = json.dumps(value, indent=2 if pretty else None, separators=separators, ensure_ascii=False)
+    text = _HTML.sub(lambda m: f"\\u{ord(m.group()):04x}", text)  # Gson's default HTML-safe escaping
     text = _PAIR.sub(r"[\1, \2]", text)
     return _TRIPLE.sub(r"[\1, \2, \3]", text) if raw_colors else text
 
