@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import shapely
 import shapely.geometry
 
 import giant_assets.geometry.qupath as qupath_geometry
@@ -171,8 +172,13 @@ def test_large_cell_exports_are_streamed_without_building_cells(tmp_path: Path, 
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 64])
-def test_chunk_boundaries_anywhere_read_the_same(monkeypatch, chunk: int) -> None:
-    """Numbers, strings and escapes cut by a chunk's end are read whole."""
+def test_chunk_boundaries_anywhere_read_the_same(tmp_path: Path, monkeypatch, chunk: int) -> None:
+    """Numbers, strings and escapes cut by a chunk's end are read whole, a single Feature's top-level
+    members (a number id too) as well as an array's or a collection's features."""
+    single = tmp_path / "single.geojson"
+    single.write_text(
+        '{"type": "Feature", "id": 123456789012, "geometry": {"type": "Point", "coordinates": [1, 2]}}'
+    )
     expected = [
         (o.object_type, o.classification, o.feature_id, o.geometry)
         for o in read_qupath_objects(FIXTURES["0.5"])
@@ -187,6 +193,8 @@ def test_chunk_boundaries_anywhere_read_the_same(monkeypatch, chunk: int) -> Non
         assert all(
             a[3] is None and b[3] is None or a[3].equals(b[3]) for a, b in zip(got, expected, strict=True)
         )
+    (point,) = read_qupath_objects(single)
+    assert point.feature_id == "123456789012" and point.geometry.equals(shapely.MultiPoint([(1, 2)]))
 
 
 HOSTILE = {
