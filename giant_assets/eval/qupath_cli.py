@@ -145,7 +145,8 @@ def run_import(args: argparse.Namespace, root: Path) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: ``export`` and ``import``, every flag with its help."""
     parser = argparse.ArgumentParser(prog="giant-qupath", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, help="the data folder (default $GIANT_DATA_DIR or ./data)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -198,7 +199,11 @@ def main(argv: list[str] | None = None) -> int:
         help="side of the box a point annotation becomes, level-0 pixels "
         f"(at least 1; default {DEFAULT_POINT_SIZE})",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     root = args.data_dir.expanduser().resolve() if args.data_dir else data_dir()
     try:
         print(run_export(args, root) if args.command == "export" else run_import(args, root))
