@@ -4,7 +4,7 @@ child process, which reports its wall time and its own peak RSS (before and afte
 ``BENCH_QUPATH_CODE`` points the child at another checkout (e.g. the code before streaming) to compare.
 
 Measured on the shared 2-core machine (2026-11-28): before streaming 182.6 s and a peak RSS of 993 MB
-(+840 MB for the import); streamed 23.1 s and 181 MB (+28 MB).
+(+840 MB for the import); streamed 11.6 to 23.1 s (by the load of the machine) and 181 MB (+28 MB).
 """
 
 from __future__ import annotations
