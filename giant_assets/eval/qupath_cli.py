@@ -1,6 +1,7 @@
 """``giant-qupath``: agent regions out to QuPath, a pathologist's annotations back as reference regions.
 
 giant-qupath export --experiment demo-giant --benchmark tcga    # data/qupath/demo-giant/tcga/*.geojson
+giant-qupath export --experiment demo-giant     # every benchmark it ran: data/qupath/demo-giant/<benchmark>/
 giant-qupath export --experiment demo-path-review --benchmark tcga   # + the regions it reported
 giant-qupath import annotations/ --out data/qupath/reference_regions.json
 GIANT_REGIONS_PATH=data/qupath/reference_regions.json  # then roi_evaluation scores against them
@@ -18,7 +19,7 @@ from giant_assets.core.settings import data_dir
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.qupath import (
     DEFAULT_POINT_SIZE,
-    GEOJSON_SUFFIXES,
+    EXPORT_SUFFIXES,
     export_qupath,
     import_qupath,
     read_reported_regions,
@@ -40,36 +41,89 @@ def _table(store: ParquetStore, table: str, partitions: list[str] | None = None)
     return store.read(table, partitions)
 
 
+PROJECT_FILE = "project.qpproj"
+_PROJECT_OWN = ("data", "classifiers", "scripts")  # a QuPath project's own folders: no exports there
+
+
+def _project_hint(project: Path) -> str:
+    return (
+        f"{project} is a QuPath project: its objects are stored in data/*/data.qpdata, which only QuPath "
+        "reads. In QuPath open each image of the project and use File > Export objects as GeoJSON (or run "
+        "exportObjectsToGeoJson(getAnnotationObjects(), path, 'FEATURE_COLLECTION') for every image), then "
+        "import those .geojson files (or the project folder, where QuPath saves them by default)"
+    )
+
+
+def _folder_files(folder: Path) -> list[Path]:
+    """The exports under a folder, leaving out a QuPath project's own files (data/, classifiers/...)."""
+    projects = [p.parent for p in folder.rglob(PROJECT_FILE)]
+    files = []
+    for path in sorted(folder.rglob("*")):
+        if not path.is_file() or not path.name.lower().endswith(EXPORT_SUFFIXES):
+            continue
+        if any(path.is_relative_to(p / own) for p in projects for own in _PROJECT_OWN):
+            continue
+        files.append(path)
+    if not files and projects:
+        raise ValueError(_project_hint(projects[0] / PROJECT_FILE))
+    return files
+
+
 def _files(paths: list[Path]) -> list[Path]:
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            files += sorted(
-                p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in GEOJSON_SUFFIXES
-            )
+            files += _folder_files(path)
+        elif path.name == PROJECT_FILE:
+            raise ValueError(_project_hint(path))
         elif path.is_file():
             files.append(path)
         else:
             raise ValueError(f"{path}: no such file or folder")
     if not files:
-        raise ValueError(f"no .geojson or .json file in {', '.join(map(str, paths))}")
+        raise ValueError(
+            f"no QuPath export (.geojson, .json, .geojson.gz or .zip) in {', '.join(map(str, paths))}"
+        )
     unique = {path.resolve(): path for path in files}  # a file named twice (itself, and its folder) once
     return list(unique.values())
 
 
+def _benchmarks(store: ParquetStore, experiment: str, benchmark: str | None) -> list[str]:
+    """The benchmark asked for, else every benchmark the experiment has predictions of."""
+    if benchmark is not None:
+        return [benchmark]
+    found = sorted(
+        p.split("/", 1)[1] for p in store.partitions("predictions") if p.startswith(f"{experiment}/")
+    )
+    if not found:
+        raise ValueError(
+            f"no 'predictions' table of experiment {experiment!r} under {store.root}: materialize it first"
+        )
+    return found
+
+
 def run_export(args: argparse.Namespace, root: Path) -> str:
     store = ParquetStore(root)
-    predictions = _table(store, "predictions", [f"{args.experiment}/{args.benchmark}"])
-    items = _table(store, ITEMS_TABLE)
-    items = items[items["benchmark_name"] == args.benchmark]
-    out = args.out or root / "qupath" / args.experiment / args.benchmark
-    if args.reported:
-        reported = read_reported_regions(args.reported, args.benchmark)
-    else:
-        reported = stored_reported_regions(store, args.experiment, args.benchmark)
-    written = export_qupath(predictions, items, out, reported=reported)
-    regions = f" and {len(reported)} reported region(s)" if reported else ""
-    return f"wrote {len(written)} QuPath GeoJSON file(s), one per slide, with every crop{regions}, to {out}"
+    benchmarks = _benchmarks(store, args.experiment, args.benchmark)
+    given = read_reported_regions(args.reported, args.benchmark) if args.reported else None
+    all_items = _table(store, ITEMS_TABLE)
+    lines = []
+    for benchmark in benchmarks:
+        predictions = _table(store, "predictions", [f"{args.experiment}/{benchmark}"])
+        items = all_items[all_items["benchmark_name"] == benchmark]
+        base = args.out or root / "qupath" / args.experiment
+        out = base / benchmark if args.benchmark is None or args.out is None else args.out
+        if given is not None:
+            reported = [r for r in given if r.get("benchmark_name", benchmark) == benchmark]
+        else:
+            reported = stored_reported_regions(store, args.experiment, benchmark)
+        written = export_qupath(predictions, items, out, reported=reported)
+        regions = f" and {len(reported)} reported region(s)" if reported else ""
+        lines.append(
+            f"{benchmark}: wrote {len(written)} QuPath GeoJSON file(s), one per slide with a crop"
+            f"{regions}, to {out}"
+        )
+    return "\n".join(lines)
 
 
 def run_import(args: argparse.Namespace, root: Path) -> str:
@@ -91,33 +145,65 @@ def run_import(args: argparse.Namespace, root: Path) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: ``export`` and ``import``, every flag with its help."""
     parser = argparse.ArgumentParser(prog="giant-qupath", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, help="the data folder (default $GIANT_DATA_DIR or ./data)")
     sub = parser.add_subparsers(dest="command", required=True)
     exp = sub.add_parser("export", help="every crop the agent viewed, one GeoJSON file per slide")
-    exp.add_argument("--experiment", required=True)
-    exp.add_argument("--benchmark", required=True, choices=BENCHMARK_NAMES)
-    exp.add_argument("--out", type=Path, help="folder (default <data>/qupath/<experiment>/<benchmark>)")
+    exp.add_argument("--experiment", required=True, help="the experiment whose runs are exported")
+    exp.add_argument(
+        "--benchmark",
+        choices=BENCHMARK_NAMES,
+        help="only this benchmark (default: every benchmark the experiment has predictions of)",
+    )
+    exp.add_argument(
+        "--out",
+        type=Path,
+        help="folder (default <data>/qupath/<experiment>/<benchmark>; without --benchmark, one "
+        "<benchmark> folder under it per benchmark)",
+    )
     exp.add_argument(
         "--reported",
         type=Path,
         help="instead of the stored path_review_regions of a path-review experiment (read by default): "
-        "reported regions as a JSON list of {benchmark_id, run_index, box, ...}",
+        "reported regions as a JSON list of {benchmark_id, run_index, box, ...} (and benchmark_name "
+        "without --benchmark)",
     )
     imp = sub.add_parser("import", help="QuPath GeoJSON exports -> a reference regions file")
-    imp.add_argument("paths", nargs="+", type=Path, help="GeoJSON files or folders of them")
+    imp.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        help="QuPath exports (.geojson, .json, .geojson.gz, .zip) or folders of them",
+    )
     imp.add_argument("--out", type=Path, help="regions file (default <data>/qupath/reference_regions.json)")
-    imp.add_argument("--benchmark", action="append", choices=BENCHMARK_NAMES, help="only these (repeat)")
+    imp.add_argument(
+        "--benchmark",
+        action="append",
+        choices=BENCHMARK_NAMES,
+        help="only the items of this benchmark (repeat; default all)",
+    )
     imp.add_argument("--slide", help="the slide of every file (default: matched by file or folder name)")
-    imp.add_argument("--class", dest="class_", action="append", help="keep only this classification (repeat)")
+    imp.add_argument(
+        "--class",
+        dest="class_",
+        action="append",
+        help="keep only this classification (repeat); naming 'GIANT crop' or 'GIANT reported region' "
+        "imports the objects export wrote, otherwise left out",
+    )
     imp.add_argument(
         "--point-size",
         type=float,
         default=DEFAULT_POINT_SIZE,
-        help=f"side of the box a point annotation becomes, level-0 pixels (default {DEFAULT_POINT_SIZE})",
+        help="side of the box a point annotation becomes, level-0 pixels "
+        f"(at least 1; default {DEFAULT_POINT_SIZE})",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     root = args.data_dir.expanduser().resolve() if args.data_dir else data_dir()
     try:
         print(run_export(args, root) if args.command == "export" else run_import(args, root))

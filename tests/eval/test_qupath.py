@@ -5,6 +5,7 @@ UUID ids and ``classification.color``; 0.2/0.3 bare arrays with ``"id": "PathAnn
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def oracle(path: Path) -> list[tuple[str | None, shapely.Geometry, str]]:
 def test_reads_the_three_export_layouts() -> None:
     main = read_qupath_objects(MAIN)
     assert [o.object_type for o in main] == ["annotation"] * 4 + ["detection"]
-    assert [o.classification for o in main] == ["Tumor", "Necrosis", "Tumor", "Mitosis", "Tumor"]
+    assert [o.classification for o in main] == ["Tumor", "Necrosis", "Tumor", "Mitosis", None]  # not read
     assert main[1].geometry.area == 600 * 600 - 200 * 200  # the hole is kept
     assert main[2].geometry.geom_type == "MultiPolygon" and main[3].is_points
     (legacy,) = read_qupath_objects(LEGACY)
@@ -140,8 +141,8 @@ BAD = {
         r"geometry ring 0.*'2050'",
     ),
     "line": (
-        lambda fs: fs[1].__setitem__("geometry", {"type": "LineString", "coordinates": [[0, 0], [5, 5]]}),
-        r"feature 1 .*a LineString \(a QuPath line\) has no area",
+        lambda fs: fs[1].__setitem__("geometry", {"type": "LineString", "coordinates": [[0, 0], ["5", 5]]}),
+        r"feature 1 .*geometry: expected numbers, got str '5'",
     ),
     "no geometry": (lambda fs: fs[1].pop("geometry"), r"feature 1 .*geometry: missing"),
     "flat": (
@@ -204,7 +205,7 @@ def test_export_then_import_gives_the_viewed_boxes_back(tmp_path: Path) -> None:
     bench = items()[items()["benchmark_name"] == "tcga_slidebench"]
     reported = [{"benchmark_id": "2", "run_index": 0, "box": [3000, 2000, 100, 90], "finding": "necrosis"}]
     written = export_qupath(pd.DataFrame(runs), bench, tmp_path / "out", reported=reported)
-    assert [p.name for p in written] == [f"{A0BZ}.geojson", f"{A3HT}.geojson"]
+    assert [p.name for p in written] == ["TCGA-BH-A0BZ-01Z-00-DX1.geojson", "TCGA-EA-A3HT-01Z-00-DX1.geojson"]
     doc = json.loads(written[1].read_text())
     assert doc["type"] == "FeatureCollection" and len(doc["features"]) == 4
     first = doc["features"][0]
@@ -226,7 +227,11 @@ def test_export_then_import_gives_the_viewed_boxes_back(tmp_path: Path) -> None:
     again = export_qupath(pd.DataFrame(runs), bench, tmp_path / "again", reported=reported)
     assert again[1].read_bytes() == written[1].read_bytes()
 
+    # QuPath's "export all objects" brings our own objects back: never references of themselves...
     frame, summary = import_qupath(written, bench)
+    assert frame.empty and summary.skipped == {CROP_CLASS: 4, REPORTED_CLASS: 1}
+    # ...unless asked for by class
+    frame, summary = import_qupath(written, bench, classes=[CROP_CLASS, REPORTED_CLASS])
     assert summary.regions == 5 and summary.skipped == {}
 
     def boxes(*items: str) -> list[list[int]]:
@@ -283,9 +288,12 @@ def test_the_cli_exports_from_the_store_and_imports_back(tmp_path: Path, capsys)
         == 0
     )
     out = data / "qupath" / "review-exp" / "tcga_slidebench"
-    assert sorted(p.name for p in out.iterdir()) == [f"{A0BZ}.geojson", f"{A3HT}.geojson"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "TCGA-BH-A0BZ-01Z-00-DX1.geojson",
+        "TCGA-EA-A3HT-01Z-00-DX1.geojson",
+    ]
     regions = tmp_path / "regions.json"
-    again = str(out / f"{A0BZ}.geojson")  # named twice: read once
+    again = str(out / "TCGA-BH-A0BZ-01Z-00-DX1.geojson")  # named twice: read once
     assert main([*args, "import", str(out), again, "--class", REPORTED_CLASS, "--out", str(regions)]) == 0
     (region,) = regions_from_frame(load_reference_regions(regions))
     assert region.geometry().equals(shapely.box(3000, 2000, 3050, 2060)) and region.label == REPORTED_CLASS
@@ -309,7 +317,7 @@ def test_the_cli_exports_from_the_store_and_imports_back(tmp_path: Path, capsys)
     )
     assert (
         capsys.readouterr().err
-        == f"giant-qupath: error: {reported}: region 0: missing field(s) ['benchmark_id']\n"
+        == f"giant-qupath: error: {reported}: region 0: missing field 'benchmark_id'\n"
     )
     bad = _bad(tmp_path, lambda fs: fs[0]["geometry"].__setitem__("type", "Circle"))
     assert main([*args, "import", str(bad)]) == 2
@@ -319,3 +327,185 @@ def test_the_cli_exports_from_the_store_and_imports_back(tmp_path: Path, capsys)
     )
     assert main([*args, "export", "--experiment", "nope", "--benchmark", "tcga_slidebench"]) == 2
     assert "no 'predictions' table (nope/tcga_slidebench)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_the_longest_name_matches_whatever_the_slides_order(order: int) -> None:
+    slides = ["S1.svs", "S1_2.svs", "X.ome.tif", "Y.svs", "Y.tiff"][::order]
+    assert match_slide(Path("S1_2.geojson"), slides) == "S1_2.svs"
+    assert match_slide(Path("S1_2 - tumour.geojson.gz"), slides) == "S1_2.svs"
+    assert match_slide(Path("S1_3.geojson"), slides) == "S1.svs"
+    assert match_slide(Path("S1.svs.geojson"), slides) == "S1.svs"
+    assert match_slide(Path("X.zip"), slides) == "X.ome.tif"  # QuPath strips .ome.tif whole
+    assert match_slide(Path("Y.svs.geojson"), slides) == "Y.svs"
+    with pytest.raises(
+        QuPathFileError, match=r"Y.geojson: named like several slides .*\['Y.svs', 'Y.tiff'\]"
+    ):
+        match_slide(Path("Y.geojson"), slides)
+
+
+def test_export_names_files_as_qupath_and_writes_only_slides_with_crops(tmp_path: Path) -> None:
+    bench = pd.DataFrame(
+        {
+            "benchmark_id": ["0", "1", "2", "3"],
+            "image_path": ["a/X.ome.tif", "b/Y.svs", "c/Y.tiff", "d/Z.svs"],
+        }
+    )
+    runs = [_run("0", 0, [[1, 2, 3, 4]]), _run("1", 0, [[5, 6, 7, 8]]), _run("2", 0, [[9, 9, 9, 9]])]
+    runs.append(_run("3", 0, []))  # ran, viewed nothing: no file
+    written = export_qupath(pd.DataFrame(runs), bench, tmp_path)
+    # X.ome.tif -> X.geojson as QuPath names it; Y.svs and Y.tiff would share Y.geojson: full names
+    assert [p.name for p in written] == ["X.geojson", "Y.svs.geojson", "Y.tiff.geojson"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [p.name for p in written]
+
+
+def test_export_puts_the_models_text_in_qupath_metadata_as_strings(tmp_path: Path) -> None:
+    bench = items()[items()["benchmark_name"] == "tcga_slidebench"]
+    runs = [_run("0", 3, [[10, 20, 30, 40]])]
+    reported = [
+        {"benchmark_id": "0", "run_index": 3, "box": [1, 2, 3, 4], "finding": "mitoses", "best_iou": 0.25},
+        {
+            "benchmark_id": "0",
+            "run_index": 3,
+            "box": [5, 6, 7, 8],
+            "diagnostic_relevance": "high",
+            "viewed": True,
+        },
+        {"benchmark_id": "0", "run_index": 4, "box": [5, 6, 7, 8]},
+    ]
+    (path,) = export_qupath(pd.DataFrame(runs), bench, tmp_path, reported=reported)
+    features = json.loads(path.read_text())["features"]
+    crop, first, second, other_run = (f["properties"] for f in features)
+    assert crop["metadata"] == {
+        "benchmark_id": "0",
+        "run": "3",
+        "step": "1",
+        "level": "1",
+        "reason": "look <b>0</b> 3.1",
+    }
+    assert first["metadata"] == {
+        "benchmark_id": "0",
+        "run": "3",
+        "finding": "mitoses",
+        "best_iou": "0.25",
+    }
+    assert second["metadata"]["diagnostic_relevance"] == "high" and second["metadata"]["viewed"] == "true"
+    assert all(isinstance(v, str) for p in (crop, first, second) for v in p["metadata"].values())
+    # regions are numbered per run: run 3 has regions 1 and 2, run 4 its region 1
+    assert [(p["name"], p["measurements"]["region"]) for p in (first, second, other_run)] == [
+        ("0 run 3 region 1", 1.0),
+        ("0 run 3 region 2", 2.0),
+        ("0 run 4 region 1", 1.0),
+    ]
+
+
+def _region(box: str = "[0, 1, 2, 3]", run: str = "0", extra: str = "") -> str:
+    """One reported region as JSON text, hostile parts written in (NaN, 1e400... are JSON to Python)."""
+    return f'[{{"benchmark_id": "0", "run_index": {run}, "box": {box}{extra}}}]'
+
+
+REPORTED_BAD = {
+    "letters in the box": (
+        _region(box='["a", 1, 2, 3]'),
+        r"region 0: field 'box': expected 4 finite numbers",
+    ),
+    "NaN in the box": (_region(box="[NaN, 1, 2, 3]"), r"region 0: field 'box': expected 4 finite"),
+    "1e400 width": (_region(box="[0, 1, 1e400, 3]"), r"region 0: field 'box': expected 4 finite"),
+    "zero height": (
+        _region(box="[0, 1, 2, 0]"),
+        r"region 0: field 'box': the box's width and height must be > 0",
+    ),
+    "run index text": (
+        _region(run='"first"'),
+        r"region 0: field 'run_index': expected a whole number >= 0, got 'first'",
+    ),
+    "run index 1.5": (
+        _region(run="1.5"),
+        r"region 0: field 'run_index': expected a whole number >= 0, got 1.5",
+    ),
+    "NaN property": (_region(extra=', "best_iou": NaN'), r"region 0: field 'best_iou': not a finite number"),
+    "5,000 digits": (_region(run="9" * 5000), r"invalid JSON: Exceeds the limit"),
+    "100,000 deep": ("[" * 100_000 + "]" * 100_000, r"invalid JSON: nested too deeply"),
+}
+
+
+@pytest.mark.parametrize("case", [*REPORTED_BAD, "not UTF-8"])
+def test_hostile_reported_regions_are_refused_naming_file_and_field(
+    tmp_path: Path, capsys, case: str
+) -> None:
+    from giant_assets.core.storage import ParquetStore
+    from giant_assets.eval.qupath_cli import main
+
+    data = tmp_path / "data"
+    ParquetStore(data).write("benchmark_items", items())
+    runs = pd.DataFrame([_run("0", 0, [[1700, 1300, 350, 280]])])
+    ParquetStore(data).write(
+        "predictions", runs.assign(benchmark_name="tcga_slidebench"), "e/tcga_slidebench"
+    )
+    reported = tmp_path / "reported.json"
+    if case == "not UTF-8":
+        reported.write_bytes(b'[{"benchmark_id": "\xff"}]')
+        message = r"not UTF-8 text \(byte 0xff at offset 19\)"
+    else:
+        reported.write_text(REPORTED_BAD[case][0])
+        message = REPORTED_BAD[case][1]
+    args = ["--data-dir", str(data), "export", "--experiment", "e", "--reported", str(reported)]
+    assert main([*args, "--benchmark", "tcga_slidebench"]) == 2
+    err = capsys.readouterr().err
+    assert re.match(rf"giant-qupath: error: {re.escape(str(reported))}: {message}", err), err
+    assert "Traceback" not in err and not (data / "qupath").exists()
+
+
+def test_a_bom_reported_file_is_read_and_export_runs_every_benchmark(tmp_path: Path, capsys) -> None:
+    from giant_assets.core.storage import ParquetStore
+    from giant_assets.eval.qupath_cli import main
+
+    data = tmp_path / "data"
+    store = ParquetStore(data)
+    store.write("benchmark_items", items())
+    store.write(
+        "predictions",
+        pd.DataFrame([_run("0", 0, [[1, 2, 3, 4]])]).assign(benchmark_name="tcga_slidebench"),
+        "e/tcga_slidebench",
+    )
+    store.write(
+        "predictions",
+        pd.DataFrame([_run("1", 0, [[5, 6, 7, 8]])]).assign(benchmark_name="tcga_expert_vqa"),
+        "e/tcga_expert_vqa",
+    )
+    store.write(
+        "predictions",
+        pd.DataFrame([_run("0", 0, [[5, 6, 7, 8]])]).assign(benchmark_name="tcga_slidebench"),
+        "f/tcga_slidebench",
+    )
+    reported = tmp_path / "reported.json"
+    regions = [
+        {"benchmark_name": "tcga_expert_vqa", "benchmark_id": "1", "run_index": 0, "box": [9, 9, 9, 9]}
+    ]
+    reported.write_bytes(b"\xef\xbb\xbf" + json.dumps(regions).encode())
+    assert main(["--data-dir", str(data), "export", "--experiment", "e", "--reported", str(reported)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in out] == ["tcga_expert_vqa", "tcga_slidebench"]
+    assert "and 1 reported region(s)" in out[0] and "reported region" not in out[1]
+    vqa = data / "qupath" / "e" / "tcga_expert_vqa" / "TCGA-D8-A1XK-01Z-00-DX1.geojson"
+    assert len(json.loads(vqa.read_text())["features"]) == 2
+    assert sorted(p.name for p in (data / "qupath" / "e").iterdir()) == ["tcga_expert_vqa", "tcga_slidebench"]
+    # without --benchmark, every region must name its benchmark
+    reported.write_text(json.dumps([{"benchmark_id": "1", "run_index": 0, "box": [9, 9, 9, 9]}]))
+    assert main(["--data-dir", str(data), "export", "--experiment", "e", "--reported", str(reported)]) == 2
+    assert "region 0: missing field 'benchmark_name'" in capsys.readouterr().err
+
+
+def test_every_flag_has_help() -> None:
+    import argparse
+
+    from giant_assets.eval.qupath_cli import build_parser
+
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(commands.choices) == {"export", "import"}
+    for sub in [parser, *commands.choices.values()]:
+        flags = [
+            a for a in sub._actions if not isinstance(a, argparse._HelpAction | argparse._SubParsersAction)
+        ]
+        assert flags and all(a.help and a.help.strip() for a in flags), [a.dest for a in flags if not a.help]
