@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
+from giant_assets.core.endpoints import endpoint_problem, project_problem, region_problem
 from giant_assets.core.files import file_sha256
 from giant_assets.core.secrets import is_loopback_url, public_url
 from giant_assets.core.settings import ANTHROPIC_BASE_URL_ENV, OPENAI_BASE_URL_ENV, env
@@ -293,6 +295,32 @@ class Experiment(BaseModel):
             )
         return value
 
+    @field_validator("region")
+    @classmethod
+    def _region_name(cls, value: str, info: ValidationInfo) -> str:
+        """A region is pasted into the provider's host name: only its cloud's region names pass."""
+        return _provider_field(value and region_problem(info.data.get("provider", ""), value), value)
+
+    @field_validator("project")
+    @classmethod
+    def _project_id(cls, value: str) -> str:
+        """A project goes into the request's route (and signs the token's use): a project id only."""
+        return _provider_field(value and project_problem(value), value)
+
+    @field_validator("azure_endpoint")
+    @classmethod
+    def _azure_endpoint_url(cls, value: str) -> str:
+        """Every Azure request carries the key or an Entra ID token: https, a host (http on loopback)."""
+        return _provider_field(value and endpoint_problem(value), value)
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_safe(cls, value: str, info: ValidationInfo) -> str:
+        """Every provider but openai sends a credential to ``base_url``: https, a host (http on loopback);
+        openai's is checked with its ``server`` (a local server may take no key), in ``_cloud_problem``."""
+        keyed = info.data.get("provider", "openai") != "openai"
+        return _provider_field(value and keyed and endpoint_problem(value), value)
+
     @field_validator("api_version", mode="before")
     @classmethod
     def _version_text(cls, value: Any) -> Any:
@@ -513,8 +541,19 @@ _CLOUD_FIELDS = {  # field -> the providers that take it
 _AZURE_VERSION = re.compile(r"^(\d{4}-\d{2}-\d{2})(-preview)?$")
 
 
+def _provider_field(problem: str | None | bool, value: str) -> str:
+    """``value``, or the field's refusal in plain words (no pydantic wording: the file names the field)."""
+    if problem:
+        raise PydanticCustomError("provider_field", str(problem))
+    return value
+
+
 def _cloud_problem(exp: Experiment) -> str | None:
     """Why the provider settings cannot work together (the provider's own rules); None when they can."""
+    if exp.provider == "openai" and exp.base_url and exp.server is None:  # OPENAI_API_KEY goes there
+        problem = endpoint_problem(exp.base_url)
+        if problem:
+            return f"field 'base_url': {problem}; a local server without a key: set server (vllm, ...)"
     for field, providers in _CLOUD_FIELDS.items():
         if getattr(exp, field) and exp.provider not in providers:
             takers = " or ".join(map(repr, providers))
@@ -594,8 +633,6 @@ def _azure_problem(exp: Experiment) -> str | None:
         return "field 'azure_endpoint': provider 'azure' needs the resource's endpoint, e.g. https://NAME.openai.azure.com"
     if exp.base_url:
         return "field 'base_url': provider 'azure' takes azure_endpoint (the SDK adds /openai and the routes)"
-    if not exp.azure_endpoint.startswith(("https://", "http://")):
-        return f"field 'azure_endpoint': {exp.azure_endpoint!r} is not an http(s) URL"
     version = _AZURE_VERSION.match(exp.resolved_api_version or "")
     if version is None:
         return (
