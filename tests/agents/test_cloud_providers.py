@@ -705,7 +705,9 @@ def test_a_cloud_token_from_the_environment_replaces_the_chain(
     monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
     with ScriptedModelServer([answer_reply(1)]) as srv:
         base = srv.base_url + ("/v1" if provider == "vertex" else "")
-        ans = run(cloud_claude(provider, base, project="giant-p1" if provider == "vertex" else ""), slide_path)
+        ans = run(
+            cloud_claude(provider, base, project="giant-p1" if provider == "vertex" else ""), slide_path
+        )
     assert ans.error is None and srv.token_requests == [] and srv.refused == []
     assert srv.requests[0].headers["authorization"] == f"Bearer {token}"
     assert redact_secrets(f"x {token} y") == f"x {REDACTED} y"

@@ -142,4 +142,3 @@ def _remember_aws_credentials(region: str) -> None:
     for secret in (frozen.secret_key, frozen.token):
         if secret:
             remember(secret)
-
