@@ -51,10 +51,11 @@ def project_problem(project: str) -> str | None:
     )
 
 
-def cloud_names_problem(provider: str, region: str, project: str | None) -> str | None:
+def cloud_names_problem(provider: str, region: str | None, project: str | None) -> str | None:
     """Why a client may not use ``region`` and ``project`` (they go into the host name and the route the
-    credential is sent to), naming the provider and the field; None when they are its cloud's names."""
-    for field, problem in (("region", region_problem(provider, region)),
+    credential is sent to), naming the provider and the field; None when they are its cloud's names
+    (None or "": not checked, e.g. the region once checked, a project still to come from credentials)."""
+    for field, problem in (("region", region is not None and region_problem(provider, region)),
                            ("project", project and project_problem(project))):  # fmt: skip
         if problem:
             return f"provider {provider!r}: field {field!r}: {problem}"

@@ -254,6 +254,11 @@ class Experiment(BaseModel):
     )
     item_timeout_s: float = Field(default=3900.0, gt=0, description="whole run, all attempts: safety net")
     retry_failed: bool = True
+    baseline_cache: bool = Field(
+        default=False,
+        description="Claude thumbnail and patch baselines: mark the request for prompt caching (the official "
+        "code does not: a one-request item only pays the cache write, 1.25x input)",
+    )
     batch: bool = Field(default=False, description="every model request via the provider's batch API")
     batch_wait: Literal["detach", "hold"] = Field(
         default="detach",
@@ -780,6 +785,7 @@ SPEED_FIELDS = (
     "request_attempts",
     "item_timeout_s",
     "retry_failed",
+    "baseline_cache",  # a cache mark: what a request costs, not what it answers
     "batch",
     "batch_wait",
     "batch_poll_s",

@@ -89,6 +89,44 @@ def test_check_refuses_a_region_that_is_no_region_name(tmp_path: Path, provider:
     assert len(message) < 400  # the 5,000-digit value is shortened
 
 
+def test_giant_experiments_check_names_the_field_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command itself: exit 1, one error line naming file, experiment and field; no traceback."""
+    from giant_assets.platform.experiments_cli import main as experiments_main
+
+    path = tmp_path / "experiments.yaml"
+    path.write_text(
+        "experiments:\n  v: {agent: giant, budget_usd: 5, provider: vertex, model: claude-sonnet-4-5,\n"
+        "      region: 'x@evil.example', project: giant-p1}\n"
+    )
+    assert experiments_main(["check", "--file", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        f"error: {path}: experiment 'v': field 'region': 'x@evil.example' is not a Google Cloud location "
+        "like us-central1, europe-west4 or global"
+    )
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+@pytest.mark.parametrize("region", HOSTILE_NAMES)
+def test_the_cloud_clients_refuse_a_region_that_is_no_region_name(
+    monkeypatch: pytest.MonkeyPatch, provider: str, region: str
+) -> None:
+    """At use, the same names refused as at check (a client built in code, or from an old binding),
+    before any credential is looked up."""
+    from giant_assets.agents.providers.anthropic_clouds import BedrockChatModel
+
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/adc.json")  # never read
+    for k, v in AWS_ENV.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(UnsafeEndpoint, match=f"provider '{provider}': field 'region': "):
+        if provider == "bedrock":
+            BedrockChatModel("claude-sonnet-4-5", region=region)
+        else:
+            _vertex_model(provider, region, "giant-p1")
+
+
 @pytest.mark.parametrize(
     "project",
     ["evil.example/#", "x@evil.example", "../../v1", "giant-p1\n", "giant-p1/../x", "Giant-p1", "1giant-p1",
@@ -247,14 +285,16 @@ def test_the_google_clients_refuse_foreign_names_before_any_request(
         _vertex_model(provider, region, project)
 
 
-def test_the_credentials_project_is_checked_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("provider", ["vertex", "gemini"])
+def test_the_credentials_project_is_checked_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: str
+) -> None:
     """No ``project``: the key file's own project goes into the route, and is held to the same rule."""
-    from giant_assets.agents.providers.anthropic_clouds import VertexChatModel
-
     key = service_account(tmp_path / "sa.json", "http://127.0.0.1:9/token", project="evil.example/#")
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
     with pytest.raises(UnsafeEndpoint, match="field 'project': 'evil.example/#' is not a Google Cloud"):
-        VertexChatModel("claude-sonnet-4-5", region="us-east5")
+        _vertex_model(provider, "us-east5" if provider == "vertex" else "us-central1")
 
 
 def test_bedrock_client_refuses_a_foreign_region(monkeypatch: pytest.MonkeyPatch) -> None:

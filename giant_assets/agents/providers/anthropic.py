@@ -3,6 +3,8 @@
 Extended thinking is on when ``thinking_budget`` is set (>0) and the model has it: thinking blocks go
 back unchanged in the assistant turn, as the API requires with tool use. Anthropic's image limits are
 kept per request (``images.fit_anthropic_images``: the oldest images but the overview leave first).
+The reply's blocks go back as the API sent them (every field it set, ``citations: null`` included), as
+the SDK sends back the official agent's ``response.content``.
 A reply with ``stop_reason: "refusal"`` (Claude's safety classifiers stopped it, whatever text it
 already holds) raises ``ContentFiltered``, as the other providers' safety stops: never an answer.
 Prompt caching: ``cache_control`` marks the system prompt (tools + system) and the last block of the
@@ -16,7 +18,7 @@ from typing import Any
 
 import anthropic
 
-from giant_assets.agents.providers.base import SDKChatModel, dump
+from giant_assets.agents.providers.base import SDKChatModel
 from giant_assets.agents.providers.errors import ContentFiltered
 from giant_assets.agents.providers.images import fit_anthropic_images
 from giant_assets.agents.providers.messages import (
@@ -105,7 +107,7 @@ class AnthropicChatModel(SDKChatModel):
             cached_input_tokens=read,
             cache_write_tokens=written,
         )
-        replay = tuple(dump(b) for b in blocks)
+        replay = tuple(b.to_dict(mode="json") for b in blocks)  # as the API sent them (SDK: exclude_unset)
         return ModelReply(text, calls, usage, reasoning=thinking, replay=replay)
 
     def _prepare(self, messages: Sequence[Message]) -> tuple[Sequence[Message], tuple[str, ...]]:

@@ -111,7 +111,7 @@ class VertexChatModel(_AnthropicCloud):
         self.project = self.project or project
         if not self.project:
             raise MissingAPIKey("provider 'vertex': set 'project' (the credentials name none)")
-        if problem := cloud_names_problem(self.provider, self.region, self.project):  # the ADC's too
+        if problem := cloud_names_problem(self.provider, None, self.project):  # the credentials' project
             raise UnsafeEndpoint(problem)
         return anthropic.AsyncAnthropicVertex(
             credentials=credentials, project_id=self.project, timeout=self.timeout_s, **common

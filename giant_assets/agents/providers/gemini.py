@@ -108,7 +108,7 @@ class GeminiChatModel(SDKChatModel):
         self.project = self.project or project or ""
         if not self.project:
             raise MissingAPIKey("provider 'gemini' on Vertex AI: set 'project' (the credentials name none)")
-        if problem := cloud_names_problem(self.provider, self.region, self.project):  # the ADC's too
+        if problem := cloud_names_problem(self.provider, None, self.project):  # the credentials' project
             raise UnsafeEndpoint(problem)
         options = types.HttpOptions(base_url=self.base_url, api_version=VERTEX_API_VERSION, timeout=timeout)
         return genai.Client(
