@@ -62,10 +62,10 @@ def make_chat_model(experiment: Experiment, limiter: RateLimiter | None, **kwarg
         return model
     if api in ("messages", "gemini"):
         common["thinking_budget"] = experiment.thinking_budget
-    if api == "messages":  # the baselines' one-request items: no cache mark, as officially, unless asked
-        common["cache"] = experiment.agent not in BASELINES or experiment.baseline_cache
     else:
         common["reasoning_effort"] = experiment.reasoning_effort
+    if api == "messages":  # the baselines' one-request items: no cache mark, as officially, unless asked
+        common["cache"] = experiment.agent not in BASELINES or experiment.baseline_cache
     if api == "responses":
         common["reasoning_summary"] = experiment.reasoning_summary
     common |= _cloud_settings(experiment)
