@@ -304,7 +304,9 @@ class Experiment(BaseModel):
     @classmethod
     def _region_name(cls, value: str, info: ValidationInfo) -> str:
         """A region is pasted into the provider's host name: only its cloud's region names pass."""
-        return _provider_field(value and region_problem(info.data.get("provider", ""), value), value)
+        provider = info.data.get("provider", "")
+        clouds = _CLOUD_FIELDS["region"]  # another provider's region is refused in _cloud_problem
+        return _provider_field(value and provider in clouds and region_problem(provider, value), value)
 
     @field_validator("project")
     @classmethod
