@@ -49,7 +49,6 @@ class ScriptedModelServer(LoopbackServer):
         self.refused: list[RecordedRequest] = []  # refused at their route (``routes.refusal``)
         self.token_requests: list[RecordedRequest] = []  # at TOKEN_PATH
         self.access_token = f"ya29.scripted-{secrets.token_hex(16)}"  # what TOKEN_PATH hands out
-        self.token_lifetime_s = 3600  # its expires_in (1: google-auth refreshes before every request)
         self._prefixes: set[str] = set()  # hashes of conversation prefixes seen (the "prompt cache")
         self._lock = threading.Lock()
         self._serve(_Server(("127.0.0.1", port), _handler(self)))
@@ -190,8 +189,7 @@ def _handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             request = RecordedRequest(path, Headers(self.headers.items()), body, time.monotonic(), query)
             if path == TOKEN_PATH:  # Google's OAuth token endpoint, for credentials whose token_uri is here
                 server.token_requests.append(request)
-                token = {"access_token": server.access_token, "expires_in": server.token_lifetime_s,
-                         "token_type": "Bearer"}  # fmt: skip
+                token = {"access_token": server.access_token, "expires_in": 3600, "token_type": "Bearer"}
                 self._send(200, json.dumps(token).encode(), {})
                 return
             if not request.wire:
