@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
+from giant_assets.core.endpoints import endpoint_problem, project_problem, region_problem
 from giant_assets.core.files import file_sha256
 from giant_assets.core.secrets import is_loopback_url, public_url
 from giant_assets.core.settings import ANTHROPIC_BASE_URL_ENV, OPENAI_BASE_URL_ENV, env
@@ -261,6 +263,11 @@ class Experiment(BaseModel):
     )
     item_timeout_s: float = Field(default=3900.0, gt=0, description="whole run, all attempts: safety net")
     retry_failed: bool = True
+    baseline_cache: bool = Field(
+        default=False,
+        description="Claude thumbnail and patch baselines: mark the request for prompt caching (the official "
+        "code does not: a one-request item only pays the cache write, 1.25x input)",
+    )
     batch: bool = Field(default=False, description="every model request via the provider's batch API")
     batch_wait: Literal["detach", "hold"] = Field(
         default="detach",
@@ -318,6 +325,34 @@ class Experiment(BaseModel):
     @classmethod
     def _json_options(cls, value: Any) -> Any:
         return None if value is None else check_options(value)
+
+    @field_validator("region")
+    @classmethod
+    def _region_name(cls, value: str, info: ValidationInfo) -> str:
+        """A region is pasted into the provider's host name: only its cloud's region names pass."""
+        provider = info.data.get("provider", "")
+        clouds = _CLOUD_FIELDS["region"]  # another provider's region is refused in _cloud_problem
+        return _provider_field(value and provider in clouds and region_problem(provider, value), value)
+
+    @field_validator("project")
+    @classmethod
+    def _project_id(cls, value: str) -> str:
+        """A project goes into the request's route (and signs the token's use): a project id only."""
+        return _provider_field(value and project_problem(value), value)
+
+    @field_validator("azure_endpoint")
+    @classmethod
+    def _azure_endpoint_url(cls, value: str) -> str:
+        """Every Azure request carries the key or an Entra ID token: https, a host (http on loopback)."""
+        return _provider_field(value and endpoint_problem(value), value)
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_safe(cls, value: str, info: ValidationInfo) -> str:
+        """Every provider but openai sends a credential to ``base_url``: https, a host (http on loopback);
+        openai's is checked with its ``server`` (a local server may take no key), in ``_cloud_problem``."""
+        keyed = info.data.get("provider", "openai") != "openai"
+        return _provider_field(value and keyed and endpoint_problem(value), value)
 
     @field_validator("api_version", mode="before")
     @classmethod
@@ -553,8 +588,19 @@ _CLOUD_FIELDS = {  # field -> the providers that take it
 _AZURE_VERSION = re.compile(r"^(\d{4}-\d{2}-\d{2})(-preview)?$")
 
 
+def _provider_field(problem: str | None | bool, value: str) -> str:
+    """``value``, or the field's refusal in plain words (no pydantic wording: the file names the field)."""
+    if problem:
+        raise PydanticCustomError("provider_field", str(problem))
+    return value
+
+
 def _cloud_problem(exp: Experiment) -> str | None:
     """Why the provider settings cannot work together (the provider's own rules); None when they can."""
+    if exp.provider == "openai" and exp.base_url and exp.server is None:  # OPENAI_API_KEY goes there
+        problem = endpoint_problem(exp.base_url)
+        if problem:
+            return f"field 'base_url': {problem}; a local server without a key: set server (vllm, ...)"
     for field, providers in _CLOUD_FIELDS.items():
         if getattr(exp, field) and exp.provider not in providers:
             takers = " or ".join(map(repr, providers))
@@ -634,8 +680,6 @@ def _azure_problem(exp: Experiment) -> str | None:
         return "field 'azure_endpoint': provider 'azure' needs the resource's endpoint, e.g. https://NAME.openai.azure.com"
     if exp.base_url:
         return "field 'base_url': provider 'azure' takes azure_endpoint (the SDK adds /openai and the routes)"
-    if not exp.azure_endpoint.startswith(("https://", "http://")):
-        return f"field 'azure_endpoint': {exp.azure_endpoint!r} is not an http(s) URL"
     version = _AZURE_VERSION.match(exp.resolved_api_version or "")
     if version is None:
         return (
@@ -784,6 +828,7 @@ SPEED_FIELDS = (
     "request_attempts",
     "item_timeout_s",
     "retry_failed",
+    "baseline_cache",  # a cache mark: what a request costs, not what it answers
     "batch",
     "batch_wait",
     "batch_poll_s",

@@ -562,7 +562,7 @@ AZ = "provider: azure, azure_endpoint: https://r.openai.azure.com"
         ("provider: openai, model: gpt-5, region: us-east-1", "field 'region' applies to provider 'bedrock'"),
         ("provider: vertex, model: gemini-2.5-pro, region: us-central1",
          "field 'provider': provider 'vertex' serves Claude .* use provider 'gemini' with its region"),
-        ("provider: gemini, model: gemini-2.5-pro, project: p1",
+        ("provider: gemini, model: gemini-2.5-pro, project: giant-p1",
          "field 'project': Gemini through Vertex AI needs its region too"),
         ("provider: gemini, model: gemini-2.5-pro, region: us-central1, api_key_env: MY_KEY",
          "field 'api_key_env': Gemini on Vertex AI .* Application Default Credentials"),
@@ -574,8 +574,8 @@ AZ = "provider: azure, azure_endpoint: https://r.openai.azure.com"
         *((f"provider: {p}, model: {m}, {extra} batch: true",
            f"field 'batch': batch mode is not available for provider '{p}' yet")
           for p, m, extra in [("openrouter", "openai/gpt-5", ""),
-                              ("bedrock", "claude-sonnet-4-5", "region: x,"),
-                              ("vertex", "claude-sonnet-4-5", "region: x,")]),
+                              ("bedrock", "claude-sonnet-4-5", "region: us-east-1,"),
+                              ("vertex", "claude-sonnet-4-5", "region: us-east5,")]),
     ],
 )  # fmt: skip
 def test_settings_the_provider_would_refuse_fail_the_check(
@@ -598,7 +598,7 @@ def test_settings_the_provider_would_refuse_fail_the_check(
         "provider: gemini, model: gemini-2.5-flash, thinking_budget: 0",
         "provider: gemini, model: gemini-2.5-pro, batch: true, batch_wait: detach",
         "provider: vertex, model: claude-sonnet-4-5, region: global, deployment: claude-sonnet-4-5@20250929",
-        "provider: gemini, model: gemini-2.5-flash, region: us-central1, project: p1",
+        "provider: gemini, model: gemini-2.5-flash, region: us-central1, project: giant-p1",
         "provider: gemini, model: gemini-2.5-pro, region: global",
     ],
 )  # fmt: skip
@@ -705,7 +705,9 @@ def test_a_cloud_token_from_the_environment_replaces_the_chain(
     monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
     with ScriptedModelServer([answer_reply(1)]) as srv:
         base = srv.base_url + ("/v1" if provider == "vertex" else "")
-        ans = run(cloud_claude(provider, base, project="p1" if provider == "vertex" else ""), slide_path)
+        ans = run(
+            cloud_claude(provider, base, project="giant-p1" if provider == "vertex" else ""), slide_path
+        )
     assert ans.error is None and srv.token_requests == [] and srv.refused == []
     assert srv.requests[0].headers["authorization"] == f"Bearer {token}"
     assert redact_secrets(f"x {token} y") == f"x {REDACTED} y"

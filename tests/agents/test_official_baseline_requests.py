@@ -210,3 +210,71 @@ def test_random_region_requests_are_the_official_ones(
         "image_url": view_url(slide_path, region.box, 1000),
     }
     assert second["input"][:2] == first["input"] and set(second) == set(first)
+
+
+# ---- Claude's baselines: the benchmark script's ``call_claude_with_image``
+
+
+def run_claude(srv: ScriptedModelServer, agent: str, slide: Path, **fields) -> AgentAnswer:
+    """Our Claude baseline, declared with its defaults at ``srv`` (Anthropic's route), on one tcga item."""
+    exp = Experiment(
+        name="c", agent=agent, provider="anthropic", base_url=srv.base_url, model="claude-sonnet-4-5",
+        **fields,
+    )  # fmt: skip
+    made = make_agent(exp, pd.DataFrame(), None)
+    item = agent_item(item_row(slide, "tcga", TEMPLATE, OPTIONS))
+
+    async def go() -> AgentAnswer:
+        try:
+            return await made.answer(item, 0)
+        finally:
+            await made.aclose()
+
+    answer = asyncio.run(go())
+    assert answer.error is None, answer.error
+    return answer
+
+
+def claude_request(image) -> dict:
+    """``call_claude_with_image``'s request (``messages.stream``, its final message read): the prompt and
+    the JPEG (Pillow's defaults) in one user turn, ``max_tokens=30000``, thinking with 1024 tokens, and
+    nothing else: no system prompt, no ``cache_control``."""
+    buf = io.BytesIO()
+    image.save(buf, format="JPEG")
+    source = {"type": "base64", "media_type": "image/jpeg", "data": base64.b64encode(buf.getvalue()).decode()}
+    content = [{"type": "text", "text": PROMPT}, {"type": "image", "source": source}]
+    return {"model": "claude-sonnet-4-5", "max_tokens": 30000,
+            "messages": [{"role": "user", "content": content}],
+            "thinking": {"type": "enabled", "budget_tokens": 1024}}  # fmt: skip
+
+
+def test_claude_thumbnail_request_is_the_official_one_without_a_cache_write(slide_path: Path) -> None:
+    """One request per item whose cached prefix no later request shares (the prompt leads it): a
+    ``cache_control`` there is only a cache write, billed at 1.25x input and never read. By default the
+    official request goes; ``baseline_cache: true`` marks it as before."""
+    with ScriptedModelServer([Reply('{"answer": 2}')]) as srv:
+        answer = run_claude(srv, "thumbnail", slide_path)
+    (request,) = srv.requests
+    assert request.json == claude_request(official_thumbnail(slide_path, 1024))
+    assert answer.steps[-1].cache_write_tokens == 0
+    with ScriptedModelServer([Reply('{"answer": 2}')]) as srv:
+        marked = run_claude(srv, "thumbnail", slide_path, baseline_cache=True)
+    (request,) = srv.requests
+    expected = claude_request(official_thumbnail(slide_path, 1024))
+    expected["messages"][0]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+    assert request.json == expected
+    step = marked.steps[-1]
+    assert step.cache_write_tokens == step.input_tokens > 0  # the whole prompt written, nothing read
+
+
+def test_claude_patch_requests_are_the_official_ones(slide_path: Path) -> None:
+    with ScriptedModelServer([Reply('{"answer": 2}')] * 3) as srv:
+        answer = run_claude(srv, "patch", slide_path, n_patches=3)
+    boxes = [s.box for s in answer.steps if s.action == "patch"]
+    assert len(boxes) == 3 == len(srv.requests)
+    with openslide.OpenSlide(str(slide_path)) as s:
+        expected = [
+            claude_request(s.read_region((x, y), 0, (224, 224)).convert("RGB")) for x, y, _, _ in boxes
+        ]
+    key = lambda body: body["messages"][0]["content"][1]["source"]["data"]  # noqa: E731 - any order
+    assert sorted((r.json for r in srv.requests), key=key) == sorted(expected, key=key)

@@ -344,3 +344,57 @@ def test_message_items_and_text_results_are_shaped_as_officially(slide_path: Pat
     results = [b for b in srv.requests[1].json["messages"][-1]["content"] if b["type"] == "tool_result"]
     assert [type(r["content"]).__name__ for r in results] == ["list", "str"]
     assert [b["type"] for b in results[0]["content"]] == ["text", "image"]
+
+
+# ---- issue 38: the last differences (docs/agent-protocol.md's table)
+
+
+def test_claude_reply_blocks_go_back_as_the_api_sent_them(slide_path: Path) -> None:
+    """The official Claude agent appends ``response.content`` (the SDK's blocks) to its conversation,
+    which the SDK sends back with every field the API set (``exclude_unset``), ``citations: null``
+    included; so do we: the assistant turn of the next request is the reply's content, verbatim."""
+    blocks = [
+        {"type": "thinking", "thinking": "look closer", "signature": "c2lnLTE="},
+        {"type": "text", "text": "Let me zoom.", "citations": None},
+        {"type": "tool_use", "id": "toolu_01", "name": "slide_zoom",
+         "input": {"x0": 0, "y0": 0, "w": 2048, "h": 1536}},
+    ]  # fmt: skip
+    first = {"id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+             "content": blocks, "stop_reason": "tool_use", "stop_sequence": None,
+             "usage": {"input_tokens": 900, "output_tokens": 30}}  # fmt: skip
+    row = item_row(slide_path, "tcga_expert_vqa", QUESTION, OPTIONS)
+    with ScriptedModelServer([Reply(body=json.dumps(first).encode()), answer_reply("1")]) as srv:
+        assert run(experiment(srv, "anthropic"), agent_item(row)).error is None
+    turns = srv.requests[1].json["messages"]
+    (assistant,) = [t for t in turns if t["role"] == "assistant"]
+    assert assistant["content"] == blocks
+
+
+def azure_giant(srv: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch, **fields) -> Experiment:
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-key-SECRET-0123456789abcdef0123456789")
+    return Experiment(name="az", agent="giant", provider="azure", azure_endpoint=srv.base_url,
+                      model="gpt-5", deployment="my-gpt5", **fields)  # fmt: skip
+
+
+def test_giant_over_azure_sends_reasoning_unless_asked_for_the_official_azure_request(
+    slide_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The official GPT agent builds ``{input, model, tools}`` and adds ``reasoning: {effort: high,
+    summary: detailed}`` only for the names of its OpenAI list, which it never sends to Azure: over Azure
+    it sends no reasoning. Our default sends it (as over OpenAI: a row of the table);
+    ``reasoning_effort: null`` is the official Azure request (plus the wire-only ``store: false`` and
+    ``prompt_cache_key``, rows of the table too), under another result set."""
+    row = item_row(slide_path, "tcga_expert_vqa", QUESTION, OPTIONS)
+    with ScriptedModelServer([answer_reply("1")]) as srv:
+        default = azure_giant(srv, monkeypatch)
+        assert run(default, agent_item(row)).error is None
+    body = srv.requests[0].json
+    assert body["reasoning"] == {"effort": "high", "summary": "detailed"}
+    with ScriptedModelServer([answer_reply("1")]) as srv:
+        official = azure_giant(srv, monkeypatch, reasoning_effort=None)
+        assert run(official, agent_item(row)).error is None
+    (request,) = srv.requests
+    assert (request.path, request.query) == ("/openai/responses", {"api-version": "2025-03-01-preview"})
+    assert set(request.json) == {"input", "model", "tools", "store", "prompt_cache_key"}
+    assert request.json["model"] == "my-gpt5" and request.json["store"] is False
+    assert official.config_hash() != default.config_hash()

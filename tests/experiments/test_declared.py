@@ -223,7 +223,7 @@ def test_the_thumbnail_sweep_and_the_released_baseline_defaults() -> None:
     [
         ("{agent: giant, model: gpt-5}", True),  # OpenAI's API, no cap stated
         ("{agent: patch, provider: anthropic, model: claude-sonnet-4-5}", True),
-        ("{agent: giant, model: q, api: chat, base_url: 'http://10.0.0.5:8000/v1'}", True),  # off loopback
+        ("{agent: giant, model: q, server: vllm, base_url: 'http://10.0.0.5:8000/v1'}", True),  # off loopback
         ("{agent: giant, model: gpt-5, budget_usd: 0}", False),  # no cap, stated
         ("{agent: giant, model: gpt-5, budget_usd: 25}", False),
         ("{agent: giant, model: m, base_url: 'http://127.0.0.1:9/v1'}", False),  # loopback: free

@@ -61,8 +61,8 @@ def _vertex(url: str) -> dict[str, Any]:
 
 GEMINI = "/v1beta/models/gemini-2.5-pro"
 GEMINI_KEY = "AIza" + "SECRETgeminiKey0123456789abcdefghijk"
-VERTEX = "/v1/projects/YOUR-GCP-PROJECT/locations/us-east5/publishers/anthropic/models"
-VERTEX_GEMINI = "/v1beta1/projects/YOUR-GCP-PROJECT/locations/us-central1/publishers/google/models"
+VERTEX = "/v1/projects/your-gcp-project/locations/us-east5/publishers/anthropic/models"
+VERTEX_GEMINI = "/v1beta1/projects/your-gcp-project/locations/us-central1/publishers/google/models"
 BEDROCK = "/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/invoke"
 CASES: dict[str, tuple[Callable[[str], dict[str, Any]], dict[str, str], str]] = {
     "azure-gpt5-giant": (_azure, {"AZURE_OPENAI_API_KEY": AZURE_KEY}, "/openai/responses"),

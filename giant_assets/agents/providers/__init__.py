@@ -15,6 +15,7 @@ from giant_assets.agents.providers.errors import (
     ProviderError,
     ProviderHTTPError,
     RetriesExhausted,
+    UnsafeEndpoint,
 )
 from giant_assets.agents.providers.factory import make_chat_model, model_class
 from giant_assets.agents.providers.keys import api_key_from_env
@@ -61,6 +62,7 @@ __all__ = [
     "TextPart",
     "ToolCall",
     "ToolSpec",
+    "UnsafeEndpoint",
     "Usage",
     "api_key_from_env",
     "is_loopback_url",

@@ -3,6 +3,10 @@
 Extended thinking is on when ``thinking_budget`` is set (>0) and the model has it: thinking blocks go
 back unchanged in the assistant turn, as the API requires with tool use. Anthropic's image limits are
 kept per request (``images.fit_anthropic_images``: the oldest images but the overview leave first).
+The reply's blocks go back as the API sent them (every field it set, ``citations: null`` included), as
+the SDK sends back the official agent's ``response.content``.
+A reply with ``stop_reason: "refusal"`` (Claude's safety classifiers stopped it, whatever text it
+already holds) raises ``ContentFiltered``, as the other providers' safety stops: never an answer.
 Prompt caching: ``cache_control`` marks the system prompt (tools + system) and the last block of the
 conversation, so every step reads the previous steps' prefix from the cache and writes only what is new.
 """
@@ -14,7 +18,8 @@ from typing import Any
 
 import anthropic
 
-from giant_assets.agents.providers.base import SDKChatModel, dump
+from giant_assets.agents.providers.base import SDKChatModel
+from giant_assets.agents.providers.errors import ContentFiltered
 from giant_assets.agents.providers.images import fit_anthropic_images
 from giant_assets.agents.providers.messages import (
     ImagePart,
@@ -30,6 +35,7 @@ from giant_assets.agents.providers.messages import (
 from giant_assets.experiments.api_contracts import anthropic_max_tokens, reasons
 
 EPHEMERAL = {"type": "ephemeral"}
+REFUSED = "Claude declined to answer (stop_reason refusal: its safety classifiers stopped the reply)"
 
 
 class AnthropicChatModel(SDKChatModel):
@@ -80,6 +86,8 @@ class AnthropicChatModel(SDKChatModel):
         return body
 
     def _reply(self, response: Any) -> ModelReply:
+        if getattr(response, "stop_reason", None) == "refusal":  # Claude's safety classifiers stopped it
+            raise ContentFiltered(f"{self.provider} {self.url}: {REFUSED}", 200)
         blocks = response.content
         if not isinstance(blocks, list):
             raise TypeError(f"content is {type(blocks).__name__}, not a list of blocks")
@@ -99,7 +107,7 @@ class AnthropicChatModel(SDKChatModel):
             cached_input_tokens=read,
             cache_write_tokens=written,
         )
-        replay = tuple(dump(b) for b in blocks)
+        replay = tuple(b.to_dict(mode="json") for b in blocks)  # as the API sent them (SDK: exclude_unset)
         return ModelReply(text, calls, usage, reasoning=thinking, replay=replay)
 
     def _prepare(self, messages: Sequence[Message]) -> tuple[Sequence[Message], tuple[str, ...]]:

@@ -24,8 +24,9 @@ from typing import Any
 import anthropic
 
 from giant_assets.agents.providers.anthropic import AnthropicChatModel
-from giant_assets.agents.providers.errors import MissingAPIKey
+from giant_assets.agents.providers.errors import MissingAPIKey, UnsafeEndpoint
 from giant_assets.agents.providers.google_auth import google_credentials, remember_credentials
+from giant_assets.core.endpoints import cloud_names_problem
 from giant_assets.core.secrets import redact_secrets, remember
 
 
@@ -34,9 +35,13 @@ class _AnthropicCloud(AnthropicChatModel):
 
     default_base_url = ""  # the SDK's, from the region
 
-    def __init__(self, model: str, *, deployment: str = "", region: str = "", **kwargs: Any) -> None:
+    def __init__(
+        self, model: str, *, deployment: str = "", region: str = "", project: str = "", **kwargs: Any
+    ) -> None:
         if not region:
             raise ValueError(f"provider {self.provider!r} needs a region")
+        if problem := cloud_names_problem(self.provider, region, project):
+            raise UnsafeEndpoint(problem)
         self.deployment = deployment or model
         self.region = region
         kwargs.setdefault("require_key", False)  # the cloud's credential chain, not an API key
@@ -50,6 +55,9 @@ class _AnthropicCloud(AnthropicChatModel):
     def _body(self, messages: Any, tools: Any, cache_key: str | None) -> dict[str, Any]:
         body = super()._body(messages, tools, cache_key)
         return body | {"model": self.deployment, "anthropic_version": self.anthropic_version}  # model: route
+
+    def _credentialed(self) -> bool:
+        return True  # a signature, a session token or an OAuth token on every request
 
     def _auth_override(self) -> dict[str, Any]:
         return {}  # the client signs every request itself
@@ -83,7 +91,7 @@ class VertexChatModel(_AnthropicCloud):
 
     def __init__(self, model: str, *, project: str = "", **kwargs: Any) -> None:
         self.project = project
-        super().__init__(model, **kwargs)
+        super().__init__(model, project=project, **kwargs)
 
     @property
     def url(self) -> str:
@@ -103,6 +111,8 @@ class VertexChatModel(_AnthropicCloud):
         self.project = self.project or project
         if not self.project:
             raise MissingAPIKey("provider 'vertex': set 'project' (the credentials name none)")
+        if problem := cloud_names_problem(self.provider, None, self.project):  # the credentials' project
+            raise UnsafeEndpoint(problem)
         return anthropic.AsyncAnthropicVertex(
             credentials=credentials, project_id=self.project, timeout=self.timeout_s, **common
         )

@@ -48,6 +48,7 @@ class _Azure:
 
     provider = "azure"
     default_key_env = "AZURE_OPENAI_API_KEY"
+    endpoint_field = "azure_endpoint"
     name: str
     base_url: str
     timeout_s: float
@@ -64,6 +65,9 @@ class _Azure:
         if self.entra:
             kwargs["require_key"] = False
         super().__init__(model, **kwargs)  # type: ignore[call-arg]
+
+    def _credentialed(self) -> bool:
+        return True  # the key, or an Entra ID token
 
     def __repr__(self) -> str:
         return (

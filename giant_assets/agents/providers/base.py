@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic
 
-from giant_assets.agents.providers.errors import MalformedResponse, ProviderError
+from giant_assets.agents.providers.errors import MalformedResponse, ProviderError, UnsafeEndpoint
 from giant_assets.agents.providers.keys import api_key_from_env
 from giant_assets.agents.providers.messages import Message, ModelReply, ToolSpec
 from giant_assets.agents.providers.retry import Failure, RetryPolicy, parse_retry_after, with_retries
+from giant_assets.core.endpoints import endpoint_problem
 from giant_assets.core.secrets import Secret, is_loopback_url
 from giant_assets.runs.ratelimit import RateLimiter
 from giant_assets.runs.replies import current as current_replies
@@ -45,6 +46,7 @@ class SDKChatModel(abc.ABC):
     endpoint = ""  # the path under base_url that requests are posted to
     default_base_url = ""
     default_key_env = ""
+    endpoint_field = "base_url"  # the experiment field base_url comes from (named when it is refused)
     sdk: ModuleType  # the ``openai`` or ``anthropic`` package: its exception classes
     response_type: type  # the SDK's model of a reply, which the SDK parses the response body into
 
@@ -67,6 +69,8 @@ class SDKChatModel(abc.ABC):
         self.api_key_env = api_key_env or self.default_key_env
         required = not is_loopback_url(self.base_url) if require_key is None else require_key
         self._key: Secret | None = api_key_from_env(self.api_key_env, required)
+        if self.base_url and self._credentialed() and (problem := endpoint_problem(self.base_url)):
+            raise UnsafeEndpoint(f"provider {self.provider!r}: field {self.endpoint_field!r}: {problem}")
         self.limiter = limiter
         self.retry = retry or RetryPolicy()
         self.timeout_s = timeout_s
@@ -83,6 +87,10 @@ class SDKChatModel(abc.ABC):
     @property
     def url(self) -> str:
         return f"{self.base_url}{self.endpoint}"
+
+    def _credentialed(self) -> bool:
+        """Whether requests carry a credential (a key here; a cloud's token or signature in its class)."""
+        return self._key is not None
 
     @abc.abstractmethod
     def _make_client(self, key: str) -> Any:

@@ -18,6 +18,11 @@ class MissingAPIKey(ProviderError):
     """The configured environment variable holds no API key."""
 
 
+class UnsafeEndpoint(ProviderError):
+    """A credential would go where it must not (plain http off loopback, a region or project that is no
+    name of the provider's): refused before anything is sent."""
+
+
 class ProviderHTTPError(ProviderError):
     """A non-retryable HTTP error (4xx other than 408/409/425/429)."""
 

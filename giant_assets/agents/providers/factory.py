@@ -12,6 +12,7 @@ from giant_assets.agents.providers.retry import RetryPolicy
 from giant_assets.experiments.spec import Experiment
 from giant_assets.runs.ratelimit import RateLimiter
 
+BASELINES = frozenset({"thumbnail", "patch"})  # one request per item (per patch): no prefix shared later
 # api -> (module, class); imported on first use, so a run loads only the SDK it talks to
 WIRE_FORMATS: dict[str, tuple[str, str]] = {
     "responses": ("giant_assets.agents.providers.openai_responses", "OpenAIResponsesModel"),
@@ -63,6 +64,8 @@ def make_chat_model(experiment: Experiment, limiter: RateLimiter | None, **kwarg
         common["thinking_budget"] = experiment.thinking_budget
     else:
         common["reasoning_effort"] = experiment.reasoning_effort
+    if api == "messages":  # the baselines' one-request items: no cache mark, as officially, unless asked
+        common["cache"] = experiment.agent not in BASELINES or experiment.baseline_cache
     if api == "responses":
         common["reasoning_summary"] = experiment.reasoning_summary
     common |= _cloud_settings(experiment)

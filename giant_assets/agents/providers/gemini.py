@@ -37,6 +37,7 @@ from giant_assets.agents.providers.errors import (
     MalformedResponse,
     MissingAPIKey,
     ProviderError,
+    UnsafeEndpoint,
 )
 from giant_assets.agents.providers.google_auth import google_credentials, remember_credentials
 from giant_assets.agents.providers.messages import (
@@ -50,6 +51,7 @@ from giant_assets.agents.providers.messages import (
     Usage,
 )
 from giant_assets.agents.providers.retry import Failure, parse_retry_after
+from giant_assets.core.endpoints import cloud_names_problem
 from giant_assets.core.secrets import redact_secrets
 from giant_assets.experiments.spec import vertex_root
 
@@ -79,6 +81,8 @@ class GeminiChatModel(SDKChatModel):
         self.project = project
         self._credentials: Any = None
         if region:
+            if problem := cloud_names_problem(self.provider, region, project):
+                raise UnsafeEndpoint(problem)
             kwargs.setdefault("require_key", False)  # Google's credential chain, not an API key
             kwargs["base_url"] = kwargs.get("base_url") or vertex_root(region)
         super().__init__(model, **kwargs)
@@ -104,6 +108,8 @@ class GeminiChatModel(SDKChatModel):
         self.project = self.project or project or ""
         if not self.project:
             raise MissingAPIKey("provider 'gemini' on Vertex AI: set 'project' (the credentials name none)")
+        if problem := cloud_names_problem(self.provider, None, self.project):  # the credentials' project
+            raise UnsafeEndpoint(problem)
         options = types.HttpOptions(base_url=self.base_url, api_version=VERTEX_API_VERSION, timeout=timeout)
         return genai.Client(
             vertexai=True,
@@ -112,6 +118,9 @@ class GeminiChatModel(SDKChatModel):
             location=self.region,
             http_options=options,
         )
+
+    def _credentialed(self) -> bool:
+        return self._key is not None or bool(self.region)  # the key, or Google's OAuth token
 
     def redact(self, text: str) -> str:
         if self.region:  # every credential the chain gave, and any of a known shape
