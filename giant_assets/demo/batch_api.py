@@ -94,7 +94,9 @@ class _Batch:
     bad_lines: bool = False
     conflicting: bool = False
     failure: tuple[str, str] | None = None  # why validation failed it (code, message); else the server's
-    no_metadata: bool = False  # gemini: responses without their metadata
+    no_metadata: bool | str = False  # gemini: responses without their metadata ("odd": every other one)
+    short: bool = False  # gemini: its inline responses lack the first one
+    reordered: bool = False  # gemini: its inline responses in reverse order
     status: str = ""
     results: list[dict[str, Any]] | None = None  # per line, once finished
     finishing: bool = False  # its lines are being answered: a look meanwhile shows it still running
@@ -135,6 +137,8 @@ class BatchAPIServer(LoopbackServer):
         self.failure_reason = ("token_limit_exceeded", "Enqueued token limit reached for gpt-5.")
         self.created_lines: Counter[str] = Counter()
         self.drop_metadata = 0  # gemini: the next batches' responses come without their metadata
+        self.short_responses = 0  # gemini: the next batches' inline responses lack their first one
+        self.reorder_responses = 0  # gemini: the next batches' inline responses come in reverse order
         self.uploads: dict[str, tuple[dict[str, Any], bytearray]] = {}  # gemini: open upload sessions
         self.page_cap = 100  # gemini: the most batches a listing's page holds
         self.fail_create_at: set[int] = set()  # these creates (1 = the first) answer 500, create nothing

@@ -20,7 +20,9 @@ describes it (https://ai.google.dev/api/batch-api, guide https://ai.google.dev/g
 Every route wants the key in ``x-goog-api-key`` (or ``?key=``); errors are Google's ``{"error": {"code",
 "message", "status"}}``. A line's error carries the gRPC code of the HTTP status the scripted model
 answered. Injected: ``drop_metadata`` (the next batches' responses come without their ``metadata``, as
-some users report the service doing) besides the server's shared faults (``bad_lines``: in a
+some users report the service doing; a batch's ``no_metadata = "odd"``: its 1st, 3rd, ... responses
+only), ``short_responses`` (the next batches' inline responses lack the first one), ``reorder_responses``
+(... come in reverse order) besides the server's shared faults (``bad_lines``: in a
 responses file); ``page_cap`` caps a listing's page size (a listing of a few batches spans pages).
 """
 
@@ -76,7 +78,7 @@ def operation(server: BatchAPIServer, b: _Batch) -> dict[str, Any]:
     if done:
         batch["endTime"] = now
     if shown == "BATCH_STATE_SUCCEEDED":
-        lines = [_response(b, r) for r in b.results or []]
+        lines = [_response(b, r, n) for n, r in enumerate(b.results or [])]
         if b.input_file_id:  # answered in a responses file, each line keyed
             if b.output_file_id is None:
                 b.output_file_id = f"files/batch-{b.id.split('/')[-1]}-responses"
@@ -88,7 +90,9 @@ def operation(server: BatchAPIServer, b: _Batch) -> dict[str, Any]:
                 server.files[b.output_file_id] = "".join(x + "\n" for x in text).encode()
             output: dict[str, Any] = {"responsesFile": b.output_file_id}
         else:
-            output = {"inlinedResponses": {"inlinedResponses": lines}}
+            if b.reordered:  # the service's order, not the requests'
+                lines.reverse()
+            output = {"inlinedResponses": {"inlinedResponses": lines[1:] if b.short else lines}}
         batch["output"] = output
         op["response"] = {"@type": TYPE + "GenerateContentBatchOutput"} | output
     elif shown == "BATCH_STATE_FAILED":
@@ -96,8 +100,9 @@ def operation(server: BatchAPIServer, b: _Batch) -> dict[str, Any]:
     return op
 
 
-def _response(b: _Batch, r: dict[str, Any]) -> dict[str, Any]:
-    line: dict[str, Any] = {} if b.no_metadata else {"metadata": {"key": r["custom_id"]}}
+def _response(b: _Batch, r: dict[str, Any], n: int) -> dict[str, Any]:
+    keyless = b.no_metadata is True or (b.no_metadata == "odd" and n % 2 == 0)
+    line: dict[str, Any] = {} if keyless else {"metadata": {"key": r["custom_id"]}}
     if r["kind"] != "answered":
         return line | {"error": {"code": 4, "message": "the batch ended before this request ran"}}
     if r["status"] < 400:
@@ -221,6 +226,7 @@ def _create(server: BatchAPIServer, reply: Any, model: str, body: bytes) -> None
         input_file_id=file_name,
     )  # fmt: skip
     created.no_metadata = server.take("drop_metadata")
+    created.short, created.reordered = server.take("short_responses"), server.take("reorder_responses")
     server._hold_create_reply()
     return reply(200, operation(server, created))
 
