@@ -44,33 +44,37 @@ from giant_assets.experiments.declared import ExperimentsFileError
 from giant_assets.platform.resources import ExperimentsResource, StorageResource
 
 
-def open_batches(root: Path) -> list[dict[str, Any]]:
-    """Every batch not yet ended under ``root``'s journals, with its store folder."""
+def stores(root: Path) -> list[Any]:
+    """Every cell's batch store under ``root``'s journals, each read once."""
     from giant_assets.agents.providers.batching import BatchStore
 
-    out = []
-    for folder in sorted(root.glob("journals/*/*.batches")):
-        for record in BatchStore(folder).open_batches():
-            out.append(record | {"folder": str(folder)})
-    return out
+    return [BatchStore(folder) for folder in sorted(root.glob("journals/*/*.batches"))]
+
+
+def open_batches(root: Path, found: list[Any] | None = None) -> list[dict[str, Any]]:
+    """Every batch not yet ended under ``root``'s journals (or of the stores ``found``), with its store
+    folder."""
+    read = stores(root) if found is None else found
+    return [record | {"folder": str(s.folder)} for s in read for record in s.open_batches()]
 
 
 ORPHAN_AFTER_S = 600.0  # a round's create takes seconds: an intent this old without a batch lost its process
 
 
-def orphaned_rounds(root: Path, now: float | None = None) -> list[dict[str, Any]]:
-    """Rounds under ``root``'s journals whose process stopped between announcing the round and recording
-    its batch (an intent without a batch record, older than ``ORPHAN_AFTER_S``): the sensor cannot tell
-    whether that run is still going, so it names them and the user materializes the cell again, which
-    adopts the batch (or submits the round) before anything else."""
-    from giant_assets.agents.providers.batching import BatchStore
-
+def orphaned_rounds(
+    root: Path, now: float | None = None, found: list[Any] | None = None
+) -> list[dict[str, Any]]:
+    """Rounds under ``root``'s journals (or of the stores ``found``) whose process stopped between
+    announcing the round and recording its batch (an intent without a batch record, older than
+    ``ORPHAN_AFTER_S``): the sensor cannot tell whether that run is still going, so it names them and
+    the user materializes the cell again, which adopts the batch (or submits the round) before
+    anything else."""
     now = time.time() if now is None else now
     out = []
-    for folder in sorted(root.glob("journals/*/*.batches")):
-        for intent in BatchStore(folder).unresolved_intents():
+    for store in stores(root) if found is None else found:
+        for intent in store.unresolved_intents():
             if now - intent["at"] >= ORPHAN_AFTER_S:
-                out.append(intent | {"folder": str(folder)})
+                out.append(intent | {"folder": str(store.folder)})
     return out
 
 
@@ -160,14 +164,15 @@ def make_batch_rounds_sensor(job: JobDefinition):
         context: SensorEvaluationContext, storage: StorageResource, experiments: ExperimentsResource
     ):
         """Launches a cell of the results grid when a provider batch it waits on has ended."""
-        batches = open_batches(storage.root)
+        found = stores(storage.root)
+        batches = open_batches(storage.root, found)
         orphans = [
             f"{o.get('partition') or o['folder']}: round {o['round_tag']} of "
             f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(o['at']))} UTC has no recorded batch (its process "
             "stopped while submitting): materialize the cell again to adopt it"
-            for o in orphaned_rounds(storage.root)
+            for o in orphaned_rounds(storage.root, found=found)
         ]
-        for line in orphans:
+        for line in orphans + [f"batch store: {p}" for s in found for p in s.problems]:
             context.log.warning(line)
         state = json.loads(context.cursor or "{}")
         if "looked" not in state:  # a cursor of before launches were remembered: batch id -> time
@@ -267,15 +272,20 @@ LISTING_RETRY = RetryPolicy(max_attempts=2, max_total_wait_s=5.0)
 
 
 async def review_open(
-    root: Path, experiments: ExperimentsResource, name: str | None, cancel: bool
+    root: Path,
+    experiments: ExperimentsResource,
+    name: str | None,
+    cancel: bool,
+    found: list[Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """The open batches (of experiment ``name``, or all) with the provider's status now; ``cancel``
-    cancels each (the provider then ends it, and the next run of its cell stores what finished)."""
+    """The open batches (of experiment ``name``, or all; of the stores ``found``, else of every store
+    under ``root``) with the provider's status now; ``cancel`` cancels each (the provider then ends it,
+    and the next run of its cell stores what finished)."""
     from giant_assets.agents.providers import make_chat_model
     from giant_assets.agents.providers.batching import BatchStore, batch_client
 
     out = []
-    for b in open_batches(root):
+    for b in open_batches(root, found):
         if name and b.get("experiment") != name:
             continue
         try:

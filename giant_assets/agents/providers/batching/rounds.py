@@ -145,6 +145,8 @@ class BatchRound:
                 waited += 0.2
             self._locked = True
             self.store.reload()
+            for problem in self.store.problems:
+                self.log(f"batch store: {problem}")
 
     async def request(self, body: dict[str, Any]) -> dict[str, Any]:
         """The reply body to one request: from the store, from an open batch, or from a new round."""
