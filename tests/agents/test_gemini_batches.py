@@ -389,3 +389,26 @@ def test_reordered_responses_with_some_keys_missing_match_only_the_keyed_ones(tm
     assert len(results.problems) == 2 and all(batch_id in p and "not matched" in p for p in results.problems)
     # the responses' positions 2 and 4 (requests 3 and 1, reversed) are named
     assert [p.split(" response ")[1][:1] for p in results.problems] == ["2", "4"]
+
+
+def test_a_line_cancelled_by_the_service_goes_into_the_next_round(slide, tmp_path) -> None:
+    """A line error of gRPC code 1 (CANCELLED: the service gave up on it, as for a cancelled batch) is
+    not a refusal: its request goes into the next round and is answered. Mutation: code 1 read as its
+    HTTP status 499 (a 4xx: refused for good, the run fails)."""
+    cancelled: list[str] = []
+
+    def rule(request: RecordedRequest) -> Reply:
+        if request.question.count("x") == 1 and not cancelled:
+            cancelled.append("499")
+            return Reply(status=499, text="the request was cancelled")  # the line's error: code 1
+        return navigate(request)
+
+    items = _items(slide, 2)
+    sync, _ = _direct(items)
+    with ScriptedModelServer(rule=rule) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        agent, batch = _batched(api, tmp_path / "s")
+        answers = asyncio.run(answer_all(agent, items, batch))
+        # item 1's first request twice (cancelled, then answered), every other line once
+        assert cancelled and sorted(api.created_lines.values()) == [1, 1, 1, 2]
+    assert all(a.error is None for a in answers), [a.error for a in answers]
+    assert [a.text for a in answers] == [a.text for a in sync]
