@@ -36,8 +36,10 @@ Injected faults (each a count of the next occurrences, taken one by one): ``fail
 retrieval answers 500), ``fail_downloads`` (a results download answers 500), ``refuse_creates`` (a create
 answers 429 and creates nothing), ``fail_listings`` (a listing answers 500); ``flip_after_end`` (the next
 batches, once ended, show ``in_progress`` without result files on the retrieval after the one that
-ended them); ``bad_lines`` (the next batches' result files get a line that is not JSON, a blank line
-and a line without ``custom_id`` besides their real lines); ``conflicting`` (the next batches' result
+ended them); ``flip_every_other`` (the next batches, once ended, show ``in_progress`` without result
+files on every other retrieval: the 1st, 3rd, ... after the one that ended them); ``bad_lines`` (the
+next batches' result files get a line that is not JSON, a blank line and a line without ``custom_id``
+besides their real lines); ``conflicting`` (the next batches' result
 files repeat each succeeded line as an error after it); ``next_outcomes`` ``"failed"`` fails a batch
 as a whole with ``failure_reason`` (OpenAI ``errors``). ``created_lines`` counts every line of every
 create (what a client asked to be paid for).
@@ -90,6 +92,7 @@ class _Batch:
     outcome: str = "completed"  # completed | expired | expire_half | failed
     cancelled: bool = False
     flip: bool = False  # shown in_progress once, on the retrieval after the one that ended it
+    alternate: bool = False  # shown in_progress, without result files, on every other retrieval after
     views_after_end: int = 0
     bad_lines: bool = False
     conflicting: bool = False
@@ -132,6 +135,7 @@ class BatchAPIServer(LoopbackServer):
         self.refuse_creates = 0
         self.fail_listings = 0
         self.flip_after_end = 0
+        self.flip_every_other = 0
         self.bad_lines = 0
         self.conflicting = 0
         self.failure_reason = ("token_limit_exceeded", "Enqueued token limit reached for gpt-5.")
@@ -180,7 +184,9 @@ class BatchAPIServer(LoopbackServer):
 
     def shown_ended(self, batch: _Batch) -> bool:
         """Whether a retrieval shows the batch ended now (a flipping batch: not on its second look)."""
-        return batch.results is not None and not (batch.flip and batch.views_after_end == 1)
+        odd = batch.views_after_end % 2 == 1
+        return batch.results is not None and not ((batch.flip and batch.views_after_end == 1)
+                                                  or (batch.alternate and odd))  # fmt: skip
 
     def _hold_create_reply(self) -> None:
         delay = self.create_reply_delay_s
@@ -231,8 +237,9 @@ class BatchAPIServer(LoopbackServer):
             if self.next_outcomes:
                 batch.outcome = self.next_outcomes.pop(0)
             self.created_lines.update(cid for cid, _ in lines)
-        batch.flip, batch.bad_lines, batch.conflicting = (
+        batch.flip, batch.alternate, batch.bad_lines, batch.conflicting = (
             self.take("flip_after_end"),
+            self.take("flip_every_other"),
             self.take("bad_lines"),
             self.take("conflicting"),
         )

@@ -110,8 +110,38 @@ def _last_run(context: SensorEvaluationContext, run_key: str) -> Any:
     return runs[0] if runs else None
 
 
-async def _ended(batches: list[dict[str, Any]], experiments: ExperimentsResource) -> dict[str, str]:
-    """batch id -> the provider's status, for the batches that have ended; errors as 'error: ...'."""
+def contradiction(record: dict[str, Any], shown: str) -> str:
+    """The line naming a batch that a look showed ended and a later look shows ``shown``."""
+    seen = record.get("seen_ended") or {}
+    at = time.strftime("%Y-%m-%d %H:%M", time.gmtime(seen.get("at") or 0))
+    return (
+        f"{record.get('partition') or record.get('folder', '')}: batch {record['batch_id']} contradicts "
+        f"itself: shown ended ({seen.get('status')}) at {at} UTC, now {shown}; held as ended, its results "
+        "read where the ended look named them"
+    )
+
+
+def look_seen(record: dict[str, Any], status: Any) -> str | None:
+    """Keep what a look at the batch of ``record`` (with its store ``folder``) showed: an ended look
+    remembered in the store (an ended batch stays ended); a look showing running a batch seen ended
+    before noted there too, and the line naming it returned."""
+    from giant_assets.agents.providers.batching import BatchStore
+
+    store = BatchStore(Path(record["folder"]))
+    if status.ended:
+        store.remember_end(record["batch_id"], status.seen())
+        return None
+    if "seen_ended" not in record:
+        return None
+    store.note_contradiction(record["batch_id"], status.status)
+    return contradiction(record, status.status)
+
+
+async def _ended(
+    batches: list[dict[str, Any]], experiments: ExperimentsResource
+) -> tuple[dict[str, str], list[str]]:
+    """batch id -> the provider's status, for the batches that have ended (errors as 'error: ...'),
+    and the lines naming batches that contradict themselves (ended before, running now)."""
     from giant_assets.agents.providers import make_chat_model
     from giant_assets.agents.providers.batching import batch_client
     from giant_assets.agents.providers.retry import RetryPolicy
@@ -119,6 +149,7 @@ async def _ended(batches: list[dict[str, Any]], experiments: ExperimentsResource
     # a tick is bounded: a few quick attempts; a batch still failing is looked at next tick
     SENSOR_RETRY = RetryPolicy(max_attempts=3, base_delay_s=0.5, max_total_wait_s=5.0)  # noqa: N806
     ended: dict[str, str] = {}
+    contradicted: list[str] = []
     by_experiment: dict[str, list[dict[str, Any]]] = {}
     for b in batches:
         by_experiment.setdefault(b.get("experiment", ""), []).append(b)
@@ -137,11 +168,14 @@ async def _ended(batches: list[dict[str, Any]], experiments: ExperimentsResource
                 except Exception as exc:  # looked at again next tick; the others are still looked at
                     ended[b["batch_id"]] = f"error: {type(exc).__name__}: {exc}"[:300]
                     continue
-                if status.ended:
-                    ended[b["batch_id"]] = status.status
+                line = look_seen(b, status)
+                if line:
+                    contradicted.append(line)
+                if status.ended or "seen_ended" in b:  # an ended batch stays ended
+                    ended[b["batch_id"]] = status.status if status.ended else b["seen_ended"]["status"]
         finally:
             await chat.aclose()
-    return ended
+    return ended, contradicted
 
 
 def _poll_s(experiments: ExperimentsResource, batch: dict[str, Any]) -> float:
@@ -185,7 +219,7 @@ def make_batch_rounds_sensor(job: JobDefinition):
             for b in batches
             if not b.get("cancel_requested") and now - looked.get(b["batch_id"], 0) >= _poll_s(experiments, b)
         ]
-        ended = asyncio.run(_ended(due, experiments)) if due else {}
+        ended, contradicted = asyncio.run(_ended(due, experiments)) if due else ({}, [])
         looked = {b["batch_id"]: (now if b in due else looked.get(b["batch_id"], 0)) for b in batches}
         waiting, errors = [], []
         for b in batches:
@@ -207,6 +241,7 @@ def make_batch_rounds_sensor(job: JobDefinition):
                 launched[partition] = {"run_key": key, "attempt": attempt, "batch_id": b["batch_id"],
                                        "at": now, "folder": b["folder"]}  # fmt: skip
                 requests.append(RunRequest(run_key=key, partition_key=partition))
+        errors += contradicted
         for line in errors + notes:
             context.log.warning(line)
         summary = f"{len(waiting)} batch(es) running: " + "; ".join(waiting[:20]) if waiting else ""
@@ -313,5 +348,8 @@ async def review_open(
             continue
         finally:
             await chat.aclose()
-        out.append(b | {"provider_status": status.status, "counts": status.counts, "ended": status.ended})
+        line = look_seen(b, status)  # an ended look remembered; a contradiction of one named
+        ended = status.ended or "seen_ended" in b  # an ended batch stays ended
+        out.append(b | {"provider_status": status.status, "counts": status.counts, "ended": ended}
+                   | ({"contradiction": line} if line else {}))  # fmt: skip
     return out

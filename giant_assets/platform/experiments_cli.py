@@ -267,6 +267,8 @@ def _batches(resource: ExperimentsResource, name: str | None, cancel: bool) -> i
             print(f"{head}\tsince {since} UTC\tstatus unknown: {b['problem']}")
         else:
             print(f"{head}\tsince {since} UTC\t{b['provider_status']}\t{b['counts']}")
+        if b.get("contradiction"):
+            print(f"  {b['contradiction']}")
         if b.get("ended") and not cancel:
             print("  ended at the provider, its answers not stored yet: the batch sensor (dagster-daemon) "
                   "launches the cell; without a daemon, or if it says the cell cannot go on, materialize "

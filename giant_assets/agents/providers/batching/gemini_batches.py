@@ -133,22 +133,30 @@ class GeminiBatches(BatchClient):
         stats = {STATS[k]: int(v) for k, v in (batch.get("batchStats") or {}).items() if k in STATS}
         error = batch.get("error") or {}
         reason = f"{error.get('code')}: {error.get('message')}" if error else ""
-        return BatchStatus(state in TERMINAL, state, stats, reason[:500])
-
-    async def results(self, batch_id: str, custom_ids: Sequence[str] = ()) -> Results | None:
-        batch = await self._batch(batch_id)
-        if _state(batch) not in TERMINAL:
-            return None  # seen ended before, not now: looked at again, its lines are not lost
-        out = Results()
+        ended = state in TERMINAL
         output = batch.get("output") or {}
-        if output.get("responsesFile"):
-            name = output["responsesFile"]
+        handle = {"responses_file": output["responsesFile"]} if ended and output.get("responsesFile") else {}
+        return BatchStatus(ended, state, stats, reason[:500], handle, view=batch if ended else None)
+
+    async def _read(self, batch_id: str, custom_ids: Sequence[str], ended: BatchStatus) -> Results | None:
+        """The responses file the ended look named; else the inline responses of the ended look (a
+        remembered look keeps none: those of a look now, None while it shows the batch running again);
+        none in a batch that did not succeed (its lines count as expired)."""
+        out = Results()
+        name = ended.handle.get("responses_file")
+        if name:
             data = await self.call(
                 f"gemini {batch_id} {name}", lambda: self.client.aio.files.download(file=name)
             )
             text = data.decode("utf-8", errors="replace")
             read_lines(text, f"batch {batch_id} file {name}", _file_row, out, id_field="key")
             return out
+        if ended.status != "BATCH_STATE_SUCCEEDED":
+            return out
+        batch = ended.view if ended.view is not None else await self._batch(batch_id)
+        if _state(batch) not in TERMINAL:
+            return None
+        output = batch.get("output") or {}
         responses = (output.get("inlinedResponses") or {}).get("inlinedResponses") or []
         for n, key, line in _matched(responses, list(custom_ids), batch_id, out):
             try:
@@ -157,7 +165,7 @@ class GeminiBatches(BatchClient):
                 out.problems.append(
                     f"batch {batch_id} response {n + 1} ({key[:16]}): unexpected shape ({exc!r})"
                 )
-        return out  # a failed, cancelled or expired batch has no responses: its lines count as expired
+        return out
 
     async def cancel(self, batch_id: str) -> None:
         await self.call(f"gemini {batch_id} cancel", lambda: self.client.aio.batches.cancel(name=batch_id))

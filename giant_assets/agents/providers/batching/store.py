@@ -95,7 +95,13 @@ class BatchStore:
             self.intents[row["round_tag"]] = self.intents.get(row["round_tag"], {}) | row
 
     def _index_batch(self, row: dict[str, Any]) -> None:
-        first = row["batch_id"] not in self.batches
+        """A batch's records merge, the later's fields winning, but an ended batch stays ended: a record
+        written from an older reading (the sensor remembering a look beside the cell's run) reopens
+        nothing."""
+        old = self.batches.get(row["batch_id"])
+        first = old is None
+        if old is not None:
+            row = old | row | ({"status": ENDED} if old.get("status") == ENDED else {})
         self.batches[row["batch_id"]] = row
         for cid in row.get("custom_ids", []):
             if first:
@@ -127,6 +133,22 @@ class BatchStore:
         row = self.partition | row
         self._append("batches.jsonl", [row])
         self._index_batch(row)
+
+    def remember_end(self, batch_id: str, seen: dict[str, Any]) -> None:
+        """A look showed the batch ended (``BatchStatus.seen()``: its status word, counts and where its
+        results are): kept, once, so that a later look showing it running again changes nothing."""
+        record = self.batches.get(batch_id)
+        if record is not None and "seen_ended" not in record and record.get("status") != ENDED:
+            self.record_batch(record | {"seen_ended": seen | {"at": time.time()}})
+
+    def note_contradiction(self, batch_id: str, shown: str) -> bool:
+        """A look shows ``shown`` (running) for a batch seen ended before: kept the first time (True),
+        for ``giant-experiments status``."""
+        record = self.batches.get(batch_id)
+        if record is None or "contradicted" in record or record.get("status") == ENDED:
+            return False
+        self.record_batch(record | {"contradicted": {"status": shown, "at": time.time()}})
+        return True
 
     def _keep_answer(self, row: dict[str, Any]) -> bool:
         """Index ``row`` unless it would replace a succeeded answer (a paid answer is never dropped for
@@ -214,9 +236,26 @@ def _first(*whys: str | None) -> str | None:
     return next((why for why in whys if why), None)
 
 
+def _look_why(row: dict[str, Any], key: str) -> str | None:
+    """Why ``row[key]`` (a remembered look: ``seen_ended``, ``contradicted``) is not one."""
+    look = row.get(key)
+    if key not in row:
+        return None
+    if not isinstance(look, dict):
+        return f"{key} is not an object"
+    bad = _text(look, "status", True) or _time(look, "at", True)
+    handle, counts = look.get("handle", {}), look.get("counts", {})
+    if not bad and not (isinstance(handle, dict) and all(isinstance(v, str) for v in handle.values())):
+        bad = "handle is not an object of strings"
+    if not bad and not isinstance(counts, dict):
+        bad = "counts is not an object"
+    return f"{key}: {bad}" if bad else None
+
+
 def _batch_why(row: dict[str, Any]) -> str | None:
     return _first(_text(row, "batch_id", True), _ids(row), _text(row, "status"), _text(row, "round_tag"),
-                  _time(row, "submitted_at"))  # fmt: skip
+                  _time(row, "submitted_at"), _look_why(row, "seen_ended"),
+                  _look_why(row, "contradicted"))  # fmt: skip
 
 
 def _answer_why(row: dict[str, Any]) -> str | None:
