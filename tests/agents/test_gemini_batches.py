@@ -412,3 +412,37 @@ def test_a_line_cancelled_by_the_service_goes_into_the_next_round(slide, tmp_pat
         assert cancelled and sorted(api.created_lines.values()) == [1, 1, 1, 2]
     assert all(a.error is None for a in answers), [a.error for a in answers]
     assert [a.text for a in answers] == [a.text for a in sync]
+
+
+def test_a_batch_remembered_ended_and_shown_running_again_is_named_and_looked_at_again(
+    slide, tmp_path
+) -> None:
+    """Inline answers are shown only while a look shows the batch ended. A batch another look saw end
+    (the batch sensor's, kept in the store) and shown running again by the next look contradicts
+    itself: the round names it (log and store) and looks again, and reads the answers of the look
+    that shows it ended. Mutations: the remembered look ignored; a contradiction not looked at again
+    (the runs stop); not named."""
+    items, store = _items(slide, 2), tmp_path / "s"
+    logs: list[str] = []
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=2) as api:
+        api.flip_every_other = 1
+        agent, batch = _batched(api, store, mode="detach")
+        assert all(isinstance(a, BatchPending) for a in asyncio.run(answer_all(agent, items, batch)))
+        (batch_id,) = api.batches
+
+        async def sensor_look() -> None:  # ends it (its second look); kept as the sensor keeps it
+            chat = _model(api, retry=FAST)
+            try:
+                BatchStore(store).remember_end(batch_id, (await batch_client(chat).status(batch_id)).seen())
+            finally:
+                await chat.aclose()
+
+        asyncio.run(sensor_look())
+        agent, batch = _batched(api, store, mode="detach", log=logs.append)
+        answers = asyncio.run(answer_all(agent, items, batch))
+        assert all(isinstance(a, BatchPending) for a in answers)  # round 2 submitted: its runs wait on it
+        assert set(api.created_lines.values()) == {1} and len(api.created_lines) == 4
+    named = [line for line in logs if f"batch {batch_id} contradicts itself" in line]
+    assert len(named) == 1 and "seen BATCH_STATE_SUCCEEDED before, now shown running again" in named[0], logs
+    record = BatchStore(store).batches[batch_id]
+    assert record["status"] == "ended" and record["contradicted"]["status"].startswith("running")
