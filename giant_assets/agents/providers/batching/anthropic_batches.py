@@ -59,8 +59,9 @@ class AnthropicBatches(BatchClient):
         return BatchStatus(ended, batch.processing_status, counts, handle=handle)
 
     async def _read(self, batch_id: str, custom_ids: Sequence[str], ended: BatchStatus) -> Results | None:
-        """The results file at the URL the ended look named (none named: looked at again)."""
-        url = ended.handle.get("results_url")
+        """The results file at the URL the ended look named (none named: a look now names it, or the
+        batch is looked at again)."""
+        url = ended.handle.get("results_url") or (await self.status(batch_id)).handle.get("results_url")
         if not url:
             return None
         # the raw JSONL, read line by line here (the SDK's decoder fails the whole file on one bad line)
