@@ -135,7 +135,8 @@ class GeminiBatches(BatchClient):
         reason = f"{error.get('code')}: {error.get('message')}" if error else ""
         ended = state in TERMINAL
         output = batch.get("output") or {}
-        handle = {"responses_file": output["responsesFile"]} if ended and output.get("responsesFile") else {}
+        name = output.get("responsesFile")
+        handle = {"responses_file": name} if ended and isinstance(name, str) and name else {}
         return BatchStatus(ended, state, stats, reason[:500], handle, view=batch if ended else None)
 
     async def _read(self, batch_id: str, custom_ids: Sequence[str], ended: BatchStatus) -> Results | None:
