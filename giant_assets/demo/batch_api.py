@@ -36,8 +36,10 @@ Injected faults (each a count of the next occurrences, taken one by one): ``fail
 retrieval answers 500), ``fail_downloads`` (a results download answers 500), ``refuse_creates`` (a create
 answers 429 and creates nothing), ``fail_listings`` (a listing answers 500); ``flip_after_end`` (the next
 batches, once ended, show ``in_progress`` without result files on the retrieval after the one that
-ended them); ``bad_lines`` (the next batches' result files get a line that is not JSON, a blank line
-and a line without ``custom_id`` besides their real lines); ``conflicting`` (the next batches' result
+ended them); ``flip_every_other`` (the next batches, once ended, show ``in_progress`` without result
+files on every other retrieval: the 1st, 3rd, ... after the one that ended them); ``bad_lines`` (the
+next batches' result files get a line that is not JSON, a blank line and a line without ``custom_id``
+besides their real lines); ``conflicting`` (the next batches' result
 files repeat each succeeded line as an error after it); ``next_outcomes`` ``"failed"`` fails a batch
 as a whole with ``failure_reason`` (OpenAI ``errors``). ``created_lines`` counts every line of every
 create (what a client asked to be paid for).
@@ -47,19 +49,16 @@ from __future__ import annotations
 
 import email.parser
 import email.policy
-import itertools
 import json
-import threading
 import time
 import urllib.parse
 from collections import Counter
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from giant_assets.demo import batch_gemini
-from giant_assets.demo.loopback import LoopbackServer
+from giant_assets.demo.batch_emulator_base import BatchEmulator, EmulatedBatch
 from giant_assets.demo.scripted import ScriptedModelServer
 
 OPENAI_PATHS = {"/v1/responses": "/v1/responses", "/v1/chat/completions": "/v1/chat/completions"}
@@ -76,115 +75,14 @@ AZURE_BAD_TOKEN = (
 EXPIRED_MESSAGE = "This request could not be executed before the completion window expired."
 
 
-@dataclass
-class _Batch:
-    id: str
-    kind: str  # "openai", "azure", "anthropic" or "gemini"
-    endpoint: str  # the synchronous path each line is answered as
-    lines: list[tuple[str, dict[str, Any]]]
-    created_at: float
-    input_file_id: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)
-    polls: int = 0
-    polls_to_finish: int = 1
-    outcome: str = "completed"  # completed | expired | expire_half | failed
-    cancelled: bool = False
-    flip: bool = False  # shown in_progress once, on the retrieval after the one that ended it
-    views_after_end: int = 0
-    bad_lines: bool = False
-    conflicting: bool = False
-    failure: tuple[str, str] | None = None  # why validation failed it (code, message); else the server's
-    no_metadata: bool = False  # gemini: responses without their metadata
-    status: str = ""
-    results: list[dict[str, Any]] | None = None  # per line, once finished
-    finishing: bool = False  # its lines are being answered: a look meanwhile shows it still running
-    output_file_id: str | None = None
-    error_file_id: str | None = None
-
-
-class BatchAPIServer(LoopbackServer):
+class BatchAPIServer(BatchEmulator):
     """Loopback batch APIs on 127.0.0.1 answering lines with ``model``'s rule; a context manager."""
 
     def __init__(
         self, model: ScriptedModelServer, polls_to_finish: int | list[int] = 2, port: int = 0
     ) -> None:
-        self.model = model
-        # retrievals until a batch ends: one number for every batch, or one per batch in creation order
-        self.polls_to_finish = polls_to_finish
-        self.next_outcomes: list[str] = []
-        self.answered: Counter[str] = Counter()
-        self.batches: dict[str, _Batch] = {}
-        self.files: dict[str, bytes] = {}
-        self.file_names: dict[str, str] = {}
-        # Azure: the key its routes demand in ``api-key``, or the Entra ID token in ``Authorization``
-        self.azure_key: str | None = None
-        self.azure_token: str | None = None
-        self.deployments: set[str] | None = None  # the resource's batch deployments (None: any name)
-        self.azure_auth: list[str] = []  # "api-key" or "bearer": how each Azure request was authorized
-        self.calls: list[tuple[str, str]] = []  # (method, path) of every HTTP request
-        self.create_reply_delay_s: float | list[float] = 0.0  # after the batch exists; list: per create
-        self.stall_creates = 0  # the next creates hang and create nothing
-        self.stall_s = 30.0
-        self.fail_polls = 0
-        self.fail_downloads = 0
-        self.refuse_creates = 0
-        self.fail_listings = 0
-        self.flip_after_end = 0
-        self.bad_lines = 0
-        self.conflicting = 0
-        self.failure_reason = ("token_limit_exceeded", "Enqueued token limit reached for gpt-5.")
-        self.created_lines: Counter[str] = Counter()
-        self.drop_metadata = 0  # gemini: the next batches' responses come without their metadata
-        self.uploads: dict[str, tuple[dict[str, Any], bytearray]] = {}  # gemini: open upload sessions
-        self.page_cap = 100  # gemini: the most batches a listing's page holds
-        self.fail_create_at: set[int] = set()  # these creates (1 = the first) answer 500, create nothing
-        self.creates = 0
-        self._stopping = threading.Event()
-        self._ids = itertools.count(1)
-        self._lock = threading.Lock()
+        super().__init__(model, polls_to_finish)
         self._serve(ThreadingHTTPServer(("127.0.0.1", port), _handler(self)))
-
-    def stop(self) -> None:
-        self._stopping.set()  # a held create reply goes out (to a client that may be gone)
-        super().stop()
-
-    # ------------------------------------------------------------ state
-
-    def _stall_create(self) -> bool:
-        """A create that never reaches the provider: hang (nothing created), True if it was one."""
-        with self._lock:
-            if self.stall_creates <= 0:
-                return False
-            self.stall_creates -= 1
-        self._stopping.wait(self.stall_s)
-        return True
-
-    def take(self, fault: str) -> bool:
-        """One occurrence of the injected ``fault`` (a counter attribute), True if one was left."""
-        with self._lock:
-            left = getattr(self, fault)
-            if left <= 0:
-                return False
-            setattr(self, fault, left - 1)
-            return True
-
-    def failed_create(self) -> bool:
-        """Count a create; True when this one is to answer 500 without creating anything."""
-        with self._lock:
-            self.creates += 1
-            return self.creates in self.fail_create_at
-
-    def shown_ended(self, batch: _Batch) -> bool:
-        """Whether a retrieval shows the batch ended now (a flipping batch: not on its second look)."""
-        return batch.results is not None and not (batch.flip and batch.views_after_end == 1)
-
-    def _hold_create_reply(self) -> None:
-        delay = self.create_reply_delay_s
-        if isinstance(delay, list):
-            with self._lock:
-                delay = delay.pop(0) if delay else 0.0
-        if delay:
-            self._stopping.wait(delay)
 
     def listing(self, kind: str, query: dict[str, str]) -> dict[str, Any]:
         """One page of ``kind``'s batches, newest first, as the provider's list endpoint pages them."""
@@ -210,92 +108,8 @@ class BatchAPIServer(LoopbackServer):
             "last_id": page[-1].id if page else None,
         }
 
-    def _new_id(self, prefix: str) -> str:
-        return f"{prefix}_{next(self._ids):06d}"
-
-    def _create(self, kind: str, endpoint: str, lines: list[tuple[str, dict]], **kw: Any) -> _Batch:
-        with self._lock:
-            prefix = {"anthropic": "msgbatch", "gemini": "batches/gbatch"}.get(kind, "batch")
-            batch = _Batch(
-                self._new_id(prefix),
-                kind,
-                endpoint,
-                lines,
-                time.time(),
-                **kw,
-            )
-            if self.next_outcomes:
-                batch.outcome = self.next_outcomes.pop(0)
-            self.created_lines.update(cid for cid, _ in lines)
-        batch.flip, batch.bad_lines, batch.conflicting = (
-            self.take("flip_after_end"),
-            self.take("bad_lines"),
-            self.take("conflicting"),
-        )
-        with self._lock:
-            polls = self.polls_to_finish
-            batch.polls_to_finish = polls if isinstance(polls, int) else (polls.pop(0) if polls else 1)
-            self.batches[batch.id] = batch
-        return batch
-
-    def _advance(self, batch: _Batch) -> None:
-        """One retrieval: the batch moves through its statuses and finishes after ``polls_to_finish``."""
-        with self._lock:
-            if batch.results is not None:
-                batch.views_after_end += 1
-                return
-            if batch.finishing:  # another look is answering its lines: each line is answered once
-                return
-            batch.polls += 1
-            if batch.outcome == "failed" or batch.failure:
-                batch.status = "failed"
-                batch.results = []
-                return
-            if not batch.cancelled and batch.polls < batch.polls_to_finish:
-                steps = ["validating", "in_progress", "finalizing"]
-                batch.status = steps[min(batch.polls - 1, 2)] if batch.kind != "anthropic" else "in_progress"
-                return
-            batch.finishing = True
-            batch.status = "in_progress" if batch.kind == "anthropic" else "finalizing"
-        self._finish(batch)
-
-    def _finish(self, batch: _Batch) -> None:
-        results = []
-        half = len(batch.lines) // 2
-        for index, (custom_id, body) in enumerate(batch.lines):
-            if batch.cancelled:
-                results.append({"custom_id": custom_id, "kind": "canceled"})
-            elif batch.outcome == "expired" or (batch.outcome == "expire_half" and index >= half):
-                results.append({"custom_id": custom_id, "kind": "expired"})
-            else:
-                status, payload = self.model.answer(batch.endpoint, json.dumps(body).encode())
-                with self._lock:
-                    self.answered[custom_id] += 1
-                results.append(
-                    {
-                        "custom_id": custom_id,
-                        "kind": "answered",
-                        "status": status,
-                        "body": json.loads(payload),
-                    }
-                )
-        with self._lock:
-            batch.results = results
-            if batch.kind == "anthropic":
-                batch.status = "ended"
-            elif batch.kind == "gemini":
-                batch.status = "ended"  # its state is read off the batch (``batch_gemini.state``)
-            else:
-                batch.status = (
-                    "cancelled"
-                    if batch.cancelled
-                    else "expired"
-                    if batch.outcome == "expired"
-                    else "completed"
-                )
-                self._openai_files(batch)
-
-    def _openai_files(self, batch: _Batch) -> None:
+    def _result_files(self, batch: EmulatedBatch) -> None:
+        """OpenAI's (and Azure's) output file of answered lines and error file of the others."""
         out, err = [], []
         for n, r in enumerate(batch.results or []):
             line: dict[str, Any] = {"id": f"batch_req_{batch.id}_{n}", "custom_id": r["custom_id"]}
@@ -322,10 +136,10 @@ class BatchAPIServer(LoopbackServer):
 
     # ------------------------------------------------------------ wire objects
 
-    def openai_object(self, b: _Batch) -> dict[str, Any]:
+    def openai_object(self, b: EmulatedBatch) -> dict[str, Any]:
         done = [r for r in b.results or [] if r["kind"] == "answered" and r["status"] < 400]
         if b.results is not None and not self.shown_ended(b):
-            shown = _Batch(b.id, b.kind, b.endpoint, b.lines, b.created_at, status="in_progress",
+            shown = EmulatedBatch(b.id, b.kind, b.endpoint, b.lines, b.created_at, status="in_progress",
                            input_file_id=b.input_file_id, metadata=b.metadata)  # fmt: skip
             return self.openai_object(shown)
         failed = b.status == "failed"
@@ -354,7 +168,7 @@ class BatchAPIServer(LoopbackServer):
             },
         }
 
-    def anthropic_object(self, b: _Batch) -> dict[str, Any]:
+    def anthropic_object(self, b: EmulatedBatch) -> dict[str, Any]:
         kinds = Counter(_anthropic_type(r) for r in b.results or [])
         ended = self.shown_ended(b)
         return {
@@ -376,7 +190,7 @@ class BatchAPIServer(LoopbackServer):
             "results_url": f"{self.base_url}/v1/messages/batches/{b.id}/results" if ended else None,
         }
 
-    def anthropic_results(self, b: _Batch) -> bytes:
+    def anthropic_results(self, b: EmulatedBatch) -> bytes:
         lines = []
         for r in b.results or []:
             kind = _anthropic_type(r)
@@ -500,7 +314,7 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
         def _not_found(self) -> None:
             self._error(404, f"no route {self.path}", "NotFound")
 
-        def _batch(self, batch_id: str, kind: str) -> _Batch | None:
+        def _batch(self, batch_id: str, kind: str) -> EmulatedBatch | None:
             batch = server.batches.get(batch_id)
             return batch if batch is not None and batch.kind == kind else None
 

@@ -1,5 +1,7 @@
-"""Gemini's Batch API on the loopback batch server (``batch_api.BatchAPIServer``), as its reference
-describes it (https://ai.google.dev/api/batch-api, guide https://ai.google.dev/gemini-api/docs/batch-api):
+"""Gemini's Batch API on the loopback batch server (``batch_api.BatchAPIServer``; the batches and faults
+it shares with the other providers' routes are ``batch_emulator_base.BatchEmulator``'s), as its
+reference describes it (https://ai.google.dev/api/batch-api, guide
+https://ai.google.dev/gemini-api/docs/batch-api):
 
 - ``POST /v1beta/models/{model}:batchGenerateContent`` with ``{"batch": {"displayName", "inputConfig":
   {"requests": {"requests": [InlinedRequest]}}}}``, each ``{"request": GenerateContentRequest,
@@ -20,7 +22,9 @@ describes it (https://ai.google.dev/api/batch-api, guide https://ai.google.dev/g
 Every route wants the key in ``x-goog-api-key`` (or ``?key=``); errors are Google's ``{"error": {"code",
 "message", "status"}}``. A line's error carries the gRPC code of the HTTP status the scripted model
 answered. Injected: ``drop_metadata`` (the next batches' responses come without their ``metadata``, as
-some users report the service doing) besides the server's shared faults (``bad_lines``: in a
+some users report the service doing; a batch's ``no_metadata = "odd"``: its 1st, 3rd, ... responses
+only), ``short_responses`` (the next batches' inline responses lack the first one), ``reorder_responses``
+(... come in reverse order) besides the server's shared faults (``bad_lines``: in a
 responses file); ``page_cap`` caps a listing's page size (a listing of a few batches spans pages).
 """
 
@@ -28,10 +32,9 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from giant_assets.demo.batch_api import BatchAPIServer, _Batch
+from giant_assets.demo.batch_emulator_base import BatchEmulator, EmulatedBatch
 
 ROOTS = ("v1beta", "upload", "download")  # the first path segment of Gemini's routes
 TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main."
@@ -46,7 +49,7 @@ def error(status: int, message: str) -> dict[str, Any]:
     return {"error": {"code": status, "message": message, "status": STATUS_WORDS.get(status, "UNKNOWN")}}
 
 
-def state(server: BatchAPIServer, b: _Batch) -> str:
+def state(server: BatchEmulator, b: EmulatedBatch) -> str:
     """The batch's ``BatchState`` as a retrieval shows it now."""
     if b.results is None or not server.shown_ended(b):
         return "BATCH_STATE_RUNNING" if b.polls else "BATCH_STATE_PENDING"
@@ -57,7 +60,7 @@ def state(server: BatchAPIServer, b: _Batch) -> str:
     return "BATCH_STATE_EXPIRED" if b.outcome == "expired" else "BATCH_STATE_SUCCEEDED"
 
 
-def operation(server: BatchAPIServer, b: _Batch) -> dict[str, Any]:
+def operation(server: BatchEmulator, b: EmulatedBatch) -> dict[str, Any]:
     """The batch as its ``Operation``."""
     now = _iso(time.time())
     shown = state(server, b)
@@ -76,7 +79,7 @@ def operation(server: BatchAPIServer, b: _Batch) -> dict[str, Any]:
     if done:
         batch["endTime"] = now
     if shown == "BATCH_STATE_SUCCEEDED":
-        lines = [_response(b, r) for r in b.results or []]
+        lines = [_response(b, r, n) for n, r in enumerate(b.results or [])]
         if b.input_file_id:  # answered in a responses file, each line keyed
             if b.output_file_id is None:
                 b.output_file_id = f"files/batch-{b.id.split('/')[-1]}-responses"
@@ -88,7 +91,9 @@ def operation(server: BatchAPIServer, b: _Batch) -> dict[str, Any]:
                 server.files[b.output_file_id] = "".join(x + "\n" for x in text).encode()
             output: dict[str, Any] = {"responsesFile": b.output_file_id}
         else:
-            output = {"inlinedResponses": {"inlinedResponses": lines}}
+            if b.reordered:  # the service's order, not the requests'
+                lines.reverse()
+            output = {"inlinedResponses": {"inlinedResponses": lines[1:] if b.short else lines}}
         batch["output"] = output
         op["response"] = {"@type": TYPE + "GenerateContentBatchOutput"} | output
     elif shown == "BATCH_STATE_FAILED":
@@ -96,8 +101,9 @@ def operation(server: BatchAPIServer, b: _Batch) -> dict[str, Any]:
     return op
 
 
-def _response(b: _Batch, r: dict[str, Any]) -> dict[str, Any]:
-    line: dict[str, Any] = {} if b.no_metadata else {"metadata": {"key": r["custom_id"]}}
+def _response(b: EmulatedBatch, r: dict[str, Any], n: int) -> dict[str, Any]:
+    keyless = b.no_metadata is True or (b.no_metadata == "odd" and n % 2 == 0)
+    line: dict[str, Any] = {} if keyless else {"metadata": {"key": r["custom_id"]}}
     if r["kind"] != "answered":
         return line | {"error": {"code": 4, "message": "the batch ended before this request ran"}}
     if r["status"] < 400:
@@ -110,7 +116,7 @@ def _response(b: _Batch, r: dict[str, Any]) -> dict[str, Any]:
 
 
 def handle(
-    server: BatchAPIServer, handler: Any, method: str, parts: list[str], query: dict, body: bytes
+    server: BatchEmulator, handler: Any, method: str, parts: list[str], query: dict, body: bytes
 ) -> None:
     """Serve one request under ``/v1beta`` through the HTTP handler (its headers and ``_reply``)."""
     reply = handler._reply
@@ -152,7 +158,7 @@ def handle(
     return reply(404, error(404, f"no route /{'/'.join(parts)}"))
 
 
-def _upload_start(server: BatchAPIServer, handler: Any, body: bytes) -> None:
+def _upload_start(server: BatchEmulator, handler: Any, body: bytes) -> None:
     """``X-Goog-Upload-Command: start``: a new upload session, its URL in ``X-Goog-Upload-URL``."""
     if (
         handler.headers.get("X-Goog-Upload-Protocol") != "resumable"
@@ -166,7 +172,7 @@ def _upload_start(server: BatchAPIServer, handler: Any, body: bytes) -> None:
     _send(handler, 200, b"", {"X-Goog-Upload-URL": url, "X-Goog-Upload-Status": "active"})
 
 
-def _upload_chunk(server: BatchAPIServer, handler: Any, session: str, body: bytes) -> None:
+def _upload_chunk(server: BatchEmulator, handler: Any, session: str, body: bytes) -> None:
     """A chunk at ``X-Goog-Upload-Offset``; ``finalize`` makes the file (``{"file": File}``)."""
     meta, data = server.uploads.get(session, ({}, bytearray()))
     command = handler.headers.get("X-Goog-Upload-Command", "")
@@ -194,7 +200,7 @@ def _send(handler: Any, status: int, payload: bytes, headers: dict[str, str]) ->
     handler.wfile.write(payload)
 
 
-def _create(server: BatchAPIServer, reply: Any, model: str, body: bytes) -> None:
+def _create(server: BatchEmulator, reply: Any, model: str, body: bytes) -> None:
     batch = (json.loads(body or b"{}").get("batch") or {}) if body else {}
     config = batch.get("inputConfig") or {}
     inline = (config.get("requests") or {}).get("requests") or []
@@ -221,11 +227,12 @@ def _create(server: BatchAPIServer, reply: Any, model: str, body: bytes) -> None
         input_file_id=file_name,
     )  # fmt: skip
     created.no_metadata = server.take("drop_metadata")
+    created.short, created.reordered = server.take("short_responses"), server.take("reorder_responses")
     server._hold_create_reply()
     return reply(200, operation(server, created))
 
 
-def _listing(server: BatchAPIServer, query: dict[str, str]) -> dict[str, Any]:
+def _listing(server: BatchEmulator, query: dict[str, str]) -> dict[str, Any]:
     """One page of the Gemini batches, newest first."""
     items = [b for b in reversed(list(server.batches.values())) if b.kind == "gemini"]
     size = min(int(query.get("pageSize") or 50), server.page_cap)

@@ -44,33 +44,37 @@ from giant_assets.experiments.declared import ExperimentsFileError
 from giant_assets.platform.resources import ExperimentsResource, StorageResource
 
 
-def open_batches(root: Path) -> list[dict[str, Any]]:
-    """Every batch not yet ended under ``root``'s journals, with its store folder."""
+def stores(root: Path) -> list[Any]:
+    """Every cell's batch store under ``root``'s journals, each read once."""
     from giant_assets.agents.providers.batching import BatchStore
 
-    out = []
-    for folder in sorted(root.glob("journals/*/*.batches")):
-        for record in BatchStore(folder).open_batches():
-            out.append(record | {"folder": str(folder)})
-    return out
+    return [BatchStore(folder) for folder in sorted(root.glob("journals/*/*.batches"))]
+
+
+def open_batches(root: Path, found: list[Any] | None = None) -> list[dict[str, Any]]:
+    """Every batch not yet ended under ``root``'s journals (or of the stores ``found``), with its store
+    folder."""
+    read = stores(root) if found is None else found
+    return [record | {"folder": str(s.folder)} for s in read for record in s.open_batches()]
 
 
 ORPHAN_AFTER_S = 600.0  # a round's create takes seconds: an intent this old without a batch lost its process
 
 
-def orphaned_rounds(root: Path, now: float | None = None) -> list[dict[str, Any]]:
-    """Rounds under ``root``'s journals whose process stopped between announcing the round and recording
-    its batch (an intent without a batch record, older than ``ORPHAN_AFTER_S``): the sensor cannot tell
-    whether that run is still going, so it names them and the user materializes the cell again, which
-    adopts the batch (or submits the round) before anything else."""
-    from giant_assets.agents.providers.batching import BatchStore
-
+def orphaned_rounds(
+    root: Path, now: float | None = None, found: list[Any] | None = None
+) -> list[dict[str, Any]]:
+    """Rounds under ``root``'s journals (or of the stores ``found``) whose process stopped between
+    announcing the round and recording its batch (an intent without a batch record, older than
+    ``ORPHAN_AFTER_S``): the sensor cannot tell whether that run is still going, so it names them and
+    the user materializes the cell again, which adopts the batch (or submits the round) before
+    anything else."""
     now = time.time() if now is None else now
     out = []
-    for folder in sorted(root.glob("journals/*/*.batches")):
-        for intent in BatchStore(folder).unresolved_intents():
+    for store in stores(root) if found is None else found:
+        for intent in store.unresolved_intents():
             if now - intent["at"] >= ORPHAN_AFTER_S:
-                out.append(intent | {"folder": str(folder)})
+                out.append(intent | {"folder": str(store.folder)})
     return out
 
 
@@ -108,8 +112,38 @@ def _last_run(context: SensorEvaluationContext, run_key: str) -> Any:
     return runs[0] if runs else None
 
 
-async def _ended(batches: list[dict[str, Any]], experiments: ExperimentsResource) -> dict[str, str]:
-    """batch id -> the provider's status, for the batches that have ended; errors as 'error: ...'."""
+def contradiction(record: dict[str, Any], shown: str) -> str:
+    """The line naming a batch that a look showed ended and a later look shows ``shown``."""
+    seen = record.get("seen_ended") or {}
+    at = time.strftime("%Y-%m-%d %H:%M", time.gmtime(seen.get("at") or 0))
+    return (
+        f"{record.get('partition') or record.get('folder', '')}: batch {record['batch_id']} contradicts "
+        f"itself: shown ended ({seen.get('status')}) at {at} UTC, now {shown}; held as ended, its results "
+        "read where the ended look named them"
+    )
+
+
+def look_seen(record: dict[str, Any], status: Any) -> str | None:
+    """Keep what a look at the batch of ``record`` (with its store ``folder``) showed: an ended look
+    remembered in the store (an ended batch stays ended); a look showing running a batch seen ended
+    before noted there too, and the line naming it returned."""
+    from giant_assets.agents.providers.batching import BatchStore
+
+    store = BatchStore(Path(record["folder"]))
+    if status.ended:
+        store.remember_end(record["batch_id"], status.seen())
+        return None
+    if "seen_ended" not in record:
+        return None
+    store.note_contradiction(record["batch_id"], status.status)
+    return contradiction(record, status.status)
+
+
+async def _ended(
+    batches: list[dict[str, Any]], experiments: ExperimentsResource
+) -> tuple[dict[str, str], list[str]]:
+    """batch id -> the provider's status, for the batches that have ended (errors as 'error: ...'),
+    and the lines naming batches that contradict themselves (ended before, running now)."""
     from giant_assets.agents.providers import make_chat_model
     from giant_assets.agents.providers.batching import batch_client
     from giant_assets.agents.providers.retry import RetryPolicy
@@ -117,6 +151,7 @@ async def _ended(batches: list[dict[str, Any]], experiments: ExperimentsResource
     # a tick is bounded: a few quick attempts; a batch still failing is looked at next tick
     SENSOR_RETRY = RetryPolicy(max_attempts=3, base_delay_s=0.5, max_total_wait_s=5.0)  # noqa: N806
     ended: dict[str, str] = {}
+    contradicted: list[str] = []
     by_experiment: dict[str, list[dict[str, Any]]] = {}
     for b in batches:
         by_experiment.setdefault(b.get("experiment", ""), []).append(b)
@@ -135,11 +170,14 @@ async def _ended(batches: list[dict[str, Any]], experiments: ExperimentsResource
                 except Exception as exc:  # looked at again next tick; the others are still looked at
                     ended[b["batch_id"]] = f"error: {type(exc).__name__}: {exc}"[:300]
                     continue
-                if status.ended:
-                    ended[b["batch_id"]] = status.status
+                line = look_seen(b, status)
+                if line:
+                    contradicted.append(line)
+                if status.ended or "seen_ended" in b:  # an ended batch stays ended
+                    ended[b["batch_id"]] = status.status if status.ended else b["seen_ended"]["status"]
         finally:
             await chat.aclose()
-    return ended
+    return ended, contradicted
 
 
 def _poll_s(experiments: ExperimentsResource, batch: dict[str, Any]) -> float:
@@ -162,14 +200,15 @@ def make_batch_rounds_sensor(job: JobDefinition):
         context: SensorEvaluationContext, storage: StorageResource, experiments: ExperimentsResource
     ):
         """Launches a cell of the results grid when a provider batch it waits on has ended."""
-        batches = open_batches(storage.root)
+        found = stores(storage.root)
+        batches = open_batches(storage.root, found)
         orphans = [
             f"{o.get('partition') or o['folder']}: round {o['round_tag']} of "
             f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(o['at']))} UTC has no recorded batch (its process "
             "stopped while submitting): materialize the cell again to adopt it"
-            for o in orphaned_rounds(storage.root)
+            for o in orphaned_rounds(storage.root, found=found)
         ]
-        for line in orphans:
+        for line in orphans + [f"batch store: {p}" for s in found for p in s.problems]:
             context.log.warning(line)
         state = json.loads(context.cursor or "{}")
         if "looked" not in state:  # a cursor of before launches were remembered: batch id -> time
@@ -182,7 +221,7 @@ def make_batch_rounds_sensor(job: JobDefinition):
             for b in batches
             if not b.get("cancel_requested") and now - looked.get(b["batch_id"], 0) >= _poll_s(experiments, b)
         ]
-        ended = asyncio.run(_ended(due, experiments)) if due else {}
+        ended, contradicted = asyncio.run(_ended(due, experiments)) if due else ({}, [])
         looked = {b["batch_id"]: (now if b in due else looked.get(b["batch_id"], 0)) for b in batches}
         waiting, errors = [], []
         for b in batches:
@@ -204,6 +243,7 @@ def make_batch_rounds_sensor(job: JobDefinition):
                 launched[partition] = {"run_key": key, "attempt": attempt, "batch_id": b["batch_id"],
                                        "at": now, "folder": b["folder"]}  # fmt: skip
                 requests.append(RunRequest(run_key=key, partition_key=partition))
+        errors += contradicted
         for line in errors + notes:
             context.log.warning(line)
         summary = f"{len(waiting)} batch(es) running: " + "; ".join(waiting[:20]) if waiting else ""
@@ -269,15 +309,20 @@ LISTING_RETRY = RetryPolicy(max_attempts=2, max_total_wait_s=5.0)
 
 
 async def review_open(
-    root: Path, experiments: ExperimentsResource, name: str | None, cancel: bool
+    root: Path,
+    experiments: ExperimentsResource,
+    name: str | None,
+    cancel: bool,
+    found: list[Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """The open batches (of experiment ``name``, or all) with the provider's status now; ``cancel``
-    cancels each (the provider then ends it, and the next run of its cell stores what finished)."""
+    """The open batches (of experiment ``name``, or all; of the stores ``found``, else of every store
+    under ``root``) with the provider's status now; ``cancel`` cancels each (the provider then ends it,
+    and the next run of its cell stores what finished)."""
     from giant_assets.agents.providers import make_chat_model
     from giant_assets.agents.providers.batching import BatchStore, batch_client
 
     out = []
-    for b in open_batches(root):
+    for b in open_batches(root, found):
         if name and b.get("experiment") != name:
             continue
         try:
@@ -305,5 +350,8 @@ async def review_open(
             continue
         finally:
             await chat.aclose()
-        out.append(b | {"provider_status": status.status, "counts": status.counts, "ended": status.ended})
+        line = look_seen(b, status)  # an ended look remembered; a contradiction of one named
+        ended = status.ended or "seen_ended" in b  # an ended batch stays ended
+        out.append(b | {"provider_status": status.status, "counts": status.counts, "ended": ended}
+                   | ({"contradiction": line} if line else {}))  # fmt: skip
     return out

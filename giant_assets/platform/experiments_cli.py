@@ -303,12 +303,15 @@ def _batches(resource: ExperimentsResource, name: str | None, cancel: bool) -> i
     import time
 
     from giant_assets.core.settings import data_dir
-    from giant_assets.platform.batch_sensor import orphaned_rounds, review_open
+    from giant_assets.platform.batch_sensor import orphaned_rounds, review_open, stores
 
     if cancel and not name:
         print("error: --cancel needs the experiment NAME whose batches to cancel", file=sys.stderr)
         return 2
-    rows = asyncio.run(review_open(data_dir(), resource, name, cancel))
+    found = stores(data_dir())
+    for problem in (p for s in found for p in s.problems):  # the good records are still listed
+        print(f"warning: batch store {problem}", file=sys.stderr)
+    rows = asyncio.run(review_open(data_dir(), resource, name, cancel, found))
     for b in rows:
         since = time.strftime("%Y-%m-%d %H:%M", time.gmtime(b.get("submitted_at") or 0))
         head = f"{b.get('partition', '?')}\t{b['batch_id']}\t{b.get('requests', '?')} requests"
@@ -316,6 +319,8 @@ def _batches(resource: ExperimentsResource, name: str | None, cancel: bool) -> i
             print(f"{head}\tsince {since} UTC\tstatus unknown: {b['problem']}")
         else:
             print(f"{head}\tsince {since} UTC\t{b['provider_status']}\t{b['counts']}")
+        if b.get("contradiction"):
+            print(f"  {b['contradiction']}")
         if b.get("ended") and not cancel:
             print("  ended at the provider, its answers not stored yet: the batch sensor (dagster-daemon) "
                   "launches the cell; without a daemon, or if it says the cell cannot go on, materialize "
@@ -327,7 +332,7 @@ def _batches(resource: ExperimentsResource, name: str | None, cancel: bool) -> i
     if problems:
         summary += f"; {problems} could not be {'cancelled' if cancel else 'checked'} (see above)"
     print(summary)
-    for o in orphaned_rounds(data_dir()):
+    for o in orphaned_rounds(data_dir(), found=found):
         if name and o.get("experiment") != name:
             continue
         at = time.strftime("%Y-%m-%d %H:%M", time.gmtime(o["at"]))

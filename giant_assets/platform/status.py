@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +87,26 @@ def grid_states(
     for name in names or sorted(declared):
         for benchmark in sorted(items["benchmark_name"].astype(str).unique()):
             progress = journal_progress(declared[name], benchmark, items, data_dir / "journals")
-            out.append(_state(instance, declared[name], benchmark, progress, scored.get((name, benchmark))))
+            state = _state(instance, declared[name], benchmark, progress, scored.get((name, benchmark)))
+            folder = data_dir / "journals" / declared[name].config_hash() / f"{benchmark}.batches"
+            out.append(_with_contradictions(state, folder))
     return out
+
+
+def _with_contradictions(state: CellState, folder: Path) -> CellState:
+    """``state`` naming each open batch of the cell's store that contradicts itself (a look showed it
+    ended, a later one running again)."""
+    if not folder.is_dir():
+        return state
+    from giant_assets.agents.providers.batching import BatchStore
+    from giant_assets.platform.batch_sensor import contradiction
+
+    lines = [
+        contradiction(b, b["contradicted"].get("status", "running"))
+        for b in BatchStore(folder).open_batches()
+        if isinstance(b.get("contradicted"), dict)
+    ]
+    return replace(state, detail="; ".join([state.detail, *lines])) if lines else state
 
 
 def failed_cells(

@@ -4,6 +4,7 @@ a request's custom_id is canonical and per run, and an intent adopts only a batc
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from giant_assets.agents.providers.batching import BatchStore, ListedBatch, custom_id, intent_candidates
@@ -77,3 +78,60 @@ def test_an_intent_adopts_only_an_unnamed_batch_of_its_size_and_time(tmp_path: P
     store.record_intent("s", ["c"])
     store.record_batch({"batch_id": "b9", "round_tag": "s", "custom_ids": ["c"], "status": "in_progress"})
     assert [i["round_tag"] for i in BatchStore(tmp_path).unresolved_intents()] == ["t"]
+
+
+def test_hostile_store_lines_are_named_by_file_and_line_and_the_good_ones_kept(tmp_path: Path) -> None:
+    """Lines edited by hand or torn: a field missing (the intent without round_tag that once raised
+    KeyError), of the wrong type, NaN, 1e308, a 5,000-digit integer, 100,000-deep JSON. Each is left out
+    and named; every good record is read. Mutations: a check dropped (the bad line indexed, or a
+    KeyError), the line number off, RecursionError not caught."""
+    good_batch = {"batch_id": "b1", "custom_ids": ["x"], "status": "submitted", "submitted_at": 1000.0}
+    good_intent = {"round_tag": "t", "custom_ids": ["x"], "at": 999.0}
+    deep = "[" * 100_000 + "]" * 100_000
+    (tmp_path / "batches.jsonl").write_text(
+        "\n".join([
+            json.dumps({"custom_ids": ["y"], "status": "submitted"}),  # 1: no batch_id
+            json.dumps(good_batch),  # 2
+            json.dumps({"batch_id": "b2", "custom_ids": "xy"}),  # 3: custom_ids a string
+            json.dumps({"batch_id": "b3", "submitted_at": 1e308}),  # 4: not a unix time
+            '{"batch_id": "b4", "submitted_at": NaN}',  # 5
+            '{"batch_id": "b5", "requests": ' + "9" * 5000 + "}",  # 6: past Python's int digits limit
+            deep,  # 7
+        ]) + "\n"
+    )  # fmt: skip
+    (tmp_path / "intents.jsonl").write_text(
+        json.dumps({"custom_ids": ["z"], "at": 5.0})
+        + "\n"  # 1: no round_tag (was: KeyError)
+        + json.dumps(good_intent)
+        + "\n"  # 2
+        + json.dumps({"round_tag": "u", "custom_ids": ["z"]})
+        + "\n"  # 3: an intent without its time
+        + json.dumps({"round_tag": "t", "resolved": "not_found"})
+        + "\n"  # 4: a resolution: good
+    )
+    (tmp_path / "answers.jsonl").write_text(
+        json.dumps({"custom_id": "x", "kind": "succeeded"})
+        + "\n"  # 1: no body
+        + json.dumps({"custom_id": "y", "kind": "errored", "status": "500"})
+        + "\n"  # 2: status a string
+        + json.dumps({"custom_id": "w", "kind": "errored", "status": 1e308})
+        + "\n"  # 3
+        + json.dumps({"custom_id": "v", "kind": "paid"})
+        + "\n"  # 4
+        + json.dumps(OK)
+        + "\n"  # 5
+    )
+    store = BatchStore(tmp_path)
+    assert store.batches == {"b1": good_batch} and store.submissions == {"x": 1}
+    assert store.answers == {"x": OK}
+    assert store.intents == {"t": good_intent | {"round_tag": "t", "resolved": "not_found"}}
+    named = [
+        (p.split(" line ")[0].rsplit("/", 1)[1], int(p.split(" line ")[1].split(":")[0]))
+        for p in store.problems
+    ]
+    assert named == [("batches.jsonl", n) for n in (1, 3, 4, 5, 6, 7)] + [
+        ("answers.jsonl", n) for n in (1, 2, 3, 4)
+    ] + [("intents.jsonl", n) for n in (1, 3)], store.problems
+    assert all(p.startswith(str(tmp_path)) and p.endswith("(left out)") for p in store.problems)
+    assert "no batch_id" in store.problems[0] and "no round_tag" in store.problems[10]
+    assert "not JSON" in store.problems[4] and "not JSON" in store.problems[5]

@@ -396,3 +396,66 @@ def test_a_wrongly_adopted_anthropic_batch_costs_one_line_attempt(slide, tmp_pat
     (lost,) = [i for i in again.intents.values() if i["round_tag"] == again.batches[other]["round_tag"]]
     assert {again.submissions[cid] for cid in lost["custom_ids"]} == {2}  # the wrong wait counts as one
     assert {again.answers[f"other-{i}"]["kind"] for i in range(3)} == {"succeeded"}
+
+
+def _intent_at(store: Path, tag: str, cids: list[str], at: float) -> None:
+    """An intent written at ``at`` (as ``record_intent`` writes it then), with no batch recorded."""
+    BatchStore(store)._append_intent({"round_tag": tag, "custom_ids": cids, "at": at})
+
+
+def test_an_anthropic_batch_at_the_windows_edge_is_adopted_and_one_past_it_is_not(tmp_path) -> None:
+    """The window of an untagged intent runs from its time less the clock slack (60 s) to the store's
+    next record plus the slack. Intent at t0, the next record at t0+200: a batch of as many requests
+    at t0+90 (past t0+60, where a window ending at the intent's own time would stop) is adopted; one at
+    t0+261 (past the next record's t0+260, where a window ending now would reach) is not a candidate.
+    Mutations: the window's end at the intent's time; the next record ignored (the end at now)."""
+    store, t0 = tmp_path / "s", time.time() - 3600
+    _intent_at(store, "t-0", ["a", "b"], t0)
+    BatchStore(store).record_batch({"batch_id": "msgbatch_earlier", "custom_ids": ["c"], "status": "ended",
+                                    "round_tag": "u-0", "submitted_at": t0 + 200})  # fmt: skip
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        mine = api._create("anthropic", "/v1/messages", [("a", {}), ("b", {})])
+        late = api._create("anthropic", "/v1/messages", [("x", {}), ("y", {})])
+        mine.created_at, late.created_at = t0 + 90, t0 + 261
+        logs: list[str] = []
+        agent, batch = _batched("anthropic", api, store, log=logs.append)
+
+        async def adopt() -> None:
+            try:
+                await batch.adopt()
+            finally:
+                await agent.aclose()
+
+        asyncio.run(adopt())
+    assert batch.adopted == [mine.id], logs
+    assert BatchStore(store).batches[mine.id]["custom_ids"] == ["a", "b"]
+
+
+def test_an_azure_listing_with_a_deleted_input_file_still_adopts_the_other_batch(tmp_path) -> None:
+    """Azure tells a batch by its input file's name; a batch of the account whose input file was
+    deleted since (404) is no candidate, and the lost round's batch beside it is adopted. Mutation: a
+    404 raised like any other failure (the listing fails, nothing is adopted, the runs fail)."""
+    store = tmp_path / "s"
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        chat = _model("azure", api)
+        client = batch_client(chat)
+        body = {"model": "gpt5-batch", "input": "x"}
+
+        logs: list[str] = []
+
+        async def submit_lose_adopt() -> tuple[str, str]:
+            try:
+                mine = await client.submit([("a", body), ("b", body)], "t-0")
+                other = await client.submit([("o", body)], "o-0")
+                del api.files[api.batches[other].input_file_id]  # its input file deleted since: 404
+                _intent_at(store, "t-0", ["a", "b"], time.time() - 30)  # mine's id lost
+                chat.batch = BatchRound(client, BatchStore(store), poll_s=0.01, log=logs.append)
+                await chat.batch.adopt()
+                return mine, other
+            finally:
+                await chat.aclose()
+
+        mine, other = asyncio.run(submit_lose_adopt())
+        looked_up = [c for c in api.calls if c[0] == "GET" and c[1].startswith("/openai/files/")]
+    assert chat.batch.adopted == [mine], logs
+    assert len(looked_up) == 2  # both batches' input files were looked up; one was gone

@@ -324,3 +324,125 @@ def test_a_cancelled_batch_ends_cancelled_and_answers_nothing(tmp_path) -> None:
     assert not running.ended and running.status == "BATCH_STATE_RUNNING" and running.counts["pending"] == 2
     assert ended.ended and ended.status == "BATCH_STATE_CANCELLED" and ended.counts["requests"] == 2
     assert results is not None and results.rows == []  # its lines count as expired in the round
+
+
+def test_keyless_responses_one_short_are_not_matched_by_position_and_go_to_the_next_round(
+    slide, tmp_path
+) -> None:
+    """Three requests answered by two responses without their keys (the first one missing): matched
+    by position, the two runs that remain would each take a neighbour's answer. None is matched: each
+    is named, and the three requests go into the next round, whose answers are right."""
+    items = _items(slide, 3)
+    sync, _ = _direct(items)
+    logs: list[str] = []
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        api.drop_metadata, api.short_responses = 1, 1  # the first round's batch only
+        agent, batch = _batched(api, tmp_path / "s", log=logs.append)
+        answers = asyncio.run(answer_all(agent, items, batch))
+        first = next(iter(api.batches.values()))
+        assert first.short and first.no_metadata
+        # the first requests twice (the short batch, then the next round), the follow-ups once
+        assert sorted(api.created_lines.values()) == [1, 1, 1, 2, 2, 2]
+    assert [a.text for a in answers] == [a.text for a in sync] and len(set(a.text for a in sync)) == 3
+    assert all(a.error is None for a in answers), [a.error for a in answers]
+    unmatched = [line for line in logs if "not matched" in line]
+    assert len(unmatched) == 2 and all("2 responses to 3 requests" in line for line in unmatched), logs
+
+
+def test_reordered_responses_are_matched_by_key(slide, tmp_path) -> None:
+    items = _items(slide, 3)
+    sync, _ = _direct(items)
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        api.reorder_responses = 2  # both rounds' batches answer in reverse order, keyed
+        agent, batch = _batched(api, tmp_path / "s")
+        answers = asyncio.run(answer_all(agent, items, batch))
+        assert api.reorder_responses == 0 and set(api.created_lines.values()) == {1}
+    assert [a.text for a in answers] == [a.text for a in sync] and len(set(a.text for a in sync)) == 3
+
+
+def test_reordered_responses_with_some_keys_missing_match_only_the_keyed_ones(tmp_path) -> None:
+    """Four responses in reverse order, the 1st and 3rd request's without a key: the keyed ones show
+    the order is not the requests', so the keyless ones are not matched by position (which would give
+    request 2 the answer of request 3)."""
+
+    def echo(request: RecordedRequest) -> Reply:
+        return Reply(text=f"seen {request.question}")
+
+    with ScriptedModelServer(rule=echo) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        chat = _model(api, retry=FAST)
+        client = batch_client(chat)
+        lines = [(f"c{i}", chat._body([Message("user", (TextPart(f"q{i}"),))], (), None)) for i in range(4)]
+
+        async def submit_and_read() -> tuple:
+            batch_id = await client.submit(lines, "t-0")
+            api.batches[batch_id].no_metadata, api.batches[batch_id].reordered = "odd", True
+            status = await client.status(batch_id)
+            return batch_id, status, await client.results(batch_id, [c for c, _ in lines])
+
+        try:
+            batch_id, status, results = asyncio.run(submit_and_read())
+        finally:
+            asyncio.run(chat.aclose())
+    assert status.ended and results is not None
+    texts = {r["custom_id"]: r["body"]["candidates"][0]["content"]["parts"][0]["text"] for r in results.rows}
+    assert texts == {"c1": "seen q1", "c3": "seen q3"}
+    assert len(results.problems) == 2 and all(batch_id in p and "not matched" in p for p in results.problems)
+    # the responses' positions 2 and 4 (requests 3 and 1, reversed) are named
+    assert [p.split(" response ")[1][:1] for p in results.problems] == ["2", "4"]
+
+
+def test_a_line_cancelled_by_the_service_goes_into_the_next_round(slide, tmp_path) -> None:
+    """A line error of gRPC code 1 (CANCELLED: the service gave up on it, as for a cancelled batch) is
+    not a refusal: its request goes into the next round and is answered. Mutation: code 1 read as its
+    HTTP status 499 (a 4xx: refused for good, the run fails)."""
+    cancelled: list[str] = []
+
+    def rule(request: RecordedRequest) -> Reply:
+        if request.question.count("x") == 1 and not cancelled:
+            cancelled.append("499")
+            return Reply(status=499, text="the request was cancelled")  # the line's error: code 1
+        return navigate(request)
+
+    items = _items(slide, 2)
+    sync, _ = _direct(items)
+    with ScriptedModelServer(rule=rule) as model, BatchAPIServer(model, polls_to_finish=1) as api:
+        agent, batch = _batched(api, tmp_path / "s")
+        answers = asyncio.run(answer_all(agent, items, batch))
+        # item 1's first request twice (cancelled, then answered), every other line once
+        assert cancelled and sorted(api.created_lines.values()) == [1, 1, 1, 2]
+    assert all(a.error is None for a in answers), [a.error for a in answers]
+    assert [a.text for a in answers] == [a.text for a in sync]
+
+
+def test_a_batch_remembered_ended_and_shown_running_again_is_named_and_looked_at_again(
+    slide, tmp_path
+) -> None:
+    """Inline answers are shown only while a look shows the batch ended. A batch another look saw end
+    (the batch sensor's, kept in the store) and shown running again by the next look contradicts
+    itself: the round names it (log and store) and looks again, and reads the answers of the look
+    that shows it ended. Mutations: the remembered look ignored; a contradiction not looked at again
+    (the runs stop); not named."""
+    items, store = _items(slide, 2), tmp_path / "s"
+    logs: list[str] = []
+    with ScriptedModelServer(rule=navigate) as model, BatchAPIServer(model, polls_to_finish=2) as api:
+        api.flip_every_other = 1
+        agent, batch = _batched(api, store, mode="detach")
+        assert all(isinstance(a, BatchPending) for a in asyncio.run(answer_all(agent, items, batch)))
+        (batch_id,) = api.batches
+
+        async def sensor_look() -> None:  # ends it (its second look); kept as the sensor keeps it
+            chat = _model(api, retry=FAST)
+            try:
+                BatchStore(store).remember_end(batch_id, (await batch_client(chat).status(batch_id)).seen())
+            finally:
+                await chat.aclose()
+
+        asyncio.run(sensor_look())
+        agent, batch = _batched(api, store, mode="detach", log=logs.append)
+        answers = asyncio.run(answer_all(agent, items, batch))
+        assert all(isinstance(a, BatchPending) for a in answers)  # round 2 submitted: its runs wait on it
+        assert set(api.created_lines.values()) == {1} and len(api.created_lines) == 4
+    named = [line for line in logs if f"batch {batch_id} contradicts itself" in line]
+    assert len(named) == 1 and "seen BATCH_STATE_SUCCEEDED before, now shown running again" in named[0], logs
+    record = BatchStore(store).batches[batch_id]
+    assert record["status"] == "ended" and record["contradicted"]["status"].startswith("running")

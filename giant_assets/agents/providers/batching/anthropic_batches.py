@@ -54,13 +54,16 @@ class AnthropicBatches(BatchClient):
     async def status(self, batch_id: str) -> BatchStatus:
         batch = await self._retrieve(batch_id)
         counts = batch.request_counts.model_dump() if batch.request_counts else {}
-        return BatchStatus(batch.processing_status == "ended", batch.processing_status, counts)
+        ended = batch.processing_status == "ended"
+        handle = {"results_url": batch.results_url} if ended and batch.results_url else {}
+        return BatchStatus(ended, batch.processing_status, counts, handle=handle)
 
-    async def results(self, batch_id: str, custom_ids: Sequence[str] = ()) -> Results | None:
-        batch = await self._retrieve(batch_id)
-        if batch.processing_status != "ended" or not batch.results_url:
-            return None  # seen ended before, not now: looked at again, its lines are not lost
-        url = batch.results_url
+    async def _read(self, batch_id: str, custom_ids: Sequence[str], ended: BatchStatus) -> Results | None:
+        """The results file at the URL the ended look named (none named: a look now names it, or the
+        batch is looked at again)."""
+        url = ended.handle.get("results_url") or (await self.status(batch_id)).handle.get("results_url")
+        if not url:
+            return None
         # the raw JSONL, read line by line here (the SDK's decoder fails the whole file on one bad line)
         text = await self.call(
             f"anthropic batch {batch_id} results",

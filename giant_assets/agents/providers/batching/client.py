@@ -29,6 +29,24 @@ class BatchStatus:
     status: str  # the provider's own status word
     counts: dict[str, int]
     reason: str = ""  # why a batch failed as a whole (OpenAI ``errors``), for the log
+    # an ended batch: where its results are, as the look that saw it end named them (OpenAI's file
+    # ids, Anthropic's results URL, Gemini's responses file): kept in the store, so the results are
+    # read from there even if a later look shows the batch running again without them
+    handle: dict[str, Any] = field(default_factory=dict)
+    view: Any = field(default=None, compare=False, repr=False)  # the look itself (Gemini: inline answers)
+
+    def seen(self) -> dict[str, Any]:
+        """What the store keeps of a look that saw the batch end (``seen_ended``)."""
+        return {"status": self.status, "counts": self.counts, "reason": self.reason, "handle": self.handle}
+
+    @classmethod
+    def remembered(cls, record: dict[str, Any]) -> BatchStatus | None:
+        """The ended look a batch record remembers (``seen_ended``), or None."""
+        seen = record.get("seen_ended")
+        if not isinstance(seen, dict):
+            return None
+        return cls(True, str(seen.get("status", "")), dict(seen.get("counts") or {}),
+                   str(seen.get("reason") or ""), dict(seen.get("handle") or {}))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -104,11 +122,20 @@ class BatchClient(abc.ABC):
     @abc.abstractmethod
     async def status(self, batch_id: str) -> BatchStatus: ...
 
+    async def results(
+        self, batch_id: str, custom_ids: Sequence[str] = (), ended: BatchStatus | None = None
+    ) -> Results | None:
+        """The ended batch's result lines, read where ``ended`` (a look that saw it end, now or
+        remembered; default: a look now) says they are; None when it has not ended, or its results
+        cannot be read now (Gemini's inline answers, shown only while a look shows it ended): its lines
+        are not lost, the batch is looked at again. ``custom_ids``: the batch's requests in the order
+        they were submitted (Gemini answers inline requests in that order)."""
+        ended = ended or await self.status(batch_id)
+        return await self._read(batch_id, custom_ids, ended) if ended.ended else None
+
     @abc.abstractmethod
-    async def results(self, batch_id: str, custom_ids: Sequence[str] = ()) -> Results | None:
-        """The ended batch's result lines; None when the provider does not show it ended (any more):
-        its lines are not lost, the batch is looked at again. ``custom_ids``: the batch's requests in
-        the order they were submitted (Gemini answers inline requests in that order)."""
+    async def _read(self, batch_id: str, custom_ids: Sequence[str], ended: BatchStatus) -> Results | None:
+        """The result lines of a batch ``ended`` saw end, from what it names."""
 
     @abc.abstractmethod
     async def cancel(self, batch_id: str) -> None: ...

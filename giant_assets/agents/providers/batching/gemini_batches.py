@@ -6,8 +6,9 @@ https://ai.google.dev/api/batch-api) through the ``google-genai`` SDK's async cl
 
 Each request is the same contents and config the synchronous ``GeminiChatModel`` sends. As the guide
 advises, a batch whose requests stay under 20 MB goes *inline* (``InlinedRequest``\ s, the custom id
-as ``metadata.key``; answered in ``InlinedResponse``\ s in request order, a response without its
-``metadata`` named by its position); a larger one goes as an uploaded JSONL *input file*
+as ``metadata.key``; answered in ``InlinedResponse``\ s in request order, matched by their keys; one
+without its ``metadata`` by its position only where as many came back as were sent, in order: else
+left out, its request sent again); a larger one goes as an uploaded JSONL *input file*
 (``client.aio.files.upload``, the resumable upload protocol; each line ``{"key", "request"}``, the
 request in the REST form the SDK itself sends inline), answered in a responses file
 (``client.aio.files.download``) of ``{"key", "response" | "error"}`` lines, read one by one. An error
@@ -132,34 +133,40 @@ class GeminiBatches(BatchClient):
         stats = {STATS[k]: int(v) for k, v in (batch.get("batchStats") or {}).items() if k in STATS}
         error = batch.get("error") or {}
         reason = f"{error.get('code')}: {error.get('message')}" if error else ""
-        return BatchStatus(state in TERMINAL, state, stats, reason[:500])
-
-    async def results(self, batch_id: str, custom_ids: Sequence[str] = ()) -> Results | None:
-        batch = await self._batch(batch_id)
-        if _state(batch) not in TERMINAL:
-            return None  # seen ended before, not now: looked at again, its lines are not lost
-        out = Results()
+        ended = state in TERMINAL
         output = batch.get("output") or {}
-        if output.get("responsesFile"):
-            name = output["responsesFile"]
+        name = output.get("responsesFile")
+        handle = {"responses_file": name} if ended and isinstance(name, str) and name else {}
+        return BatchStatus(ended, state, stats, reason[:500], handle, view=batch if ended else None)
+
+    async def _read(self, batch_id: str, custom_ids: Sequence[str], ended: BatchStatus) -> Results | None:
+        """The responses file the ended look named; else the inline responses of the ended look (a
+        remembered look keeps none: those of a look now, None while it shows the batch running again);
+        none in a batch that did not succeed (its lines count as expired)."""
+        out = Results()
+        name = ended.handle.get("responses_file")
+        if name:
             data = await self.call(
                 f"gemini {batch_id} {name}", lambda: self.client.aio.files.download(file=name)
             )
             text = data.decode("utf-8", errors="replace")
             read_lines(text, f"batch {batch_id} file {name}", _file_row, out, id_field="key")
             return out
-        for n, line in enumerate((output.get("inlinedResponses") or {}).get("inlinedResponses") or []):
-            where = f"batch {batch_id} response {n + 1}"
-            meta = line.get("metadata") if isinstance(line, dict) else None
-            key = (meta or {}).get("key") or (custom_ids[n] if n < len(custom_ids) else None)
-            if not key:
-                out.problems.append(f"{where}: no metadata key, no request there")
-                continue
+        if ended.status != "BATCH_STATE_SUCCEEDED":
+            return out
+        batch = ended.view if ended.view is not None else await self._batch(batch_id)
+        if _state(batch) not in TERMINAL:
+            return None
+        output = batch.get("output") or {}
+        responses = (output.get("inlinedResponses") or {}).get("inlinedResponses") or []
+        for n, key, line in _matched(responses, list(custom_ids), batch_id, out):
             try:
                 out.rows.append(_file_row(line | {"key": key}))
             except (KeyError, TypeError, AttributeError, ValueError) as exc:
-                out.problems.append(f"{where} ({key[:16]}): unexpected shape ({exc!r})")
-        return out  # a failed, cancelled or expired batch has no responses: its lines count as expired
+                out.problems.append(
+                    f"batch {batch_id} response {n + 1} ({key[:16]}): unexpected shape ({exc!r})"
+                )
+        return out
 
     async def cancel(self, batch_id: str) -> None:
         await self.call(f"gemini {batch_id} cancel", lambda: self.client.aio.batches.cancel(name=batch_id))
@@ -184,6 +191,34 @@ class GeminiBatches(BatchClient):
 
     def line_bytes(self, cid: str, body: dict[str, Any]) -> int:
         return len(wire_json(body)) + len(cid) + 40
+
+
+def _matched(
+    responses: list[Any], custom_ids: list[str], batch_id: str, out: Results
+) -> list[tuple[int, str, dict[str, Any]]]:
+    """Each inline response with the custom id it answers: its ``metadata.key``. A response without
+    one is matched by its position only where the positions can be trusted: as many responses as
+    requests, and every keyed response at its own request's place; otherwise (one short, reordered)
+    it is named in ``out.problems`` and its request, answered by nothing, goes into the next round."""
+    keyed = [((r.get("metadata") or {}) if isinstance(r, dict) else {}).get("key") for r in responses]
+    in_order = len(responses) == len(custom_ids) and all(
+        k is None or k == custom_ids[n] for n, k in enumerate(keyed)
+    )
+    found = []
+    for n, (key, line) in enumerate(zip(keyed, responses, strict=True)):
+        where = f"batch {batch_id} response {n + 1}"
+        if not isinstance(line, dict):
+            out.problems.append(f"{where}: not an object")
+        elif isinstance(key, str) and key:
+            found.append((n, key, line))
+        elif in_order:
+            found.append((n, custom_ids[n], line))
+        else:
+            out.problems.append(
+                f"{where}: no metadata key, and its position names no request ({len(responses)} "
+                f"responses to {len(custom_ids)} requests, or in another order): not matched"
+            )
+    return found
 
 
 def _state(batch: dict[str, Any]) -> str:

@@ -73,14 +73,15 @@ class OpenAIBatches(BatchClient):
             f"{e.code or 'error'}: {e.message or ''}" + (f" (line {e.line})" if e.line else "")
             for e in (errors.data or [] if errors else [])
         )
-        return BatchStatus(batch.status in self.TERMINAL, batch.status, counts, reason[:500])
+        ended = batch.status in self.TERMINAL
+        files = {"output_file_id": batch.output_file_id, "error_file_id": batch.error_file_id}
+        handle = {k: v for k, v in files.items() if ended and isinstance(v, str) and v}
+        return BatchStatus(ended, batch.status, counts, reason[:500], handle)
 
-    async def results(self, batch_id: str, custom_ids: Sequence[str] = ()) -> Results | None:
-        batch = await self._retrieve(batch_id)
-        if batch.status not in self.TERMINAL:
-            return None  # seen ended before, not now: looked at again, its lines are not lost
+    async def _read(self, batch_id: str, custom_ids: Sequence[str], ended: BatchStatus) -> Results | None:
+        """The output and error files the ended look named (an ended batch without them: no lines)."""
         out = Results()
-        for file_id in (batch.output_file_id, batch.error_file_id):
+        for file_id in (ended.handle.get("output_file_id"), ended.handle.get("error_file_id")):
             if not file_id:
                 continue
             content = await self.call(

@@ -27,6 +27,9 @@ from giant_assets.runs.run_identity import current_run
 # how far the provider's clock may be from ours: a batch created from an intent is listed back to this
 # much before the intent, and (Anthropic) counts as a candidate from then on
 CLOCK_SLACK_S = 60.0
+# a batch seen ended whose look now shows it running without its results: looked at this many times
+# (detach) this far apart at most before its runs stop
+CONTRADICTED_LOOKS, CONTRADICTED_PAUSE_S = 3, 5.0
 _RUN: contextvars.ContextVar[object | None] = contextvars.ContextVar("batch_run", default=None)
 
 
@@ -145,6 +148,8 @@ class BatchRound:
                 waited += 0.2
             self._locked = True
             self.store.reload()
+            for problem in self.store.problems:
+                self.log(f"batch store: {problem}")
 
     async def request(self, body: dict[str, Any]) -> dict[str, Any]:
         """The reply body to one request: from the store, from an open batch, or from a new round."""
@@ -294,13 +299,21 @@ class BatchRound:
 
     async def _watch(self, batch_id: str) -> bool:
         """Poll the batch (hold: until it ends; detach: once); store its answers when it has ended.
-        Each call goes through the provider retry policy; a batch seen ended by its status and not by
-        the fetch of its results (the provider's view flipped back) is looked at again, nothing lost."""
+        Each call goes through the provider retry policy. An ended batch stays ended: the first look
+        that shows it ended is kept in the store (``seen_ended``, with where its results are), and its
+        results are read from there however a later look shows it; one whose results are shown only
+        while a look shows it ended (Gemini's inline answers) and that a look now shows running again
+        contradicts itself: named in the log and the store, and looked at again (detach: up to
+        ``CONTRADICTED_LOOKS`` times, then its runs stop)."""
+        contradicted = 0
         while True:
             try:
-                status = await self.client.status(batch_id)
-                cids = self.store.batches[batch_id].get("custom_ids", [])
-                fetched = await self.client.results(batch_id, cids) if status.ended else None
+                record = self.store.batches[batch_id]
+                status = BatchStatus.remembered(record) or await self.client.status(batch_id)
+                if status.ended:
+                    self.store.remember_end(batch_id, status.seen())
+                cids = record.get("custom_ids", [])
+                fetched = await self.client.results(batch_id, cids, status) if status.ended else None
             except RetriesExhausted as exc:
                 if self.mode == "detach":
                     raise
@@ -311,7 +324,15 @@ class BatchRound:
                 self._store_results(batch_id, status, fetched)
                 return True
             if status.ended:
-                self.log(f"batch {batch_id} was {status.status}, now shown running again: looked at again")
+                contradicted += 1
+                self.store.note_contradiction(batch_id, "running, its results not shown")
+                self.log(
+                    f"batch {batch_id} contradicts itself: seen {status.status} before, now shown running "
+                    f"again without its results (look {contradicted}): looked at again"
+                )
+                if self.mode == "hold" or contradicted < CONTRADICTED_LOOKS:
+                    await asyncio.sleep(min(self.poll_s, CONTRADICTED_PAUSE_S))
+                    continue
             if self.mode == "detach":
                 self.log(f"batch {batch_id} {status.status} {status.counts}: runs stop until it ends")
                 return False
