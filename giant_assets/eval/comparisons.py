@@ -15,14 +15,13 @@ rounding in balanced accuracy sums never decides it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 import pandas as pd
 
-from giant_assets.eval.bootstrap import bootstrap_indices, replicate_accuracy, replicate_balanced_accuracy
+from giant_assets.eval.bootstrap import REPLICATES, bootstrap_indices
 from giant_assets.eval.itemsets import ITEM_SET
 from giant_assets.eval.metrics import METRICS, LabelArray, as_label_arrays
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
@@ -57,10 +56,7 @@ COMPARISON_COLUMNS = (
     "seed",
     ITEM_SET,  # the item set both experiments were scored over (None: rows without fingerprints)
 )
-_REPLICATES: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] = {
-    "accuracy": replicate_accuracy,
-    "balanced_accuracy": replicate_balanced_accuracy,
-}
+_REPLICATES = REPLICATES
 
 
 @dataclass(frozen=True)
