@@ -67,7 +67,9 @@ class Declaration:
 
 def closest(word: str, choices: tuple[str, ...] | list[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest valid choice, or ``""``."""
-    match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+    match = [c for c in choices if word and c.startswith(word)][:1] or difflib.get_close_matches(
+        word, list(choices), n=1, cutoff=0.5
+    )
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 

@@ -103,6 +103,10 @@ def _parse(path: Path, text: str) -> tuple[dict[str, Experiment], dict[str, Decl
             loader.dispose()
     except yaml.YAMLError as exc:
         raise ExperimentsFileError(f"{path}: not valid YAML: {exc}") from exc
+    except ExperimentsFileError:
+        raise
+    except ValueError as exc:  # a scalar YAML cannot build, e.g. an integer of more than 4300 digits
+        raise ExperimentsFileError(f"{path}: a value cannot be read: {str(exc)[:200]}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("experiments"), dict):
         raise ExperimentsFileError(
             f"{path}: expected a mapping with an 'experiments' mapping (name: settings)"
