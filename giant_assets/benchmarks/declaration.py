@@ -42,6 +42,7 @@ REQUIRED_FIELDS = ("items", "answer", "metric")
 TEMPLATE_FIELDS = frozenset({"question", "options"})
 MAX_TEXT = 4096  # longest path, column name or description accepted
 MAX_TEMPLATE = 20_000
+MAX_GRADE = 1000  # largest integer grade of an ``answer: grade`` benchmark
 
 
 class DeclarationError(ValueError):

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from giant_assets.benchmarks.declaration import Declaration
+from giant_assets.benchmarks.declaration import MAX_GRADE, Declaration
 from giant_assets.multipathqa.loading import (
     PARSED_COLUMNS,
     ROW_COLUMN,
@@ -28,7 +28,6 @@ from giant_assets.multipathqa.prompts import format_options, render_prompt
 from giant_assets.multipathqa.wsi import resolve_items
 
 MAX_CELL = 100_000  # characters: a longer cell is refused before it is parsed
-MAX_GRADE = 1000  # largest integer grade accepted (grades are small ordinal numbers)
 
 
 def read_item_file(declaration: Declaration) -> pd.DataFrame:

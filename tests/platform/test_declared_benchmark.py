@@ -120,3 +120,58 @@ def test_a_declared_benchmark_runs_end_to_end(tmp_path: Path, sample_wsi_root: P
         assert board.loc[experiment, NAME] == f"{row['boot_mean_pct']:.1f} ± {row['boot_std_pct']:.1f}"
     assert set(board.loc[board["source"] == "paper", NAME]) == {""}  # the paper never ran it
     assert np.isfinite(metrics["boot_std_pct"]).all()
+
+
+GRADES = {"g1": ("a.tiff", 0), "g2": ("b.tiff", 2), "g3": ("c.tiff", 2), "g4": ("d.tiff", 3)}
+
+
+def test_a_declared_grade_benchmark_is_scored_by_quadratic_kappa(tmp_path: Path) -> None:
+    """Parquet items, integer grades, no options: majority and scripted GIANT, kappa against sklearn."""
+    from sklearn.metrics import cohen_kappa_score
+
+    _slides(tmp_path / "wsi")
+    items = tmp_path / "grades.parquet"
+    pd.DataFrame(
+        {"id": list(GRADES), "slide": [f"slides/{s}" for s, _ in GRADES.values()],
+         "question": ['How severe is the lesion? Reply {"answer": N}, N from 0 to 3.'] * 4,
+         "grade": [g for _, g in GRADES.values()]}
+    ).to_parquet(items)  # fmt: skip
+    data = tmp_path / "data"
+    instance = DagsterInstance.ephemeral()
+    with ScriptedModelServer(rule=demo_policy) as server:
+        declared = tmp_path / "experiments.yaml"
+        declared.write_text(
+            "experiments:\n  majority: {agent: majority}\n"
+            f"  scripted-giant: {{agent: giant, model: scripted-demo, base_url: '{server.openai_base_url}', "
+            "max_steps: 2}\n"
+            "benchmarks:\n  severity:\n    items: grades.parquet\n"
+            "    columns: {id: id, slide: slide, question: question, answer: grade}\n"
+            "    answer: grade\n    metric: quadratic_kappa\n    wsi_root: wsi\n"
+        )
+        resources = resources_for(data, experiments_file=declared)  # no wsi_root: its own is declared
+        add_experiments(instance, "majority", "scripted-giant")
+        for selection, key in [
+            (AssetSelection.assets("multipathqa_csv", "benchmark_items"), None),
+            (CELL, result_key("majority", "severity")),
+            (CELL, result_key("scripted-giant", "severity")),
+        ]:
+            result = materialize(
+                ALL_ASSETS, selection=selection, partition_key=key, resources=resources, instance=instance
+            )
+            assert result.success
+
+    store = ParquetStore(data)
+    metrics = store.read("benchmark_metrics").set_index("experiment")
+    truth = {g: grade for g, (_, grade) in GRADES.items()}
+    for experiment in ("majority", "scripted-giant"):
+        voted = store.read("item_predictions", [f"{experiment}/severity"]).set_index("benchmark_id")
+        assert voted["predicted_label"].notna().all()
+        pred = voted["predicted_label"].astype(int)
+        y = [truth[g] for g in voted.index]
+        scale = list(range(min(*y, *pred), max(*y, *pred) + 1))
+        expected = cohen_kappa_score(y, pred, labels=scale, weights="quadratic")
+        expected = 0.0 if np.isnan(expected) else expected  # undefined (one grade): reported as 0
+        assert metrics.loc[experiment, "metric_type"] == "quadratic_kappa"
+        assert metrics.loc[experiment, "value_pct"] == pytest.approx(100 * expected)
+    majority = store.read("item_predictions", ["majority/severity"])
+    assert set(majority["predicted_label"]) == {2}  # the most frequent grade
