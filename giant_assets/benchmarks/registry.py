@@ -34,3 +34,15 @@ def ordered(names: Iterable[str]) -> list[str]:
     declared but with stored results) alphabetically."""
     given = {str(n) for n in names}
     return [b for b in BUILT_IN_NAMES if b in given] + sorted(given - set(BUILT_IN_NAMES))
+
+
+def benchmark_arg(value: str) -> str:
+    """argparse ``type`` of a ``--benchmark`` option: a built-in or a possible declared benchmark name
+    (safe as a folder name: no '/', no '..')."""
+    import argparse
+
+    from giant_assets.benchmarks.declaration import name_problem
+
+    if value not in BUILT_IN_NAMES and name_problem(value):
+        raise argparse.ArgumentTypeError(str(name_problem(value)))
+    return value

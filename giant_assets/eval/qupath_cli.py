@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from giant_assets.benchmarks.registry import benchmark_arg
 from giant_assets.core.settings import data_dir
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.qupath import (
@@ -25,7 +26,6 @@ from giant_assets.eval.qupath import (
     stored_reported_regions,
     write_reference_regions,
 )
-from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 ITEMS_TABLE = "benchmark_items"
 
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     exp = sub.add_parser("export", help="every crop the agent viewed, one GeoJSON file per slide")
     exp.add_argument("--experiment", required=True)
-    exp.add_argument("--benchmark", required=True, choices=BENCHMARK_NAMES)
+    exp.add_argument("--benchmark", required=True, type=benchmark_arg)
     exp.add_argument("--out", type=Path, help="folder (default <data>/qupath/<experiment>/<benchmark>)")
     exp.add_argument(
         "--reported",
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     imp = sub.add_parser("import", help="QuPath GeoJSON exports -> a reference regions file")
     imp.add_argument("paths", nargs="+", type=Path, help="GeoJSON files or folders of them")
     imp.add_argument("--out", type=Path, help="regions file (default <data>/qupath/reference_regions.json)")
-    imp.add_argument("--benchmark", action="append", choices=BENCHMARK_NAMES, help="only these (repeat)")
+    imp.add_argument("--benchmark", action="append", type=benchmark_arg, help="only these (repeat)")
     imp.add_argument("--slide", help="the slide of every file (default: matched by file or folder name)")
     imp.add_argument("--class", dest="class_", action="append", help="keep only this classification (repeat)")
     imp.add_argument(

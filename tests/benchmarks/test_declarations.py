@@ -123,3 +123,18 @@ def test_an_unknown_top_level_key_lists_benchmarks(tmp_path: Path) -> None:
     path.write_text("experiments: {r: {}}\nbenchmark: {}\n")
     with pytest.raises(ExperimentsFileError, match="use 'defaults', 'experiments', 'benchmarks'"):
         load_experiments(path)
+
+
+def test_benchmark_options_of_the_clis_take_declared_names_but_no_path() -> None:
+    from giant_assets.eval.qupath_cli import main as qupath
+
+    with pytest.raises(SystemExit):
+        qupath(["export", "--experiment", "e", "--benchmark", "../../etc"])
+    from giant_assets.benchmarks.registry import benchmark_arg
+
+    assert (
+        benchmark_arg("tcga") == "tcga" and benchmark_arg("camelyon16-metastasis") == "camelyon16-metastasis"
+    )
+    for bad in ("../x", "a/b", "Big", ""):
+        with pytest.raises(Exception, match="not a benchmark name"):
+            benchmark_arg(bad)
