@@ -86,3 +86,16 @@ def test_paired_difference_of_f1_is_the_difference_of_sklearn_scores():
     a, b = [0, 1, 2, 0, 1, 1, -1, 1], [0, 0, 2, 2, 1, 2, 0, -1]
     diff = paired_difference(truth, a, b, "f1_macro", n_replicates=50, seed=3)
     assert diff.point == pytest.approx(sk_f1(truth, a) - sk_f1(truth, b))
+
+
+def test_kappa_replicates_keep_the_whole_sets_scale() -> None:
+    """A rare high grade is absent from most replicates: each still fills missing answers and weighs on
+    the whole set's scale 0..5, as sklearn does here with that scale given by hand."""
+    truth = np.array([0, 0, 0, 1, 1, 1, 1, 2, 2, 5])
+    pred = np.array([0, -1, 1, 1, -1, 1, 2, 2, -1, 4])
+    filled = np.where(pred < 0, np.where(truth >= 3, 0, 5), pred)  # farthest grade of 0..5 by hand
+    idx = bootstrap_indices(10, 300, 5)
+    reps = [cohen_kappa_score(truth[r], filled[r], labels=list(range(6)), weights="quadratic") for r in idx]
+    result = bootstrap_metric(truth, pred, "quadratic_kappa", n_replicates=300, seed=5)
+    assert result.mean == pytest.approx(np.nanmean(np.nan_to_num(reps, nan=0.0)))
+    assert result.std == pytest.approx(np.std(np.nan_to_num(reps, nan=0.0), ddof=1))
