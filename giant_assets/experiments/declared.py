@@ -105,6 +105,8 @@ def _parse(path: Path, text: str) -> tuple[dict[str, Experiment], dict[str, Decl
         raise ExperimentsFileError(f"{path}: not valid YAML: {exc}") from exc
     except ExperimentsFileError:
         raise
+    except RecursionError:  # e.g. 100,000 nested brackets
+        raise ExperimentsFileError(f"{path}: not valid YAML: nested too deeply") from None
     except ValueError as exc:  # a scalar YAML cannot build, e.g. an integer of more than 4300 digits
         raise ExperimentsFileError(f"{path}: a value cannot be read: {str(exc)[:200]}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("experiments"), dict):

@@ -138,3 +138,9 @@ def test_benchmark_options_of_the_clis_take_declared_names_but_no_path() -> None
     for bad in ("../x", "a/b", "Big", ""):
         with pytest.raises(Exception, match="not a benchmark name"):
             benchmark_arg(bad)
+
+
+def test_deeply_nested_yaml_is_a_clear_error(tmp_path: Path) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    message = _error(tmp_path, f"  b: {{items: c.csv, answer: label, metric: accuracy, columns: {deep}}}\n")
+    assert "not valid YAML: nested too deeply" in message
