@@ -10,7 +10,7 @@ import giant_assets
 # docs/architecture.md: a package imports only from those after it
 ORDER = [
     "cluster", "demo", "platform", "report", "grading", "judges", "agents", "eval", "geometry", "runs",
-    "experiments", "multipathqa", "slides", "core", "reference",
+    "experiments", "benchmarks", "multipathqa", "slides", "core", "reference",
 ]  # fmt: skip
 ROOT = Path(giant_assets.__file__).parent
 

@@ -26,8 +26,11 @@ def _labels(item: AgentItem) -> list[int]:
     """The valid labels of an item: ISUP grades for panda, 1..n for option questions."""
     if item.benchmark_name == _PANDA:
         return list(PANDA_GRADES)
-    if not item.options:
-        raise ValueError(f"{item.benchmark_name}/{item.benchmark_id}: option question without options")
+    if not item.options:  # a declared grade question: its grades are open-ended (0..1000)
+        raise ValueError(
+            f"{item.benchmark_name}/{item.benchmark_id}: a question without options (a declared grade "
+            "benchmark) has no fixed label set to draw from; use the majority agent as its baseline"
+        )
     return list(range(1, len(item.options) + 1))
 
 

@@ -1,4 +1,4 @@
-"""Item bootstrap of accuracy / balanced accuracy: all replicates at once, the paper's mean ± std format.
+"""Item bootstrap of every metric of eval/metrics.py: all replicates at once, the paper's mean ± std format.
 
 Resampling scheme (fixed, so results are reproducible and comparable to a per-replicate loop)::
 
@@ -16,7 +16,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from giant_assets.eval.metrics import METRICS, LabelArray, MetricFn, as_label_arrays
+from giant_assets.eval.metrics import (
+    METRICS,
+    LabelArray,
+    MetricFn,
+    as_label_arrays,
+    f1_macro,
+    grade_scale,
+    kappa_on_scale,
+    worst_filled,
+)
 
 
 @dataclass(frozen=True)
@@ -80,9 +89,24 @@ def replicate_balanced_accuracy(truth: np.ndarray, pred: np.ndarray, idx: np.nda
     return recall.sum(axis=1) / present.sum(axis=1)
 
 
-_VECTORISED: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] = {
+def replicate_f1_macro(truth: np.ndarray, pred: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Macro F1 of each replicate over the classes present in its drawn truth."""
+    return np.array([f1_macro(truth[row], pred[row]) for row in idx], dtype=np.float64)
+
+
+def replicate_quadratic_kappa(truth: np.ndarray, pred: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Quadratic kappa of each replicate, on the grade scale of all the items (so a missing prediction is
+    replaced by the same worst grade in every replicate)."""
+    scale = grade_scale(truth, pred)
+    filled = worst_filled(truth, pred, scale)
+    return np.array([kappa_on_scale(truth[row], filled[row], scale) for row in idx], dtype=np.float64)
+
+
+REPLICATES: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] = {
     "accuracy": replicate_accuracy,
     "balanced_accuracy": replicate_balanced_accuracy,
+    "f1_macro": replicate_f1_macro,
+    "quadratic_kappa": replicate_quadratic_kappa,
 }
 
 
@@ -101,10 +125,10 @@ def bootstrap_metric(
     truth, pred = as_label_arrays(y_true, y_pred)
     idx = bootstrap_indices(truth.size, n_replicates, seed)
     if isinstance(metric, str):
-        if metric not in _VECTORISED:
+        if metric not in REPLICATES:
             raise ValueError(f"unknown metric {metric!r}; choose one of {sorted(METRICS)} or pass a callable")
         point = METRICS[metric](truth, pred)
-        scores = _VECTORISED[metric](truth, pred, idx)
+        scores = REPLICATES[metric](truth, pred, idx)
     else:
         point = float(metric(truth, pred))
         scores = np.array([metric(truth[row], pred[row]) for row in idx], dtype=np.float64)

@@ -15,17 +15,16 @@ rounding in balanced accuracy sums never decides it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 import pandas as pd
 
-from giant_assets.eval.bootstrap import bootstrap_indices, replicate_accuracy, replicate_balanced_accuracy
+from giant_assets.benchmarks.registry import ordered
+from giant_assets.eval.bootstrap import REPLICATES, bootstrap_indices
 from giant_assets.eval.itemsets import ITEM_SET
 from giant_assets.eval.metrics import METRICS, LabelArray, as_label_arrays
-from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 TIE_TOLERANCE = 1e-12
 REQUIRED_COLUMNS = (
@@ -57,10 +56,7 @@ COMPARISON_COLUMNS = (
     "seed",
     ITEM_SET,  # the item set both experiments were scored over (None: rows without fingerprints)
 )
-_REPLICATES: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] = {
-    "accuracy": replicate_accuracy,
-    "balanced_accuracy": replicate_balanced_accuracy,
-}
+_REPLICATES = REPLICATES
 
 
 @dataclass(frozen=True)
@@ -249,10 +245,8 @@ def experiment_comparisons(
         experiment=item_predictions["experiment"].astype(str),
         benchmark_id=item_predictions["benchmark_id"].astype(str),
     )
-    known = [b for b in BENCHMARK_NAMES if b in set(frame["benchmark_name"])]
-    others = sorted(set(frame["benchmark_name"].astype(str)) - set(BENCHMARK_NAMES))
     rows: list[dict[str, object]] = []
-    for benchmark in [*known, *others]:
+    for benchmark in ordered(frame["benchmark_name"].astype(str)):
         subset = frame[frame["benchmark_name"] == benchmark]
         rows.extend(_benchmark_comparisons(benchmark, subset, n_replicates, seed))
     return pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from giant_assets.benchmarks.registry import BUILT_IN_NAMES, ordered
 from giant_assets.experiments.spec import Experiment
-from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 PAPER_FIGURES_CSV = Path(__file__).resolve().parent.parent / "reference" / "paper_figures.csv"
 FIGURES = {
@@ -59,7 +59,7 @@ def paper_figure_points(path: Path | str = PAPER_FIGURES_CSV) -> pd.DataFrame:
     if missing:
         raise ValueError(f"{path}: missing column(s) {missing}")
     bad = sorted(set(table["figure"]) - set(FIGURES)) + sorted(
-        set(table["benchmark_name"]) - set(BENCHMARK_NAMES)
+        set(table["benchmark_name"]) - set(BUILT_IN_NAMES)  # the paper's: MultiPathQA only
     )
     if bad:
         raise ValueError(f"{path}: unknown figure or benchmark name(s) {bad}")
@@ -97,7 +97,7 @@ def figure_points(
         frames.append(paper[COLUMNS])
     kept = [f for f in frames if len(f)]
     out = pd.concat(kept, ignore_index=True) if kept else frames[0]
-    order = {b: i for i, b in enumerate(BENCHMARK_NAMES)}
+    order = {b: i for i, b in enumerate(ordered(out["benchmark_name"].dropna()))}
     return out.sort_values(
         ["figure", "source", "series", "x", "x_label", "benchmark_name"],
         key=lambda c: (

@@ -26,9 +26,10 @@ from collections.abc import Collection, Mapping
 
 import pandas as pd
 
+from giant_assets.benchmarks.declaration import name_problem
+from giant_assets.benchmarks.registry import BUILT_IN_NAMES, ordered
 from giant_assets.eval.itemsets import ITEM_SET, combined_fingerprint
 from giant_assets.eval.paper import paper_models, paper_results
-from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 OURS, PAPER = "ours", "paper"
 # agents whose runs answer with a review JSON, not an option: their benchmark_metrics (near zero: no
@@ -47,18 +48,31 @@ LONG_COLUMNS = ("experiment", "source", "benchmark_name", "mean", "std", ITEM_SE
 # what the provider billed (every paid call) and, of it, what runs that do not count cost (scoring.py)
 BILLED_COLUMNS = ("cost_usd_billed", "cost_usd_not_counted")
 COUNT_COLUMNS = ("n_benchmarks", "n_items", "n_slide_readable", "n_answered")
-WIDE_COLUMNS = (
-    "experiment",
-    "source",
-    "agent",
-    "model",
-    *BENCHMARK_NAMES,
-    *COUNT_COLUMNS,
-    "coverage",
-    "cost_usd",
-    *BILLED_COLUMNS,
-    ITEM_SET,
-)
+
+
+def wide_columns(benchmarks: tuple[str, ...] = BUILT_IN_NAMES) -> tuple[str, ...]:
+    """The wide table's columns: a column per benchmark between the model and the counts."""
+    return (
+        "experiment",
+        "source",
+        "agent",
+        "model",
+        *benchmarks,
+        *COUNT_COLUMNS,
+        "coverage",
+        "cost_usd",
+        *BILLED_COLUMNS,
+        ITEM_SET,
+    )
+
+
+WIDE_COLUMNS = wide_columns()  # with the built-in benchmarks only
+
+
+def benchmark_columns(table: pd.DataFrame) -> list[str]:
+    """The benchmark columns of a wide table (those between ``model`` and the counts)."""
+    columns = list(table.columns)
+    return columns[columns.index("model") + 1 : columns.index(COUNT_COLUMNS[0])]
 
 
 def unscored_experiments(agents: Mapping[str, str]) -> set[str]:
@@ -74,7 +88,7 @@ def without_experiments(frame: pd.DataFrame, names: Collection[str]) -> pd.DataF
 
 
 def _checked(benchmark_metrics: pd.DataFrame) -> pd.DataFrame:
-    """The metrics rows, validated: required columns, known benchmark names, one row per cell.
+    """The metrics rows, validated: required columns, benchmark names, one row per cell.
 
     A frame with no rows at all (no experiment has run yet) needs no columns.
     """
@@ -86,11 +100,9 @@ def _checked(benchmark_metrics: pd.DataFrame) -> pd.DataFrame:
             f"benchmark_metrics: missing column(s) {missing}; it has {list(benchmark_metrics.columns)}"
         )
     metrics = benchmark_metrics.assign(experiment=benchmark_metrics["experiment"].astype(str))
-    unknown = sorted(set(metrics["benchmark_name"]) - set(BENCHMARK_NAMES))
-    if unknown:
-        raise ValueError(
-            f"benchmark_metrics: unknown benchmark name(s) {unknown}; expected {list(BENCHMARK_NAMES)}"
-        )
+    bad = sorted({str(b) for b in metrics["benchmark_name"] if b not in BUILT_IN_NAMES and name_problem(b)})
+    if bad:
+        raise ValueError(f"benchmark_metrics: {name_problem(bad[0])}")
     repeated = metrics.duplicated(["experiment", "benchmark_name"], keep=False)
     if repeated.any():
         cells = metrics.loc[repeated, ["experiment", "benchmark_name"]].drop_duplicates()
@@ -102,7 +114,7 @@ def _checked(benchmark_metrics: pd.DataFrame) -> pd.DataFrame:
 
 
 def _benchmark_order(frame: pd.DataFrame, column: str) -> pd.Series:
-    return frame[column].map({name: i for i, name in enumerate(BENCHMARK_NAMES)})
+    return frame[column].map({name: i for i, name in enumerate(ordered(frame[column]))})
 
 
 def _paper(paper: pd.DataFrame | None) -> pd.DataFrame:
@@ -210,7 +222,8 @@ def _paper_facts(models: list[str]) -> pd.DataFrame:
 def leaderboard_table(benchmark_metrics: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per experiment (``source`` "ours") plus the paper's rows (``source`` "paper").
 
-    Benchmark columns hold ``"mean ± std"`` (percent, one decimal; empty where unknown). ``n_items`` sums
+    Benchmark columns (the five built-ins, then every other benchmark with results) hold ``"mean ± std"``
+    (percent, one decimal; empty where unknown). ``n_items`` sums
     the items of the benchmarks the experiment ran, ``n_slide_readable`` those with a readable slide,
     ``n_answered`` those with an answer (NA when the metrics rows lack ``n_answered``); ``coverage``
     says the same in words; ``item_set_fingerprint`` combines its cells' item sets. The paper's rows have
@@ -222,20 +235,21 @@ def leaderboard_table(benchmark_metrics: pd.DataFrame, paper: pd.DataFrame | Non
     long["cell"] = [_cell(m, s) for m, s in zip(long["mean"], long["std"], strict=True)]
     cells = long.pivot(index=["experiment", "source"], columns="benchmark_name", values="cell")
     facts = pd.concat([_our_facts(metrics), _paper_facts(paper_models(paper))])
-    wide = facts.join(cells.reindex(columns=list(BENCHMARK_NAMES)), how="left").reset_index()
-    for column in BENCHMARK_NAMES:
+    benchmarks = tuple(ordered([*BUILT_IN_NAMES, *metrics["benchmark_name"].astype(str)]))
+    wide = facts.join(cells.reindex(columns=list(benchmarks)), how="left").reset_index()
+    for column in benchmarks:
         wide[column] = wide[column].fillna("")
     for column in COUNT_COLUMNS:
         wide[column] = wide[column].astype("Int64")
     for column in ("cost_usd", *BILLED_COLUMNS):
         wide[column] = wide[column].astype(float)
-    return wide[list(WIDE_COLUMNS)]
+    return wide[list(wide_columns(benchmarks))]
 
 
 def leaderboard_markdown(table: pd.DataFrame) -> str:
     """The wide table as a Markdown pipe table (for asset metadata): benchmarks, coverage, cost."""
     shown = pd.DataFrame({"experiment": table["experiment"], "source": table["source"]})
-    for name in BENCHMARK_NAMES:
+    for name in benchmark_columns(table):
         shown[name] = table[name]
     shown["coverage"] = table["coverage"].fillna("")
     shown["cost"] = [f"${cost:,.2f}" if pd.notna(cost) else "" for cost in table["cost_usd"]]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from giant_assets.benchmarks.registry import benchmark_arg
 from giant_assets.core.settings import data_dir
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.qupath import (
@@ -26,7 +27,6 @@ from giant_assets.eval.qupath import (
     stored_reported_regions,
     write_reference_regions,
 )
-from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 ITEMS_TABLE = "benchmark_items"
 
@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--experiment", required=True, help="the experiment whose runs are exported")
     exp.add_argument(
         "--benchmark",
-        choices=BENCHMARK_NAMES,
+        type=benchmark_arg,
         help="only this benchmark (default: every benchmark the experiment has predictions of)",
     )
     exp.add_argument(
@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument(
         "--benchmark",
         action="append",
-        choices=BENCHMARK_NAMES,
+        type=benchmark_arg,
         help="only the items of this benchmark (repeat; default all)",
     )
     imp.add_argument("--slide", help="the slide of every file (default: matched by file or folder name)")

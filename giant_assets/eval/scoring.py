@@ -23,13 +23,13 @@ import numpy as np
 import pandas as pd
 
 from giant_assets import __version__
+from giant_assets.benchmarks.registry import ordered
 from giant_assets.core.files import file_sha256
 from giant_assets.eval.bootstrap import bootstrap_metric
 from giant_assets.eval.itemsets import ITEM_SET
 from giant_assets.eval.metrics import METRICS
 from giant_assets.eval.voting import vote_frame
 from giant_assets.experiments.binding import read_binding
-from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.runs.extraction import PANDA_NULL_REASON, extract_label
 from giant_assets.runs.ledger import PartitionLedger
 from giant_assets.runs.records import (
@@ -274,7 +274,7 @@ def write_results_json(
         "errata": errata,
         "created_at": datetime.now(UTC).isoformat(),
     }
-    order = {name: i for i, name in enumerate(BENCHMARK_NAMES)}
+    order = {name: i for i, name in enumerate(ordered(metrics["benchmark_name"]))}
     paths = []
     for experiment, group in metrics.groupby("experiment"):
         binding = bindings_dir / f"{experiment}.json"

@@ -5,8 +5,10 @@
     experiments:
       random: {agent: random}
       gpt5-giant: {agent: giant, provider: openai, model: gpt-5}
+    benchmarks:          # optional: a lab's own slide benchmarks (benchmarks/declaration.py)
+      camelyon16-metastasis: {items: cohorts/c16.csv, answer: label, metric: balanced_accuracy}
 
-Every problem is reported naming the file, the experiment and the field.
+Every problem is reported naming the file, the experiment (or benchmark) and the field.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from giant_assets.benchmarks.declaration import Declaration, DeclarationError, parse_declaration
 from giant_assets.core.settings import EXPERIMENTS_ENV, env
 from giant_assets.experiments.spec import Experiment
+from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 DEFAULT_FILE = "experiments.yaml"
 
@@ -59,12 +63,20 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 
 # the last validation of each file, by its exact text: a run reads the file once per resource use (about
 # ten times per cell), and parsing and validating it is most of that; a changed text is validated again
-_LOADED: dict[str, tuple[str, dict[str, Experiment]]] = {}
+_LOADED: dict[str, tuple[str, tuple[dict[str, Experiment], dict[str, Declaration]]]] = {}
 
 
 def load_experiments(path: Path | str) -> dict[str, Experiment]:
     """All experiments of the file, by name, validated."""
-    path = Path(path)
+    return dict(_load(Path(path))[0])
+
+
+def load_benchmarks(path: Path | str) -> dict[str, Declaration]:
+    """The benchmarks the file declares (its ``benchmarks:`` section), by name, validated."""
+    return dict(_load(Path(path))[1])
+
+
+def _load(path: Path) -> tuple[dict[str, Experiment], dict[str, Declaration]]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
@@ -75,13 +87,13 @@ def load_experiments(path: Path | str) -> dict[str, Experiment]:
         raise ExperimentsFileError(f"{path}: cannot be read: {exc}") from exc
     seen = _LOADED.get(str(path))
     if seen is not None and seen[0] == text:
-        return dict(seen[1])  # Experiment is frozen: sharing them is safe, the mapping is the caller's
-    experiments = _parse(path, text)
-    _LOADED[str(path)] = (text, experiments)
-    return dict(experiments)
+        return seen[1]  # Experiment and Declaration are frozen: sharing them is safe (callers copy the dicts)
+    parsed = _parse(path, text)
+    _LOADED[str(path)] = (text, parsed)
+    return parsed
 
 
-def _parse(path: Path, text: str) -> dict[str, Experiment]:
+def _parse(path: Path, text: str) -> tuple[dict[str, Experiment], dict[str, Declaration]]:
     try:
         loader = _UniqueKeyLoader(text)
         loader.name = str(path)
@@ -91,21 +103,48 @@ def _parse(path: Path, text: str) -> dict[str, Experiment]:
             loader.dispose()
     except yaml.YAMLError as exc:
         raise ExperimentsFileError(f"{path}: not valid YAML: {exc}") from exc
+    except ExperimentsFileError:
+        raise
+    except RecursionError:  # e.g. 100,000 nested brackets
+        raise ExperimentsFileError(f"{path}: not valid YAML: nested too deeply") from None
+    except ValueError as exc:  # a scalar YAML cannot build, e.g. an integer of more than 4300 digits
+        raise ExperimentsFileError(f"{path}: a value cannot be read: {str(exc)[:200]}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("experiments"), dict):
         raise ExperimentsFileError(
             f"{path}: expected a mapping with an 'experiments' mapping (name: settings)"
         )
-    unknown = sorted(set(doc) - {"defaults", "experiments"})
+    unknown = sorted(set(doc) - {"defaults", "experiments", "benchmarks"}, key=str)
     if unknown:
         raise ExperimentsFileError(
-            f"{path}: unknown top-level key(s) {unknown}; use 'defaults', 'experiments'"
+            f"{path}: unknown top-level key(s) {unknown}; use 'defaults', 'experiments', 'benchmarks'"
         )
     defaults = doc.get("defaults") or {}
     if not isinstance(defaults, dict):
         raise ExperimentsFileError(f"{path}: 'defaults' must be a mapping of settings")
-    return {
+    experiments = {
         str(name): _experiment(path, str(name), defaults, body) for name, body in doc["experiments"].items()
     }
+    return experiments, _benchmarks(path, doc.get("benchmarks"))
+
+
+def _benchmarks(path: Path, section: Any) -> dict[str, Declaration]:
+    """The ``benchmarks:`` section: name -> declaration (an empty or absent section declares none)."""
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise ExperimentsFileError(f"{path}: 'benchmarks' must be a mapping (name: declaration)")
+    declared = {}
+    for name, body in section.items():
+        if name in BENCHMARK_NAMES:
+            raise ExperimentsFileError(
+                f"{path}: benchmark {name!r}, field 'name': a built-in MultiPathQA benchmark has that name; "
+                "choose another"
+            )
+        try:
+            declared[name] = parse_declaration(name, body, path.parent)
+        except DeclarationError as exc:
+            raise ExperimentsFileError(f"{path}: benchmark {str(name)[:80]!r}: {exc}") from None
+    return declared
 
 
 def _experiment(path: Path, name: str, defaults: dict, body: Any) -> Experiment:

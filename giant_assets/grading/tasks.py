@@ -17,10 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from giant_assets.benchmarks.declaration import name_problem
 from giant_assets.eval.metrics import METRICS
 from giant_assets.grading.graders import AlignedMetric, Grader
 from giant_assets.grading.leaderboards import reference_leaderboard
-from giant_assets.multipathqa.benchmarks import BENCHMARKS, PANDA_GRADES
+from giant_assets.multipathqa.benchmarks import BENCHMARKS, PANDA_GRADES, BenchmarkSpec
 from giant_assets.multipathqa.loading import parse_options
 
 ITEM_COLUMNS = ("benchmark_name", "benchmark_id", "truth_label", "metric_type")
@@ -123,6 +124,20 @@ def _option_list(value: object) -> list[str] | None:
     return [str(v) for v in value]
 
 
+def _declared_spec(name: str, group: pd.DataFrame, metric_types: list[str]) -> BenchmarkSpec:
+    """A declared benchmark's spec from its items: option answers where it has options, else grades."""
+    why = name_problem(name)
+    if why or len(metric_types) != 1 or metric_types[0] not in METRICS:
+        raise ValueError(f"items table: benchmark {name!r}: {why or f'metric_type {metric_types}'}")
+    has_options = bool(group[OPTIONS_COLUMN].map(lambda v: _option_list(v) is not None).all())
+    return BenchmarkSpec(name, metric_types[0], "label" if has_options else "grade")
+
+
+def _grades(spec: BenchmarkSpec, truth: pd.Series) -> tuple[int, ...]:
+    """The grades a submission may give: ISUP 0..5 for panda, else 0..the highest true grade."""
+    return PANDA_GRADES if spec.name in BENCHMARKS else tuple(range(int(truth.max()) + 1))
+
+
 def tasks_from_items(items: pd.DataFrame) -> dict[str, Task]:
     """One task per benchmark in the items table, scored with ``giant_assets.eval.metrics.METRICS``."""
     missing = [c for c in ITEM_COLUMNS if c not in items.columns]
@@ -130,10 +145,8 @@ def tasks_from_items(items: pd.DataFrame) -> dict[str, Task]:
         raise ValueError(f"items table lacks column(s) {missing}; it has {list(items.columns)}")
     tasks: dict[str, Task] = {}
     for name, group in items.groupby("benchmark_name", sort=True):
-        spec = BENCHMARKS.get(str(name))
-        if spec is None:
-            raise ValueError(f"items table: unknown benchmark {name!r}; expected one of {sorted(BENCHMARKS)}")
         metric_types = sorted(group["metric_type"].unique())
+        spec = BENCHMARKS.get(str(name)) or _declared_spec(str(name), group, metric_types)
         if metric_types != [spec.metric_type]:
             raise ValueError(
                 f"benchmark {name!r}: metric_type must be {spec.metric_type!r} (MultiPathQA), "
@@ -156,13 +169,13 @@ def tasks_from_items(items: pd.DataFrame) -> dict[str, Task]:
         metric = metric_types[0]
         tasks[str(name)] = Task(
             id=str(name),
-            name=f"MultiPathQA {name} ({metric})",
+            name=f"{'MultiPathQA ' if str(name) in BENCHMARKS else ''}{name} ({metric})",
             answers=answers,
             # full precision (decimals=None): a graded export equals benchmark_metrics exactly
             grader=Grader(
                 metric, AlignedMetric(METRICS[metric], "benchmark_id", "truth_label"), False, decimals=None
             ),
-            allowed_labels=None if with_options else PANDA_GRADES,
+            allowed_labels=None if with_options else _grades(spec, answers["truth_label"]),
             leaderboard=reference_leaderboard(str(name)),
             options_column=OPTIONS_COLUMN if with_options else None,
             accept_option_text=spec.answer_kind == "label",

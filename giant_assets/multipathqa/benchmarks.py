@@ -1,4 +1,6 @@
-"""The five MultiPathQA benchmarks: names, metrics and class counts, defined once."""
+"""The five MultiPathQA benchmarks, the platform's built-in declarations: names, metrics and class counts,
+defined once. Other code reaches them through ``giant_assets.benchmarks.registry``, beside the benchmarks
+an experiments file declares (``BenchmarkSpec`` describes both)."""
 
 from __future__ import annotations
 
@@ -7,12 +9,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class BenchmarkSpec:
-    """Static facts about one MultiPathQA benchmark (from the dataset card and the paper)."""
+    """What scoring needs of a benchmark: built in (with the dataset card's counts) or declared."""
 
     name: str
-    metric_type: str  # "accuracy" | "balanced_accuracy"
-    answer_kind: str  # "index" (1-based option index) | "label" (option text) | "grade" (ISUP 0..5)
-    questions: int
+    metric_type: str  # accuracy | balanced_accuracy | f1_macro | quadratic_kappa
+    answer_kind: str  # "index" (1-based option index) | "label" (option text) | "grade" (an integer grade)
+    questions: int | None = None  # known for the built-ins only
     n_classes: int | None = None
 
 

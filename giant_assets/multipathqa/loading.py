@@ -48,24 +48,29 @@ class CsvFormatError(ValueError):
         self.errors = errors or []
 
 
-def read_csv_strings(path: Path | str) -> pd.DataFrame:
+def read_csv_strings(
+    path: Path | str,
+    *,
+    required: tuple[str, ...] = REQUIRED_COLUMNS,
+    delimiter: str = ",",
+    what: str = "MultiPathQA CSV",
+) -> pd.DataFrame:
     """Read the CSV with every cell as text; fail clearly on a missing file, bad encoding, shape or columns.
 
     The result has one column per header field plus ``csv_row`` (the row number a spreadsheet shows,
-    header = 1). Blank lines are skipped. A UTF-8 byte-order mark is allowed.
+    header = 1). Blank lines are skipped. A UTF-8 byte-order mark is allowed. ``required``: the columns
+    the header must have; ``delimiter``: ``","``, or ``"\t"`` for a TSV; ``what``: the file in messages.
     """
     path = Path(path)
     if not path.is_file():
-        raise CsvFormatError(
-            f"{path}: MultiPathQA CSV not found" + (" (a directory)" if path.is_dir() else "")
-        )
+        raise CsvFormatError(f"{path}: {what} not found" + (" (a directory)" if path.is_dir() else ""))
     data = path.read_bytes()
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CsvFormatError(f"{path}: not UTF-8 text: {_decode_error_place(data, exc)}") from exc
     try:
-        records = list(csv.reader(io.StringIO(text, newline="")))
+        records = list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
     except csv.Error as exc:
         raise CsvFormatError(f"{path}: malformed CSV: {exc}") from exc
     if not records:
@@ -74,7 +79,7 @@ def read_csv_strings(path: Path | str) -> pd.DataFrame:
     duplicated = sorted({c for c in header if header.count(c) > 1})
     if duplicated:
         raise CsvFormatError(f"{path}: the header repeats column(s) {duplicated}")
-    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    missing = [c for c in required if c not in header]
     if missing:
         raise CsvFormatError(f"{path}: missing required column(s) {missing}; the file has columns {header}")
     rows = [(number, r) for number, r in enumerate(records[1:], start=2) if r and any(c.strip() for c in r)]

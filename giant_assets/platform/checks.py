@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 from dagster import AssetCheckResult, AssetCheckSeverity, AssetKey, MetadataValue, asset_check
 
+from giant_assets.benchmarks.declaration import MAX_GRADE
 from giant_assets.eval.itemsets import REMOVED, STALE, set_aside_markdown
 from giant_assets.multipathqa.benchmarks import PANDA_GRADES
 from giant_assets.multipathqa.errata import ERRATA_MODE_COLUMN, ERRATUM_COLUMN, load_errata, match_errata
@@ -30,11 +31,13 @@ def items_unique_ids(benchmark_items: pd.DataFrame) -> AssetCheckResult:
 
 
 def truth_out_of_range(items: pd.DataFrame) -> pd.DataFrame:
-    """Rows whose truth label is not a valid option index (or ISUP grade for panda)."""
+    """Rows whose truth label is not a valid option index (or ISUP grade for panda, or a grade 0..1000 for
+    a declared grade benchmark: one without options)."""
     truth = items["truth_label"].to_numpy()
     is_panda = (items["benchmark_name"] == "panda").to_numpy()
     n_opts = items["n_options"].to_numpy()
-    ok = np.where(is_panda, np.isin(truth, PANDA_GRADES), (truth >= 1) & (truth <= n_opts))
+    grade_ok = np.where(is_panda, np.isin(truth, PANDA_GRADES), (truth >= 0) & (truth <= MAX_GRADE))
+    ok = np.where(is_panda | (n_opts == 0), grade_ok, (truth >= 1) & (truth <= n_opts))
     return items.loc[~ok]
 
 

@@ -1,8 +1,9 @@
-"""`giant-experiments`: validate the declared experiments, list them, add them as Dagster partitions.
+"""`giant-experiments`: validate the declared experiments and benchmarks, list them, add them as Dagster
+partitions.
 
-giant-experiments check            # validate the file (exit 1 with file/experiment/field on error)
+giant-experiments check            # validate the file, and each declared benchmark's items and slides
 giant-experiments list             # one line per experiment: name, agent, model, config hash
-giant-experiments sync             # add every declared experiment as a partition ($DAGSTER_HOME)
+giant-experiments sync             # add every experiment and benchmark as a partition ($DAGSTER_HOME)
 giant-experiments estimate NAME    # cost and time of what NAME has left to run, per benchmark
 giant-experiments status [NAME]    # per cell: complete, running, waiting on a batch, failed, stale, to do
 giant-experiments batches [NAME] [--cancel]   # provider batches still open (batch mode); cancel them
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from giant_assets.experiments.declared import ExperimentsFileError, unbudgeted
@@ -24,12 +26,13 @@ if TYPE_CHECKING:
     from dagster import DagsterInstance
 
 COMMANDS = {
-    "check": "validate the experiments file: every field of every experiment (exit 1 naming the file, "
-    "experiment and field of the first error)",
+    "check": "validate the experiments file: every field of every experiment and declared benchmark, and "
+    "each declared benchmark's items file (columns, answers, duplicate ids) and slides under its WSI root "
+    "(exit 1 naming the file, experiment or benchmark, and the field, row or column of each problem)",
     "list": "one line per declared experiment: name, agent, model, runs per item, config hash",
-    "sync": "add every declared experiment as a Dagster partition of the instance at $DAGSTER_HOME "
-    "(what experiments_sensor does every 30 s under `make ui`; never removes one) and name the "
-    "partitions of experiments no longer declared",
+    "sync": "add every declared experiment, and every benchmark (the five built-ins and the declared "
+    "ones), as a Dagster partition of the instance at $DAGSTER_HOME (what experiments_sensor does every "
+    "30 s under `make ui`; never removes one) and name the partitions of experiments no longer declared",
     "prune": "delete the Dagster partitions of experiments no longer declared (their files under the "
     "data folder stay; the leaderboard then no longer lists them as removed)",
     "estimate": "cost and time of what experiment NAME has left to run, per benchmark (ranges from the "
@@ -86,11 +89,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"error: {resource.file}: experiment {name!r}: {exc}", file=sys.stderr)
                 return 1
         problems = unbudgeted(resource.file, declared) + _unpriced(resource.file, declared)
+        problems += _benchmark_problems(resource)
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
         if problems:
             return 1
-        print(f"{resource.file}: {len(declared)} experiment(s), all valid")
+        benchmarks = len(resource.benchmarks())
+        print(
+            f"{resource.file}: {len(declared)} experiment(s), {benchmarks} declared benchmark(s), all valid"
+        )
     elif args.command == "list":
         for name, exp in sorted(declared.items()):
             print(f"{name}\t{exp.agent}\t{exp.model or '-'}\truns={exp.runs_per_item}\t{exp.config_hash()}")
@@ -101,9 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "batches":
         return _batches(resource, args.name, args.cancel)
     elif args.command == "stop":
-        return _stop(declared, args.name, args.benchmark)
+        return _stop(declared, args.name, args.benchmark, resource.benchmark_names())
     else:
-        from giant_assets.platform.sensors import prune_experiments, removed_experiments, sync_experiments
+        from giant_assets.platform.sensors import (
+            prune_experiments,
+            removed_experiments,
+            sync_benchmarks,
+            sync_experiments,
+        )
 
         instance = _instance(args.command)
         if instance is None:
@@ -114,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         added = sync_experiments(instance, resource)
         print(f"added {len(added)} experiment partition(s): {', '.join(added) or 'none new'}")
+        benchmarks = sync_benchmarks(instance, resource)
+        print(f"added {len(benchmarks)} benchmark partition(s): {', '.join(benchmarks) or 'none new'}")
         removed = removed_experiments(instance, resource)
         if removed:
             print(
@@ -121,6 +135,24 @@ def main(argv: list[str] | None = None) -> int:
                 f"them): {', '.join(removed)}"
             )
     return 0
+
+
+def _benchmark_problems(resource: ExperimentsResource) -> list[str]:
+    """Each declared benchmark's counts on stdout; its problems (file, row, column) returned."""
+    from pathlib import Path
+
+    from giant_assets.benchmarks.check import check_declaration
+    from giant_assets.core.settings import WSI_ROOT_ENV, env
+
+    default_root = Path(env(WSI_ROOT_ENV)).expanduser().resolve() if env(WSI_ROOT_ENV) else None
+    problems = []
+    for declaration in resource.benchmarks().values():
+        report = check_declaration(declaration, default_root)
+        print(f"{resource.file}: {report.summary()}")
+        for note in report.notes:
+            print(f"note: benchmark {declaration.name!r}: {note}")
+        problems += [f"{resource.file}: benchmark {declaration.name!r}: {p}" for p in report.problems]
+    return problems
 
 
 def _unpriced(path: object, declared: dict) -> list[str]:
@@ -221,25 +253,28 @@ def _instance(command: str) -> DagsterInstance | None:
     return DagsterInstance.get()
 
 
-def _stop(declared: dict, name: str | None, benchmarks: list[str] | None) -> int:
-    from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
-    from giant_assets.platform.partitions import EXPERIMENT
+def _stop(declared: dict, name: str | None, benchmarks: list[str] | None, names: Sequence[str]) -> int:
+    """Stop an experiment's runs (of ``benchmarks``, else all); ``names``: the benchmarks declared now."""
+    from giant_assets.platform.partitions import BENCHMARK, EXPERIMENT
     from giant_assets.platform.stop import stop_experiment
 
     if not name:
         print("error: stop needs the experiment NAME whose runs to stop", file=sys.stderr)
         return 2
-    unknown = sorted(set(benchmarks or []) - set(BENCHMARK_NAMES))
-    if unknown:
-        known = ", ".join(BENCHMARK_NAMES)
-        print(
-            f"error: unknown benchmark(s) {', '.join(map(repr, unknown))} (one of: {known})", file=sys.stderr
-        )
-        return 2
     instance = _instance("stop")
     if instance is None:
         return 2
     with instance:
+        # a removed declaration's runs can still be stopped: its partition stays in the instance
+        known_benchmarks = [*names, *(b for b in instance.get_dynamic_partitions(BENCHMARK) if b not in names)]
+        unknown = sorted(set(benchmarks or []) - set(known_benchmarks))
+        if unknown:
+            print(
+                f"error: unknown benchmark(s) {', '.join(map(repr, unknown))} "
+                f"(one of: {', '.join(known_benchmarks)})",
+                file=sys.stderr,
+            )
+            return 2
         stopped = stop_experiment(instance, name, benchmarks)
         known = name in declared or name in instance.get_dynamic_partitions(EXPERIMENT)
     if not known and not (stopped.backfills or stopped.runs or stopped.not_stopped or stopped.kept_backfills):

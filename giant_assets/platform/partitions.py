@@ -1,6 +1,10 @@
-"""Partition sets, defined once: the five MultiPathQA benchmarks x the declared experiments.
+"""Partition sets, defined once: the benchmarks (the five built-in MultiPathQA ones and those declared in
+the experiments file) x the declared experiments.
 
-The UI's partition grid of any per-result asset is then the results matrix. Multi-partition keys read
+Both dimensions are dynamic: ``giant-experiments sync``, the experiments sensor and ``benchmark_items``
+add the five built-ins and every declared benchmark (:func:`ensure_benchmarks`), so a lab's own
+benchmark is a new column of the grid without a code change. The UI's partition grid of any
+per-result asset is then the results matrix. Multi-partition keys read
 ``<benchmark>|<experiment>`` (Dagster orders dimensions by name); storage keys read
 ``<experiment>/<benchmark>`` (one Parquet file per experiment and benchmark).
 """
@@ -12,15 +16,12 @@ from dagster import (
     DynamicPartitionsDefinition,
     MultiPartitionKey,
     MultiPartitionsDefinition,
-    StaticPartitionsDefinition,
 )
-
-from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 BENCHMARK = "benchmark"
 EXPERIMENT = "experiment"
 
-benchmark_partitions = StaticPartitionsDefinition(list(BENCHMARK_NAMES))
+benchmark_partitions = DynamicPartitionsDefinition(name=BENCHMARK)
 experiment_partitions = DynamicPartitionsDefinition(name=EXPERIMENT)
 results_partitions = MultiPartitionsDefinition(
     {BENCHMARK: benchmark_partitions, EXPERIMENT: experiment_partitions}

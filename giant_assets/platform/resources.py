@@ -9,6 +9,8 @@ from typing import Literal
 import pandas as pd
 from dagster import ConfigurableResource
 
+from giant_assets.benchmarks.declaration import Declaration
+from giant_assets.benchmarks.registry import benchmark_names
 from giant_assets.core.settings import (
     CSV_PATH_ENV,
     CSV_SOURCE_ENV,
@@ -20,7 +22,12 @@ from giant_assets.core.settings import (
 )
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.roi import reference_regions_path
-from giant_assets.experiments.declared import ExperimentsFileError, experiments_path, load_experiments
+from giant_assets.experiments.declared import (
+    ExperimentsFileError,
+    experiments_path,
+    load_benchmarks,
+    load_experiments,
+)
 from giant_assets.experiments.spec import Experiment
 from giant_assets.geometry.roi import load_reference_regions
 from giant_assets.multipathqa.download import MULTIPATHQA_REPO, download_multipathqa
@@ -137,6 +144,15 @@ class ExperimentsResource(ConfigurableResource):
 
     def all(self) -> dict[str, Experiment]:
         return load_experiments(self.file)
+
+    def benchmarks(self) -> dict[str, Declaration]:
+        """The benchmarks the file declares (its ``benchmarks:`` section); none while there is no file
+        (ingest needs no experiments file)."""
+        return load_benchmarks(self.file) if self.file.is_file() else {}
+
+    def benchmark_names(self) -> tuple[str, ...]:
+        """Every benchmark: the five built-ins, then the declared ones."""
+        return benchmark_names(self.benchmarks())
 
     def get(self, name: str) -> Experiment:
         """The declared experiment ``name``; for one no longer declared, an error saying what to do."""

@@ -1,8 +1,8 @@
-"""Sensors: keep the experiment partitions in step with the declared experiments.
+"""Sensors: keep the experiment and benchmark partitions in step with the experiments file.
 
-Partitions are added, never removed, by the sensor: an experiment deleted from the file keeps its
-partition (and its files) and is listed as removed by the leaderboard; ``giant-experiments prune``
-deletes such partitions on request.
+Partitions are added, never removed, by the sensor: an experiment (or a declared benchmark) deleted from
+the file keeps its partition (and its files) and an experiment is listed as removed by the leaderboard;
+``giant-experiments prune`` deletes such experiment partitions on request.
 """
 
 from dagster import (
@@ -15,7 +15,12 @@ from dagster import (
 )
 
 from giant_assets.core.settings import sensor_interval
-from giant_assets.platform.partitions import EXPERIMENT, experiment_partitions
+from giant_assets.platform.partitions import (
+    BENCHMARK,
+    EXPERIMENT,
+    benchmark_partitions,
+    experiment_partitions,
+)
 from giant_assets.platform.resources import ExperimentsResource
 
 
@@ -28,26 +33,41 @@ def new_experiments(instance: DagsterInstance, experiments: ExperimentsResource)
 SYNC_ATTEMPTS = 5
 
 
-def sync_experiments(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
-    """Add every declared experiment as a partition; returns the names that were missing. Never removes
-    one. Safe beside another sync (a second shell, the daemon's sensor): Dagster inserts the keys it did
-    not find a moment before, so a key another process inserted meanwhile fails the insert; the keys
-    still missing are then added again."""
+def add_partitions(instance: DagsterInstance, dimension: str, names: list[str]) -> list[str]:
+    """Add ``names`` to the dynamic ``dimension``; returns those that were missing. Never removes one.
+    Safe beside another sync (a second shell, the daemon's sensor): Dagster inserts the keys it did not
+    find a moment before, so a key another process inserted meanwhile fails the insert; the keys still
+    missing are then added again."""
     from sqlalchemy.exc import IntegrityError
 
-    added = new_experiments(instance, experiments)
+    added = sorted(set(names) - set(instance.get_dynamic_partitions(dimension)))
     for _ in range(SYNC_ATTEMPTS):
-        missing = sorted(set(added) - set(instance.get_dynamic_partitions(EXPERIMENT)))
+        missing = sorted(set(added) - set(instance.get_dynamic_partitions(dimension)))
         if not missing:
             break
         try:
-            instance.add_dynamic_partitions(EXPERIMENT, missing)
+            instance.add_dynamic_partitions(dimension, missing)
             break
         except IntegrityError:  # another process added some of them between Dagster's check and insert
             continue
     else:
-        raise RuntimeError(f"could not add experiment partitions {missing} in {SYNC_ATTEMPTS} attempts")
+        raise RuntimeError(f"could not add {dimension} partitions {missing} in {SYNC_ATTEMPTS} attempts")
     return added
+
+
+def sync_experiments(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+    """Add every declared experiment as a partition; returns the names that were missing."""
+    return add_partitions(instance, EXPERIMENT, list(experiments.all()))
+
+
+def new_benchmarks(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+    """Benchmarks (built-in or declared) that are not yet partitions."""
+    return sorted(set(experiments.benchmark_names()) - set(instance.get_dynamic_partitions(BENCHMARK)))
+
+
+def sync_benchmarks(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+    """Add the five built-in and every declared benchmark as partitions; returns those that were missing."""
+    return add_partitions(instance, BENCHMARK, list(experiments.benchmark_names()))
 
 
 def removed_experiments(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
@@ -65,16 +85,25 @@ def prune_experiments(instance: DagsterInstance, experiments: ExperimentsResourc
 
 @sensor(minimum_interval_seconds=sensor_interval(30), default_status=DefaultSensorStatus.RUNNING)
 def experiments_sensor(context: SensorEvaluationContext, experiments: ExperimentsResource):
-    """Adds a partition for every experiment declared in the experiments file (a bad file fails here,
-    naming the file, experiment and field). It launches no run, so Dagster records every tick as
-    skipped: the tick that adds partitions says so in its reason (the daemon's log line)."""
+    """Adds a partition for every experiment and every benchmark (built-in or declared) of the experiments
+    file (a bad file fails here, naming the file, experiment or benchmark and field). It launches no run,
+    so Dagster records every tick as skipped: the tick that adds partitions says so in its reason (the
+    daemon's log line)."""
     added = new_experiments(context.instance, experiments)
-    if not added:
-        return SkipReason(f"every experiment of {experiments.file} is a partition already")
+    benchmarks = new_benchmarks(context.instance, experiments)
+    if not added and not benchmarks:
+        return SkipReason(f"every experiment and benchmark of {experiments.file} is a partition already")
+    requests, said = [], []
+    if added:
+        requests.append(experiment_partitions.build_add_request(added))
+        said.append(f"{len(added)} experiment partition(s) from {experiments.file}: {', '.join(added)}")
+    if benchmarks:
+        requests.append(benchmark_partitions.build_add_request(benchmarks))
+        said.append(f"{len(benchmarks)} benchmark partition(s): {', '.join(benchmarks)}")
     return SensorResult(
-        dynamic_partitions_requests=[experiment_partitions.build_add_request(added)],
+        dynamic_partitions_requests=requests,
         skip_reason=(
-            f"added {len(added)} experiment partition(s) from {experiments.file}: {', '.join(added)} "
+            f"added {'; '.join(said)} "
             "(this sensor launches no runs: backfill the new rows, docs/experiments.md)"
         ),
     )

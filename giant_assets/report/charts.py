@@ -15,7 +15,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES  # noqa: E402
+from giant_assets.benchmarks.registry import ordered  # noqa: E402
 
 LEADERBOARD_SIZE_IN = (12.0, 5.0)  # inches at LEADERBOARD_DPI: 1200 x 500 px, plus the legend's rows
 LEADERBOARD_DPI = 100
@@ -43,7 +43,7 @@ def leaderboard_figure(long_table: pd.DataFrame) -> Figure:
     experiments are solid colours; the paper's rows are grey with hatching and "(paper)" in the legend.
     Unknown cells have no bar. Each experiment is one BarContainer labelled as in the legend.
     """
-    benchmarks = [b for b in BENCHMARK_NAMES if b in set(long_table["benchmark_name"])]
+    benchmarks = ordered(long_table["benchmark_name"])
     position = {name: i for i, name in enumerate(benchmarks)}
     series = _series(long_table)
     width = 0.84 / max(1, len(series))

@@ -18,8 +18,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from giant_assets.benchmarks.registry import ordered  # noqa: E402
 from giant_assets.eval.figures import FIGURES  # noqa: E402
-from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES  # noqa: E402
 
 PANEL_IN = 3.2  # inches per benchmark panel
 DPI = 100
@@ -30,7 +30,7 @@ def figure_of(points: pd.DataFrame, figure: str) -> Figure:
     """The figure ``figure`` from its rows of ``points`` (eval.figures.COLUMNS)."""
     mine = points[points["figure"] == figure]
     present = set(mine["benchmark_name"])
-    benchmarks = [b for b in BENCHMARK_NAMES if b in present] or ["(none)"]
+    benchmarks = ordered(present) or ["(none)"]
     title, xlabel = FIGURES[figure]
     fig = plt.figure(figsize=(PANEL_IN * len(benchmarks) + 2.5, 3.6), dpi=DPI, layout="constrained")
     axes = fig.subplots(1, len(benchmarks), squeeze=False)[0]

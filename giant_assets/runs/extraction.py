@@ -1,7 +1,8 @@
 """Dataset-aware answer extraction: a model's free-text answer -> the integer label that is scored.
 
 Labels: option tasks (tcga, gtex, tcga_slidebench, tcga_expert_vqa) use the 1-based option index;
-panda uses the ISUP grade 0..5. Rules, in order; the first that yields a label decides:
+panda uses the ISUP grade 0..5, and a declared benchmark's grade question (``answer: grade``, no options)
+any integer grade 0..1000. Rules, in order; the first that yields a label decides:
 
 1. JSON. The last JSON object in the text (fenced or bare, prose around it is fine; single-quoted
    Python-style dicts are accepted) holding ``answer`` (panda: ``isup_grade``, else ``answer``) decides;
@@ -56,10 +57,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from giant_assets.benchmarks.declaration import MAX_GRADE
+from giant_assets.benchmarks.registry import BUILT_IN_NAMES
 from giant_assets.core.jsonscan import MAX_PARSED_CHARS, Found, scan_objects
 
 PANDA = "panda"
 PANDA_GRADE_RANGE = (0, 5)
+DECLARED_GRADE_RANGE = (0, MAX_GRADE)  # a declared grade benchmark: any integer grade the model states
 LETTERS = "ABCD"
 _OPTION_KEYS = ("answer", "final_answer", "choice", "option")
 _GRADE_KEYS = ("isup_grade", "answer", "final_answer")
@@ -88,15 +92,16 @@ class _Candidate:
 class _Task:
     """What counts as a label: grades 0..5, or options 1..n (letters A-D when n == 4)."""
 
-    options: tuple[str, ...] | None  # None: panda grades
+    options: tuple[str, ...] | None  # None: grades
     panda_null_grade: str = "benign"
+    grades: tuple[int, int] = PANDA_GRADE_RANGE  # the grade range of a grade task
 
     @property
     def is_grade(self) -> bool:
         return self.options is None
 
     def in_range(self, k: int) -> bool:
-        lo, hi = PANDA_GRADE_RANGE if self.options is None else (1, len(self.options))
+        lo, hi = self.grades if self.options is None else (1, len(self.options))
         return lo <= k <= hi
 
     def describe(self, k: int) -> str:
@@ -104,12 +109,12 @@ class _Task:
 
     def covers_all(self, candidates: list[_Candidate]) -> bool:
         """True when the candidates name every label of the task (a list of the choices, not a choice)."""
-        lo, hi = PANDA_GRADE_RANGE if self.options is None else (1, len(self.options))
+        lo, hi = self.grades if self.options is None else (1, len(self.options))
         return hi > lo and {c.label for c in candidates if c.label is not None} >= set(range(lo, hi + 1))
 
     @property
     def valid(self) -> str:
-        lo, hi = PANDA_GRADE_RANGE if self.options is None else (1, len(self.options))
+        lo, hi = self.grades if self.options is None else (1, len(self.options))
         return f"{'grade' if self.is_grade else 'option'} {lo}..{hi}"
 
 
@@ -126,8 +131,10 @@ def extract_label(
         task = _Task(None, panda_null_grade)
     elif options:
         task = _Task(tuple(str(o) for o in options))
-    else:
+    elif benchmark_name in BUILT_IN_NAMES:
         raise ValueError(f"benchmark {benchmark_name!r}: an option task needs its options, got {options!r}")
+    else:  # a declared benchmark's grade question (its items are validated: option kinds have options)
+        task = _Task(None, grades=DECLARED_GRADE_RANGE)
     raw = text
     if not text or not text.strip():
         return ExtractedAnswer(None, "empty answer", raw)
@@ -136,7 +143,9 @@ def extract_label(
         if found is not None:
             label, reason = found
             return ExtractedAnswer(label, reason, raw)
-    kinds = "ISUP grade 0..5" if task.is_grade else "option number, letter or option text"
+    kinds = "option number, letter or option text"
+    if task.is_grade:
+        kinds = f"{'ISUP ' if benchmark_name == PANDA else ''}{task.valid}"
     return ExtractedAnswer(None, f"no {kinds} found", raw)
 
 

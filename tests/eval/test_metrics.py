@@ -71,7 +71,7 @@ def test_metrics_equal_sklearn_on_random_label_sets(pairs):
 
 
 def test_registry_covers_every_benchmark_metric_type():
-    assert {spec.metric_type for spec in BENCHMARKS.values()} == set(METRICS)
+    assert {spec.metric_type for spec in BENCHMARKS.values()} <= set(METRICS)
     assert METRICS["balanced_accuracy"]([0, 0, 0, 1], [0, 0, 0, 0]) == 0.5
 
 

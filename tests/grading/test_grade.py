@@ -200,8 +200,8 @@ def test_tasks_from_items_checks_input(items) -> None:
     with pytest.raises(ValueError, match=r"lacks column\(s\) \['metric_type'\]"):
         tasks_from_items(items.drop(columns="metric_type"))
     bad = items.copy()
-    bad.loc[0, "benchmark_name"] = "imagenet"
-    with pytest.raises(ValueError, match="unknown benchmark 'imagenet'"):
+    bad.loc[0, "benchmark_name"] = "Image Net"  # a declared benchmark's name, but not one it could have
+    with pytest.raises(ValueError, match="benchmark 'Image Net': 'Image Net' is not a benchmark name"):
         tasks_from_items(bad)
 
 

@@ -11,7 +11,8 @@ import pytest
 from dagster import DagsterInstance, SensorResult, SkipReason, build_sensor_context
 
 from giant_assets.experiments.declared import ExperimentsFileError
-from giant_assets.platform.partitions import EXPERIMENT
+from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
+from giant_assets.platform.partitions import BENCHMARK, EXPERIMENT
 from giant_assets.platform.resources import ExperimentsResource
 from giant_assets.platform.sensors import experiments_sensor, sync_experiments
 from tests.support.dagster_env import write_experiments
@@ -31,12 +32,16 @@ def test_new_experiments_become_partitions_and_none_is_removed(tmp_path: Path) -
     with DagsterInstance.ephemeral() as instance:
         result = evaluate(instance, path)
         assert isinstance(result, SensorResult)
-        (request,) = result.dynamic_partitions_requests
+        request, benchmarks = result.dynamic_partitions_requests
         assert request.partitions_def_name == EXPERIMENT and sorted(request.partition_keys) == ["a", "b"]
+        assert benchmarks.partitions_def_name == BENCHMARK and sorted(benchmarks.partition_keys) == sorted(
+            BENCHMARK_NAMES
+        )  # the five built-ins: the file declares no benchmark
         # what the daemon logs for the tick ("Sensor experiments_sensor skipped: <reason>"): what it did
         reason = result.skip_reason.skip_message
         assert reason.startswith(f"added 2 experiment partition(s) from {path}: a, b")
         instance.add_dynamic_partitions(EXPERIMENT, list(request.partition_keys))
+        instance.add_dynamic_partitions(BENCHMARK, list(benchmarks.partition_keys))
         assert isinstance(evaluate(instance, path), SkipReason)  # nothing new
         write_experiments(path, {"a": {"agent": "random"}, "c": {"agent": "random", "seed": 1}})
         assert sync_experiments(instance, ExperimentsResource(path=str(path))) == ["c"]

@@ -11,12 +11,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from giant_assets.benchmarks.registry import benchmark_arg
 from giant_assets.core.serving import port_number, serve_until_stopped
 from giant_assets.core.settings import data_dir
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.qupath import read_reported_regions, stored_reported_regions
 from giant_assets.eval.reviews import ReviewError, ReviewFiles, add_reviewer, build_units, write_queue
-from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.report.review.serve import DEFAULT_PORT, ReviewServer
 
 SHOWN_REFUSED = 20  # refused reported regions listed by name; the rest counted
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     add.add_argument("name")
     prep = sub.add_parser("prepare", help="add an experiment's runs on a benchmark to the queue")
     prep.add_argument("--experiment", action="append", required=True, help="repeat to mix experiments")
-    prep.add_argument("--benchmark", required=True, choices=BENCHMARK_NAMES)
+    prep.add_argument("--benchmark", required=True, type=benchmark_arg)
     prep.add_argument(
         "--reported",
         type=Path,

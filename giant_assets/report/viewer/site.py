@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from giant_assets.benchmarks.registry import BUILT_IN_NAMES
 from giant_assets.core.files import atomic_write_bytes
 from giant_assets.core.paths import confined_path, decode_component
-from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.report.viewer.items import ROWS_DIR, STATIC_FILES, cross_href, rebuild_items, summary_href
 from giant_assets.report.viewer.pages import index_counts, index_row
 
@@ -153,7 +153,7 @@ def write_benchmark(
 
 def _benchmark_order(path: Path) -> tuple[int, str]:
     name = decode_component(path.stem)
-    return (BENCHMARK_NAMES.index(name) if name in BENCHMARK_NAMES else len(BENCHMARK_NAMES), name)
+    return (BUILT_IN_NAMES.index(name) if name in BUILT_IN_NAMES else len(BUILT_IN_NAMES), name)
 
 
 def rebuild_index(site: Path, env: Environment | None = None) -> tuple[Path, list[dict[str, Any]]]:

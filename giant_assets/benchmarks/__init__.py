@@ -1,0 +1,1 @@
+"""Benchmarks as declarations: the five built-in MultiPathQA ones and those an experiments file declares."""

@@ -1,0 +1,177 @@
+"""A benchmark declared in the experiments file, run end to end with no code change: generated pyramidal
+TIFF slides, an items CSV with its own column names, the ``random`` agent and GIANT at the scripted
+loopback model, through predictions -> item_predictions -> benchmark_metrics -> leaderboard."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from dagster import AssetSelection, DagsterInstance, materialize
+from sklearn.metrics import f1_score
+
+from giant_assets.core.storage import ParquetStore
+from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
+from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
+from giant_assets.platform.definitions import ALL_ASSETS
+from giant_assets.platform.partitions import BENCHMARK, result_key
+from giant_assets.slides.synthetic import LESION, TISSUE, Blob, SlideDesign, write_pyramidal_slide
+from tests.support.dagster_env import add_experiments, resources_for
+
+NAME = "lesion-check"
+CELL = AssetSelection.assets("predictions", "trajectory_steps", "item_predictions", "benchmark_metrics")
+BOARD = AssetSelection.assets("leaderboard", "leaderboard_long", "leaderboard_stale")
+QUESTION = "Is there a lesion in this slide?"
+# case id -> (slide, label); the options are ["yes", "no"], so the truth is 1 for yes, 2 for no
+CASES = {"c1": ("a.tiff", "yes"), "c2": ("b.tiff", "no"), "c3": ("c.tiff", "Yes"), "c4": ("d.tiff", "no")}
+TRUTH = {"c1": 1, "c2": 2, "c3": 1, "c4": 2}
+
+
+def _slides(root: Path) -> None:
+    lesion = (Blob(700, 400, 120, 90, LESION),)
+    for slide, label in CASES.values():
+        design = SlideDesign(1536, 1024, (Blob(768, 512, 600, 400, TISSUE),), lesion if label != "no" else ())
+        write_pyramidal_slide(root / "slides" / slide, design, levels=3)
+
+
+def _declare(tmp_path: Path, base_url: str) -> Path:
+    cohort = tmp_path / "cohorts" / "lesions.csv"
+    cohort.parent.mkdir()
+    rows = [
+        {"case_id": case, "slide_path": f"slides/{slide}", "question_text": QUESTION,
+         "choices": "['yes', 'no']", "label": label}
+        for case, (slide, label) in CASES.items()
+    ]  # fmt: skip
+    pd.DataFrame(rows).to_csv(cohort, index=False)
+    path = tmp_path / "experiments.yaml"
+    columns = "{id: case_id, slide: slide_path, question: question_text, options: choices, answer: label}"
+    path.write_text(
+        "experiments:\n"
+        "  random: {agent: random}\n"
+        f"  scripted-giant: {{agent: giant, model: scripted-demo, base_url: '{base_url}', max_steps: 2}}\n"
+        "benchmarks:\n"
+        f"  {NAME}:\n"
+        "    items: cohorts/lesions.csv\n"
+        f"    columns: {columns}\n"
+        "    answer: label\n"
+        "    metric: f1_macro\n"
+        f"    wsi_root: {tmp_path / 'wsi'}\n"
+    )
+    return path
+
+
+def test_a_declared_benchmark_runs_end_to_end(tmp_path: Path, sample_wsi_root: Path) -> None:
+    _slides(tmp_path / "wsi")
+    data = tmp_path / "data"
+    instance = DagsterInstance.ephemeral()
+    with ScriptedModelServer(rule=demo_policy) as server:
+        declared = _declare(tmp_path, server.openai_base_url)
+        resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+        add_experiments(instance, "random", "scripted-giant")
+
+        def run(selection: AssetSelection, key=None) -> None:
+            result = materialize(
+                ALL_ASSETS, selection=selection, partition_key=key, resources=resources, instance=instance
+            )
+            assert result.success
+
+        run(AssetSelection.assets("multipathqa_csv", "benchmark_items"))
+        # ingest made the declared benchmark a column of the grid, beside the five built-ins
+        assert sorted(instance.get_dynamic_partitions(BENCHMARK)) == sorted([*BENCHMARK_NAMES, NAME])
+        for experiment in ("random", "scripted-giant"):
+            run(CELL, result_key(experiment, NAME))
+        run(BOARD)
+        requests = list(server.requests)
+
+    store = ParquetStore(data)
+    items = store.read("benchmark_items").set_index("benchmark_id")
+    mine = items[items["benchmark_name"] == NAME]
+    assert mine["truth_label"].to_dict() == TRUTH  # "Yes" matched "yes" case-insensitively
+    assert (mine["wsi_status"] == "ok").all() and (mine["metric_type"] == "f1_macro").all()
+    assert mine["wsi_path"].map(lambda p: Path(p).name).to_dict() == {c: s for c, (s, _) in CASES.items()}
+    assert mine.loc["c1", "prompt"].startswith(QUESTION) and "1. yes\n2. no" in mine.loc["c1", "prompt"]
+    assert len(items) > len(mine)  # the sample's MultiPathQA items are still there
+
+    metrics = store.read("benchmark_metrics").set_index("experiment")
+    for experiment in ("random", "scripted-giant"):
+        voted = store.read("item_predictions", [f"{experiment}/{NAME}"]).set_index("benchmark_id")
+        assert len(voted) == 4 and voted["predicted_label"].notna().all()
+        truth = [TRUTH[c] for c in voted.index]
+        expected = f1_score(truth, voted["predicted_label"].astype(int), labels=[1, 2], average="macro")
+        row = metrics.loc[experiment]
+        assert row["benchmark_name"] == NAME and row["metric_type"] == "f1_macro"
+        assert row["value_pct"] == pytest.approx(100 * expected)
+        assert row["n_items"] == 4
+    runs = store.read("predictions", [f"scripted-giant/{NAME}"])
+    assert runs["error"].isna().all()
+    for doc in runs["trajectory_json"]:
+        assert [s["action"] for s in json.loads(doc)] == ["thumbnail", "crop", "answer"]
+    assert len(requests) == 8  # 4 items x (crop, answer) at the loopback model
+
+    board = store.read("leaderboard").set_index("experiment")
+    assert NAME in board.columns and list(board.columns).index(NAME) > list(board.columns).index(
+        "tcga_expert_vqa"
+    )  # a sixth column, after the built-ins
+    for experiment in ("random", "scripted-giant"):
+        row = metrics.loc[experiment]
+        assert board.loc[experiment, NAME] == f"{row['boot_mean_pct']:.1f} ± {row['boot_std_pct']:.1f}"
+    assert set(board.loc[board["source"] == "paper", NAME]) == {""}  # the paper never ran it
+    assert np.isfinite(metrics["boot_std_pct"]).all()
+
+
+GRADES = {"g1": ("a.tiff", 0), "g2": ("b.tiff", 2), "g3": ("c.tiff", 2), "g4": ("d.tiff", 3)}
+
+
+def test_a_declared_grade_benchmark_is_scored_by_quadratic_kappa(tmp_path: Path) -> None:
+    """Parquet items, integer grades, no options: majority and scripted GIANT, kappa against sklearn."""
+    from sklearn.metrics import cohen_kappa_score
+
+    _slides(tmp_path / "wsi")
+    items = tmp_path / "grades.parquet"
+    pd.DataFrame(
+        {"id": list(GRADES), "slide": [f"slides/{s}" for s, _ in GRADES.values()],
+         "question": ['How severe is the lesion? Reply {"answer": N}, N from 0 to 3.'] * 4,
+         "grade": [g for _, g in GRADES.values()]}
+    ).to_parquet(items)  # fmt: skip
+    data = tmp_path / "data"
+    instance = DagsterInstance.ephemeral()
+    with ScriptedModelServer(rule=demo_policy) as server:
+        declared = tmp_path / "experiments.yaml"
+        declared.write_text(
+            "experiments:\n  majority: {agent: majority}\n"
+            f"  scripted-giant: {{agent: giant, model: scripted-demo, base_url: '{server.openai_base_url}', "
+            "max_steps: 2}\n"
+            "benchmarks:\n  severity:\n    items: grades.parquet\n"
+            "    columns: {id: id, slide: slide, question: question, answer: grade}\n"
+            "    answer: grade\n    metric: quadratic_kappa\n    wsi_root: wsi\n"
+        )
+        resources = resources_for(data, experiments_file=declared)  # no wsi_root: its own is declared
+        add_experiments(instance, "majority", "scripted-giant")
+        for selection, key in [
+            (AssetSelection.assets("multipathqa_csv", "benchmark_items"), None),
+            (CELL, result_key("majority", "severity")),
+            (CELL, result_key("scripted-giant", "severity")),
+        ]:
+            result = materialize(
+                ALL_ASSETS, selection=selection, partition_key=key, resources=resources, instance=instance
+            )
+            assert result.success
+
+    store = ParquetStore(data)
+    metrics = store.read("benchmark_metrics").set_index("experiment")
+    truth = {g: grade for g, (_, grade) in GRADES.items()}
+    for experiment in ("majority", "scripted-giant"):
+        voted = store.read("item_predictions", [f"{experiment}/severity"]).set_index("benchmark_id")
+        assert voted["predicted_label"].notna().all()
+        pred = voted["predicted_label"].astype(int)
+        y = [truth[g] for g in voted.index]
+        scale = list(range(min(*y, *pred), max(*y, *pred) + 1))
+        expected = cohen_kappa_score(y, pred, labels=scale, weights="quadratic")
+        expected = 0.0 if np.isnan(expected) else expected  # undefined (one grade): reported as 0
+        assert metrics.loc[experiment, "metric_type"] == "quadratic_kappa"
+        assert metrics.loc[experiment, "value_pct"] == pytest.approx(100 * expected)
+    majority = store.read("item_predictions", ["majority/severity"])
+    assert set(majority["predicted_label"]) == {2}  # the most frequent grade
