@@ -266,7 +266,8 @@ def _stop(declared: dict, name: str | None, benchmarks: list[str] | None, names:
         return 2
     with instance:
         # a removed declaration's runs can still be stopped: its partition stays in the instance
-        known_benchmarks = [*names, *(b for b in instance.get_dynamic_partitions(BENCHMARK) if b not in names)]
+        stored = instance.get_dynamic_partitions(BENCHMARK)
+        known_benchmarks = [*names, *(b for b in stored if b not in names)]
         unknown = sorted(set(benchmarks or []) - set(known_benchmarks))
         if unknown:
             print(
