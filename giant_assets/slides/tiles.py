@@ -1,7 +1,7 @@
 """Read a slide region straight from its JPEG tiles (tifffile + imagecodecs) where that equals OpenSlide.
 
 OpenSlide's ``read_region`` costs several times the JPEG decoding of the tiles it covers (it paints
-them into a premultiplied ARGB buffer; see docs/benchmarks.md). For the pyramids it can equal exactly,
+them into a premultiplied ARGB buffer; see docs/perf.md). For the pyramids it can equal exactly,
 the region is instead decoded here from the covering tiles only and cut out in numpy:
 
 - vendor ``aperio`` (SVS) or ``generic-tiff``; the OpenSlide level is a tiled TIFF page of the same size,

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import giant_assets
-from benchmarks.cpu_use import CpuSampler
-from benchmarks.stages import STAGES, StageClock
+from perf.cpu_use import CpuSampler
+from perf.stages import STAGES, StageClock
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.overviews import Encoding, read_overview
 from giant_assets.agents.pricing import ModelPrice, PriceTable

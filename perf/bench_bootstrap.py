@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
-from benchmarks.timing import best_of
+from perf.timing import best_of
 from giant_assets.eval.bootstrap import (
     bootstrap_indices,
     bootstrap_metric,

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
-from benchmarks.timing import best_of
+from perf.timing import best_of
 from giant_assets.eval.comparisons import experiment_comparisons, paired_difference
 from giant_assets.eval.metrics import METRICS
 

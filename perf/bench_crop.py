@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from benchmarks.timing import best_of
+from perf.timing import best_of
 from giant_assets.slides.access import crop, open_slide, output_size
 from giant_assets.slides.synthetic import LESION, TISSUE, Blob, SlideDesign, write_pyramidal_slide
 

@@ -4,7 +4,7 @@ unit tests bound the same scans by counts (tests/agents/test_hostile_replies.py)
 
 from __future__ import annotations
 
-from benchmarks.timing import best_of
+from perf.timing import best_of
 from giant_assets.agents.giant import split_answer
 from giant_assets.core.jsonscan import json_objects
 

@@ -28,7 +28,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.batch_cost import batch_rounds_demo, table1_reproduction
+from perf.batch_cost import batch_rounds_demo, table1_reproduction
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import PriceTable, load_price_table
 from giant_assets.agents.providers import AnthropicChatModel, OpenAIResponsesModel
