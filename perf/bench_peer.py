@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from perf import bench_throughput as bench
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer
+from perf import bench_throughput as bench
 
 PEER_CLI_ENV = "GIANT_PEER_CLI"
 TARGET = 1.1  # image_read fast: CPU per item at most this multiple of the peer's
