@@ -174,3 +174,15 @@ def test_slide_bytes_count_a_dicom_folder_and_a_mirax_companion_folder(tmp_path)
     (tmp_path / "alone").mkdir()
     (tmp_path / "alone" / "x").write_bytes(b"q" * 50)  # a folder of the same name is no companion of an SVS
     assert slide_bytes(tmp_path / "alone.svs") == 9
+
+
+def test_an_instance_without_a_series_uid_names_it(dicom_root, tmp_path):
+    import pydicom
+
+    folder = tmp_path / "noseries"
+    folder.mkdir()
+    ds = pydicom.dcmread(sorted((dicom_root / "slides" / "case1").glob("*.dcm"))[0])
+    del ds.SeriesInstanceUID
+    ds.save_as(folder / "x.dcm")
+    with pytest.raises(SlideError, match=r"x\.dcm has no SeriesInstanceUID"):
+        open_slide(folder)
