@@ -186,3 +186,23 @@ def test_an_instance_without_a_series_uid_names_it(dicom_root, tmp_path):
     ds.save_as(folder / "x.dcm")
     with pytest.raises(SlideError, match=r"x\.dcm has no SeriesInstanceUID"):
         open_slide(folder)
+
+
+def test_a_leica_scn_with_bounds_is_read_in_openslides_full_frame(tmp_path):
+    """Crops take OpenSlide level-0 coordinates of the whole canvas, the bounds offset included."""
+    from tests.support.scn_slides import write_leica_scn
+
+    path = write_leica_scn(tmp_path / "case.scn", DESIGN, offset=(256, 128), canvas=(2048, 1024))
+    with open_slide(path) as slide:
+        props = slide.properties
+        assert props[openslide.PROPERTY_NAME_VENDOR] == "leica"
+        assert slide.dimensions == (2048, 1024)
+        bounds = [int(props[f"openslide.bounds-{k}"]) for k in ("x", "y", "width", "height")]
+        assert bounds == [256, 128, 1024, 768]
+        # the lesion box of the design, shifted by the offset by hand
+        c = crop(slide, [256 + 600, 128 + 220, 256, 192], target_long_side=256)
+        assert c.box == (856, 348, 256, 192) and c.level == 0
+        _close(c.image, render_level(DESIGN, 1)[220:412, 600:856])
+        # outside the bounds OpenSlide has no pixels: transparent, read as black
+        empty = np.asarray(crop(slide, [0, 0, 256, 128], target_long_side=256).image)
+        assert empty.max() == 0
