@@ -206,3 +206,23 @@ def test_a_leica_scn_with_bounds_is_read_in_openslides_full_frame(tmp_path):
         # outside the bounds OpenSlide has no pixels: transparent, read as black
         empty = np.asarray(crop(slide, [0, 0, 256, 128], target_long_side=256).image)
         assert empty.max() == 0
+
+
+def test_the_dicom_jpeg_frames_are_read_directly_with_openslides_pixels(dicom_root):
+    """``slides.tiles`` decodes the DICOM's JPEG frames itself (the fast exact path), pixel-equal to
+    OpenSlide's ``read_region`` at every level, across frame edges and at the level's edge."""
+    from giant_assets.slides.tiles import read_direct, tile_reader
+
+    with open_slide(dicom_root / "slides" / "case1") as slide:
+        reader = tile_reader(slide)
+        assert reader is not None and all(level is not None for level in reader.levels)
+        for level in range(slide.level_count):
+            ds = int(slide.level_downsamples[level])
+            lw, lh = slide.level_dimensions[level]
+            for (x, y), size in (((0, 0), (100, 80)), ((250, 130), (20, 150)), ((0, 0), (lw, lh))):
+                if x + size[0] > lw or y + size[1] > lh:
+                    continue
+                direct = read_direct(slide, (x * ds, y * ds), level, size)
+                assert direct is not None, (level, x, y)
+                expected = np.asarray(slide.read_region((x * ds, y * ds), level, size).convert("RGB"))
+                assert np.array_equal(direct, expected), (level, x, y, size)
