@@ -5,12 +5,14 @@ with JPEG 2000 tiles (compression 33005, lossless), and as DICOM-WSI (wsidicomiz
 baseline JPEG (quality 90) and with JPEG 2000 (lossless) frames. DICOM JPEG-LS is not listed: OpenSlide 4
 refuses its transfer syntax (1.2.840.10008.1.2.4.80), so no platform read exists to time.
 
-- **exact**: the platform's read (``access.read_scaled`` at ``views.choose_level``: the JPEG tiles
-  directly where ``slides.tiles`` covers the slide, else OpenSlide ``read_region``), then Lanczos;
+- **exact**: the platform's read (``access.read_scaled`` at ``views.choose_level``: the JPEG tiles or
+  DICOM JPEG frames directly where ``slides.tiles`` covers the slide, else OpenSlide ``read_region``),
+  then Lanczos;
 - **floor**: only the covering tiles (frames) decoded with imagecodecs (libjpeg-turbo, OpenJPEG), stitched
   and cut in numpy, then the same Lanczos. Its pixels are compared with the exact read (``max|diff|``).
 
-CPU time (``time.process_time``), median of ``REPEATS`` interleaved runs. ``python -m perf formats``.
+CPU time (``time.process_time``), median of ``REPEATS`` interleaved runs, OpenSlide's tile cache off (a
+repeat would otherwise be served from it, unlike an agent's next crop). ``python -m perf formats``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import imagecodecs
 import numpy as np
+import openslide
 import tifffile
 from PIL import Image
 
@@ -132,6 +135,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, (path, floor_read) in write_slides(Path(tmp)).items():
             with open_slide(path) as slide:
+                # no tile cache: each repeat decodes afresh, as a new crop does (and as the floor does)
+                slide.set_cache(openslide.OpenSlideCache(0))
                 for view, box in VIEWS.items():
                     level = choose_level(slide, box, LONG_SIDE)
                     rw, rh = level_read_size(slide, level, box)
