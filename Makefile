@@ -9,10 +9,10 @@ export PYTHONWARNINGS := ignore:Function `asset_materialize_command` is supersed
 export GIANT_DATA_DIR ?= $(CURDIR)/data
 VIEW_PORT ?= 8765
 
-.PHONY: demo cluster-demo test ui scripted-model view lint bench clean
+.PHONY: demo cluster-demo test ui scripted-model view lint perf bench clean
 
 # Two installs, each once per pyproject.toml change: the platform (what `make demo`, `make ui` and
-# `make view` run: ~1.25 GB) and the test tools on top of it (`make test`, `make lint`, `make bench`,
+# `make view` run: ~1.25 GB) and the test tools on top of it (`make test`, `make lint`, `make perf`,
 # `make cluster-demo`: ~0.15 GB more). Both come from the Python package index (PyPI): the first
 # install needs it; nothing after it does. INDEX_CHECK fails fast, saying so, when the index cannot be
 # reached (pip itself would retry for about a minute, then name one package).
@@ -64,11 +64,14 @@ view: $(RUN_STAMP)
 	$(BIN)/python -m giant_assets.report.viewer.serve --port $(VIEW_PORT) --dir "$(GIANT_DATA_DIR)/viewer"
 
 lint: $(DEV_STAMP)
-	$(BIN)/ruff check giant_assets tests benchmarks examples
-	$(BIN)/ruff format --check giant_assets tests benchmarks examples
+	$(BIN)/ruff check giant_assets tests perf examples
+	$(BIN)/ruff format --check giant_assets tests perf examples
 
-bench: $(DEV_STAMP)
-	$(BIN)/python -m benchmarks
+# the performance measurements (perf/, docs/perf.md); `make bench` is an old alias of it
+perf: $(DEV_STAMP)
+	$(BIN)/python -m perf
+
+bench: perf
 
 clean:
 	rm -rf $(VENV) data

@@ -47,7 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="giant-run", description="Ask one question about one whole-slide image and print the trajectory."
     )
-    p.add_argument("slide", type=Path, help="whole-slide image file (.svs, .tiff, ...)")
+    p.add_argument(
+        "slide",
+        type=Path,
+        help="whole-slide image: a file OpenSlide opens (.svs, .tiff, .ndpi, .mrxs, ...) or a DICOM folder",
+    )
     p.add_argument("--question", required=True, help="the question (a template with {options} is filled in)")
     p.add_argument("--options", nargs="+", metavar="OPTION", help="answer options, numbered from 1")
     p.add_argument(

@@ -7,7 +7,6 @@ One plain function, :func:`take_inventory`, over resolved items (the output of
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pandas as pd
 from giant_assets.multipathqa.loading import parse_items, read_csv_strings
 from giant_assets.multipathqa.schema import WSI_AMBIGUOUS, WSI_MISSING, WSI_OK, WSI_UNREADABLE, WSI_UNSAFE
 from giant_assets.multipathqa.wsi import resolve_items
+from giant_assets.slides.formats import slide_bytes
 
 STATUS_COLUMNS = {
     WSI_OK: "found",
@@ -72,13 +72,6 @@ def _human_bytes(n: int) -> str:
     return f"{size:.2f} TB"
 
 
-def _file_size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
-
-
 def _summarize(name: str, questions: pd.DataFrame) -> dict:
     """One summary row; a slide is one distinct image_path (found slides: one distinct file)."""
     slides = questions.drop_duplicates("slide_key")
@@ -91,7 +84,7 @@ def _summarize(name: str, questions: pd.DataFrame) -> dict:
         "questions": len(questions),
         "slides": len(slides),
         **{column: int(counts.get(status, 0)) for status, column in STATUS_COLUMNS.items()},
-        "total_bytes": int(sum(_file_size(p) for p in found["wsi_path"])),
+        "total_bytes": int(sum(slide_bytes(p) for p in found["wsi_path"])),
         "vendors": ", ".join(sorted({str(v) for v in found["vendor"].dropna()})),
         "levels_min": int(levels.min()) if len(levels) else None,
         "levels_max": int(levels.max()) if len(levels) else None,

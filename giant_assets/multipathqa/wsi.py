@@ -12,9 +12,11 @@ row's ``file_id`` is a GDC file UUID, ``root/tcga`` only for the three TCGA-deri
 6. the name with a UUID suffix or prefix (``.``, ``_`` or ``-`` between them) in root, root/<benchmark>
    or root/tcga
 
-A place holding two different files for one row is an error naming both. No candidate may leave the
-WSI root (absolute paths, ``..`` and symlinks pointing outside are refused). The tree is listed once per
-:class:`SlideTree` (to depth 3), so resolving 934 rows costs one walk, not one glob per row.
+A slide is a file OpenSlide opens or a DICOM-WSI folder of ``.dcm`` instances (``slides.formats``); a
+place holding two different files for one row is an error naming both. No candidate may leave the
+WSI root (absolute paths, ``..`` and symlinks pointing outside, a DICOM instance's too, are refused).
+The tree is listed once per :class:`SlideTree` (to depth 3), so resolving 934 rows costs one walk,
+not one glob per row.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import openslide
 import pandas as pd
 
 from giant_assets.multipathqa.schema import WSI_AMBIGUOUS, WSI_MISSING, WSI_OK, WSI_UNREADABLE, WSI_UNSAFE
+from giant_assets.slides.formats import SlideError, dicom_instances, is_dicom_folder, openslide_target
 
 TCGA_BENCHMARKS = frozenset({"tcga", "tcga_slidebench", "tcga_expert_vqa"})
 SHARED_TCGA_DIR = "tcga"
@@ -153,7 +156,17 @@ def resolve_slide(
                 return SlideResolution(
                     None, WSI_UNSAFE, f"{candidate} resolves outside the WSI root ({real})"
                 )
-            if real.is_file():
+            dicom = real.is_dir() and is_dicom_folder(real)
+            if dicom or (real.is_file() and real.suffix.lower() == ".dcm"):
+                # OpenSlide reads every instance of the series in the folder: none may lead outside
+                for instance in dicom_instances(real if dicom else real.parent):
+                    if not instance.resolve().is_relative_to(root):
+                        return SlideResolution(
+                            None,
+                            WSI_UNSAFE,
+                            f"{instance} resolves outside the WSI root ({instance.resolve()})",
+                        )
+            if real.is_file() or dicom:
                 found.setdefault(real, candidate)
             elif real.is_dir():
                 directories.append(candidate)
@@ -173,18 +186,20 @@ def resolve_slide(
         return SlideResolution(
             None,
             WSI_UNREADABLE,
-            f"{directories[0]} is a directory, not a slide file (image_path {image_path!r})",
+            f"{directories[0]} is a directory, not a slide file nor a DICOM-WSI folder of .dcm files "
+            f"(image_path {image_path!r})",
         )
     return SlideResolution(None, WSI_MISSING, f"slide not found; tried {', '.join(dict.fromkeys(tried))}")
 
 
 def read_slide_metadata(path: Path) -> dict:
-    """Open the slide with OpenSlide, return its geometry, and decode one region of its smallest level.
+    """Open the slide (a file, or a DICOM-WSI folder: ``slides.formats``) with OpenSlide, return its
+    geometry, and decode one region of its smallest level.
 
     The region (:data:`PROBE_SIZE` px square, centred) proves the tiles decode, so a slide that opens
     but whose pixels are corrupt raises here instead of failing an agent run later.
     """
-    with openslide.OpenSlide(str(path)) as slide:
+    with openslide.OpenSlide(str(openslide_target(path))) as slide:
         props = slide.properties
 
         def _float(key: str) -> float | None:
@@ -236,6 +251,8 @@ def resolve_items(items: pd.DataFrame, wsi_root: Path) -> pd.DataFrame:
             if res.status == WSI_OK:
                 try:
                     meta = read_slide_metadata(res.path)
+                except SlideError as exc:
+                    res = SlideResolution(None, WSI_UNREADABLE, str(exc))
                 except (openslide.OpenSlideError, OSError, ValueError) as exc:
                     detail = str(exc) or type(exc).__name__
                     res = SlideResolution(

@@ -17,6 +17,8 @@ from typing import Any
 import openslide
 from PIL import Image
 
+from giant_assets.slides.formats import SlideError as SlideError  # re-exported: callers catch it here
+from giant_assets.slides.formats import openslide_target
 from giant_assets.slides.guides import Guides, draw_guides
 from giant_assets.slides.tiles import read_direct
 
@@ -24,10 +26,6 @@ MAX_ASPECT = 50.0  # a crop whose clipped box is longer than this many times its
 MAX_READ_PIXELS = 1 << 24  # larger reads are done in row strips
 _FORMATS = {"JPEG": "image/jpeg", "PNG": "image/png"}
 JPEG_QUALITY = 75  # Pillow's default, which the released GIANT code encodes with (it names none)
-
-
-class SlideError(Exception):
-    """A slide cannot be opened or read."""
 
 
 class InvalidRegion(ValueError):
@@ -68,12 +66,14 @@ class Thumbnail:
 
 
 def open_slide(path: str | Path) -> openslide.OpenSlide:
-    """Open a WSI with OpenSlide; a missing, unreadable or unsupported file raises SlideError naming it."""
+    """Open a WSI with OpenSlide: a slide file, or a DICOM-WSI folder or instance (``slides.formats``);
+    a missing, unreadable or unsupported slide raises SlideError naming it."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise SlideError(f"slide file not found: {path}")
+    target = openslide_target(path)
     try:
-        return openslide.OpenSlide(path)
+        return openslide.OpenSlide(target)
     except openslide.OpenSlideUnsupportedFormatError as exc:
         raise SlideError(f"not a slide format OpenSlide can read: {path}") from exc
     except (openslide.OpenSlideError, OSError) as exc:

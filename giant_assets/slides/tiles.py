@@ -1,11 +1,13 @@
 """Read a slide region straight from its JPEG tiles (tifffile + imagecodecs) where that equals OpenSlide.
 
 OpenSlide's ``read_region`` costs several times the JPEG decoding of the tiles it covers (it paints
-them into a premultiplied ARGB buffer; see docs/benchmarks.md). For the pyramids it can equal exactly,
+them into a premultiplied ARGB buffer; see docs/perf.md). For the pyramids it can equal exactly,
 the region is instead decoded here from the covering tiles only and cut out in numpy:
 
 - vendor ``aperio`` (SVS) or ``generic-tiff``; the OpenSlide level is a tiled TIFF page of the same size,
   JPEG-compressed, 8-bit, 3 samples, contiguous (RGB or YCbCr JPEG);
+- or vendor ``dicom``: the level is one baseline-JPEG TILED_FULL instance of the series, one fragment per
+  frame (``slides.dicom_tiles``);
 - the handle is an ``openslide.OpenSlide`` itself (a wrapper, e.g. a test spy recording reads, reads
   through OpenSlide);
 - the region lies inside the level, at whole level pixels (``x / downsample`` integral: OpenSlide would
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import openslide
 
-DIRECT_VENDORS = ("aperio", "generic-tiff")
+DIRECT_VENDORS = ("aperio", "generic-tiff", "dicom")
 JPEG = 7  # TIFF compression tag value
 
 
@@ -42,6 +44,7 @@ class _Level:
     counts: tuple[int, ...]
     tables: bytes | None
     decode: Callable  # tifffile's decoder of one tile (bytes, index, jpegtables=...) -> (array, ...)
+    path: str = ""  # the file holding the tiles (a DICOM-WSI has one file per level); "": the slide's file
 
 
 class TileReader:
@@ -67,7 +70,7 @@ class TileReader:
         if any(grid.counts[i] == 0 for i in indices):
             return None
         out = np.empty(((r1 - r0 + 1) * th, (c1 - c0 + 1) * tw, 3), np.uint8)
-        fd = os.open(self.path, os.O_RDONLY)
+        fd = os.open(grid.path or self.path, os.O_RDONLY)
         try:
             for i in indices:
                 data = os.pread(fd, grid.counts[i], grid.offsets[i])
@@ -124,7 +127,12 @@ def tile_reader(slide: openslide.OpenSlide) -> TileReader | None:
     path = slide._filename if isinstance(slide, openslide.OpenSlide) else None  # a wrapper: OpenSlide reads
     if path is not None and slide.properties.get(openslide.PROPERTY_NAME_VENDOR) in DIRECT_VENDORS:
         try:
-            levels = _levels(os.fspath(path), slide)
+            if slide.properties.get(openslide.PROPERTY_NAME_VENDOR) == "dicom":
+                from giant_assets.slides.dicom_tiles import dicom_levels
+
+                levels = dicom_levels(os.fspath(path), slide)
+            else:
+                levels = _levels(os.fspath(path), slide)
         except Exception:  # noqa: BLE001 - any parsing trouble: OpenSlide reads this slide
             levels = []
         if any(levels):

@@ -14,7 +14,7 @@ The rules follow the released GIANT protocol:
 
 ``image_read="fast"`` (an experiment field, not the protocol) reads one pyramid level coarser than the
 above (when there is one) and resizes that read to the exact path's output size, with the same Lanczos,
-guides and encoding: about a quarter of the pixels read, slightly softer images (docs/benchmarks.md).
+guides and encoding: about a quarter of the pixels read, slightly softer images (docs/perf.md).
 """
 
 from __future__ import annotations

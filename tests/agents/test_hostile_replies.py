@@ -122,7 +122,7 @@ def test_tag_scan_gives_what_the_regex_gives_in_linear_time(monkeypatch: pytest.
         response, _, tagged = split_answer(text)
         assert (response, tagged) == expected, text
     # a degenerate model loop: the old regex took 2.3 s on 80 KB and minutes on 1 MB (timed in
-    # benchmarks/bench_hostile.py); the scan visits each tag once per kind it looks for, whatever the text
+    # perf/bench_hostile.py); the scan visits each tag once per kind it looks for, whatever the text
     for text in ("<response>" * 100_000, "<report>" * 100_000 + "<response>2</response>"):
         with counted_tag_matches(monkeypatch) as matches:
             response, _, tagged = split_answer(text)
@@ -154,7 +154,7 @@ def test_json_scan_finds_what_the_plain_scan_finds_and_is_bounded(monkeypatch: p
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 10)))
         assert json_objects(text) == naive_json_objects(text), text[:300]
     # degenerate replies: the plain scan is quadratic on these (JSONDecodeError counts lines per try,
-    # timed in benchmarks/bench_hostile.py): the decoder sees only the last 64 KiB, a window of it per
+    # timed in perf/bench_hostile.py): the decoder sees only the last 64 KiB, a window of it per
     # try (a cut-short value once more, to the end), and reads at most the scan's budget in all
     for text in ("{" * 1_000_000, '{"' * 300_000, '{"a":' * 200_000, '{"a": "' * 100_000):
         with decoded_chars(monkeypatch) as tally:

@@ -75,7 +75,7 @@ def test_bad_slides_fail_their_own_rows_only(tmp_path):
 
 
 def test_resolution_is_fast_enough_to_not_touch_absent_slides(tmp_path):
-    """934 rows whose slides are absent resolve without opening anything (timing is in benchmarks/)."""
+    """934 rows whose slides are absent resolve without opening anything (timing is in perf/)."""
     items = pd.DataFrame({"benchmark_name": ["gtex"] * 934, "image_path": [f"s{i}.tiff" for i in range(934)]})
     out = resolve_items(items, Path(tmp_path))
     assert (out["wsi_status"] == "missing").all() and len(out) == 934

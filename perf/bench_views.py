@@ -16,7 +16,7 @@ median of ``REPEATS`` runs; the spread column is (max - min) / median of the who
 - **fast**: ``image_read: fast``: the exact path's stages reading one level coarser (same output size);
   ``mean|diff|`` is its mean absolute pixel difference from the exact view (guides drawn on both).
 
-``python -m benchmarks views``.
+``python -m perf views``.
 """
 
 from __future__ import annotations

@@ -17,9 +17,9 @@ import numpy as np
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
-from benchmarks.timing import best_of
 from giant_assets.geometry.boxes import box_iou
 from giant_assets.geometry.coco_eval import coco_map
+from perf.timing import best_of
 
 N_BOXES = 2000
 LOOP_ROWS = 200

@@ -28,7 +28,6 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.batch_cost import batch_rounds_demo, table1_reproduction
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import PriceTable, load_price_table
 from giant_assets.agents.providers import AnthropicChatModel, OpenAIResponsesModel
@@ -41,6 +40,7 @@ from giant_assets.demo.scripted import (
 )
 from giant_assets.runs.agent_api import AgentAnswer, AgentItem
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from perf.batch_cost import batch_rounds_demo, table1_reproduction
 
 STEPS = 20
 REFERENCE_USD = 0.068  # per TCGA item, gpt-5.2, no caching (independent implementation, 2025-12)

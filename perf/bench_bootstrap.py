@@ -13,7 +13,6 @@ from collections.abc import Callable
 import numpy as np
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
-from benchmarks.timing import best_of
 from giant_assets.eval.bootstrap import (
     bootstrap_indices,
     bootstrap_metric,
@@ -21,6 +20,7 @@ from giant_assets.eval.bootstrap import (
     replicate_balanced_accuracy,
 )
 from giant_assets.eval.metrics import METRICS
+from perf.timing import best_of
 
 N_ITEMS, N_CLASSES, N_REPLICATES, SEED = 221, 30, 1000, 42
 TARGET_RATIO = 100.0

@@ -4,9 +4,9 @@ unit tests bound the same scans by counts (tests/agents/test_hostile_replies.py)
 
 from __future__ import annotations
 
-from benchmarks.timing import best_of
 from giant_assets.agents.giant import split_answer
 from giant_assets.core.jsonscan import json_objects
+from perf.timing import best_of
 
 TARGET_S = 1.0
 TAG_LOOPS = ("<response>" * 100_000, "<report>" * 100_000 + "<response>2</response>")

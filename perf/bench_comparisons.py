@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
-from benchmarks.timing import best_of
 from giant_assets.eval.comparisons import experiment_comparisons, paired_difference
 from giant_assets.eval.metrics import METRICS
+from perf.timing import best_of
 
 N_ITEMS, N_CLASSES, N_EXPERIMENTS, N_REPLICATES, SEED = 221, 30, 10, 1000, 42
 SKLEARN_PAIRS = 1

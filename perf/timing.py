@@ -1,4 +1,4 @@
-"""Shared timing helper of the benchmarks."""
+"""Shared timing helper of the performance measurements."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ CPU per item at most ``TARGET`` x the peer's and items/s not below it.
 The peer is not part of this project: install it yourself in a virtualenv of its own (its README) and
 point ``GIANT_PEER_CLI`` at its ``giant`` command; without it this benchmark says so and does nothing.
 
-    GIANT_PEER_CLI=/path/to/venv/bin/giant python -m benchmarks.bench_peer [--items 64,128] [--latency 1.0]
+    GIANT_PEER_CLI=/path/to/venv/bin/giant python -m perf.bench_peer [--items 64,128] [--latency 1.0]
         [--reps 2] [--only peer,exact,fast] [--rotate]
 """
 
@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import bench_throughput as bench
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer
+from perf import bench_throughput as bench
 
 PEER_CLI_ENV = "GIANT_PEER_CLI"
 TARGET = 1.1  # image_read fast: CPU per item at most this multiple of the peer's
@@ -227,7 +227,7 @@ def main() -> None:
         print(f"skipped: set {PEER_CLI_ENV} to the peer's `giant` command (gigapixel-goblin installed in its "
               "own virtualenv) to run the side-by-side")  # fmt: skip
         return
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_peer")
+    ap = argparse.ArgumentParser(prog="python -m perf.bench_peer")
     ap.add_argument("--items", default="64")
     ap.add_argument("--latency", type=float, default=1.0)
     ap.add_argument("--reps", type=int, default=1)

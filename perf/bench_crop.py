@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from benchmarks.timing import best_of
 from giant_assets.slides.access import crop, open_slide, output_size
 from giant_assets.slides.synthetic import LESION, TISSUE, Blob, SlideDesign, write_pyramidal_slide
+from perf.timing import best_of
 
 TARGET = 1024
 TARGET_RATIO = 10.0  # for the largest box (a naive level-0 read of a 12288 px box alone takes ~20 s)

@@ -34,8 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import giant_assets
-from benchmarks.cpu_use import CpuSampler
-from benchmarks.stages import STAGES, StageClock
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.overviews import Encoding, read_overview
 from giant_assets.agents.pricing import ModelPrice, PriceTable
@@ -53,6 +51,8 @@ from giant_assets.runs.journal import Journal
 from giant_assets.runs.runner import BatchSettings
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 from giant_assets.slides.views import overview
+from perf.cpu_use import CpuSampler
+from perf.stages import STAGES, StageClock
 
 CALLS_PER_ITEM = 2
 TARGET_EFFICIENCY = 0.80

@@ -1,4 +1,4 @@
-"""`python -m benchmarks` (or `make bench`): run every benchmarks/bench_*.py module's main()."""
+"""`python -m perf` (or `make perf`): run every perf/bench_*.py module's main()."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def main() -> None:
             continue
         print(f"\n=== {name} ===", flush=True)
         started = time.perf_counter()
-        importlib.import_module(f"benchmarks.{name}").main()
+        importlib.import_module(f"perf.{name}").main()
         print(f"({name}: {time.perf_counter() - started:.1f}s)")
 
 
