@@ -361,20 +361,27 @@ def declaration_text(task: Task, name: str, items: str, wsi_root: Path | None, e
         {"experiments": baseline, "benchmarks": {name: body}}, sort_keys=False, allow_unicode=True, width=1000
     )
     where = (
-        f"# Slides: each item's 'slide' is the file found by its slide_id under wsi_root ({wsi_root});\n"
-        "# after moving the slides, edit wsi_root (or re-import with --wsi-root DIR)."
+        f"# Slides: each item's 'slide' is the file found by its slide_id under wsi_root\n"
+        f"# ({_comment(wsi_root)}); after moving the slides, edit wsi_root (or re-import with\n"
+        "# --wsi-root DIR)."
         if wsi_root is not None
         else f"# Slides: each item's 'slide' is <slide_id>{extension}, relative to the WSI root. Point the\n"
         "# benchmark at your slides with a 'wsi_root: /path/to/slides' line below (default GIANT_WSI_ROOT),\n"
         "# or re-import with --wsi-root DIR to find each slide by its id with any extension OpenSlide opens."
     )
     return (
-        f"# Imported from the Patho-Bench task {task.folder} by giant-benchmarks import-patho-bench.\n"
+        f"# Imported from the Patho-Bench task {_comment(task.folder)}\n"
+        "# by giant-benchmarks import-patho-bench.\n"
         "# The question is worded from the task's name and classes: edit it in the items file's 'question'\n"
         "# column, or set question_template. Copy the benchmarks entry into your experiments file, or use\n"
         "# this file as it is (GIANT_EXPERIMENTS=<this file>).\n"
         f"{where}\n{doc}"
     )
+
+
+def _comment(value: object) -> str:
+    """``value`` safe inside a YAML comment line (a path may hold a line break)."""
+    return "".join("?" if unicodedata.category(c).startswith("C") else c for c in str(value))
 
 
 def _write(path: Path, text: str) -> None:

@@ -212,3 +212,13 @@ def test_missing_files_and_existing_output(tmp_path: Path, capsys: pytest.Captur
         main(["import-patho-bench", str(FIXTURES / "bcnb" / "er"), "--out", str(out), "--name", "panda"]) == 1
     )
     assert "--name: 'panda' is a built-in benchmark" in capsys.readouterr().err
+
+
+def test_a_hostile_folder_name_cannot_inject_yaml(tmp_path: Path) -> None:
+    folder = _copy(tmp_path, "bcnb/er")
+    hostile = folder.with_name("er\nexperiments: {}\n#")
+    folder.rename(hostile)
+    out = tmp_path / "er.yaml"
+    assert main(["import-patho-bench", str(hostile), "--out", str(out)]) == 0
+    declared = load_benchmarks(out)  # the folder's line breaks stayed inside the comment
+    assert list(declared) == ["bcnb-er-experiments"] and "random" in out.read_text()
