@@ -222,3 +222,20 @@ def test_a_hostile_folder_name_cannot_inject_yaml(tmp_path: Path) -> None:
     assert main(["import-patho-bench", str(hostile), "--out", str(out)]) == 0
     declared = load_benchmarks(out)  # the folder's line breaks stayed inside the comment
     assert list(declared) == ["bcnb-er-experiments"] and "random" in out.read_text()
+
+
+def test_slides_missing_or_found_twice_under_the_root(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    wsi, out, task = tmp_path / "wsi", tmp_path / "er.yaml", str(FIXTURES / "bcnb" / "er")
+    _slide(wsi / "2.ndpi")
+    assert main(["import-patho-bench", task, "--out", str(out), "--wsi-root", str(wsi)]) == 0
+    captured = capsys.readouterr()
+    assert "1 of 3 slide(s) found" in captured.out
+    assert "warning: slide '3' not found" in captured.err and "warning: slide '4' not found" in captured.err
+    assert pd.read_csv(tmp_path / "er.csv", dtype=str)["slide"].tolist() == ["2.ndpi", "3.svs", "4.svs"]
+    _slide(wsi / "a" / "2.tiff")
+    assert main(["import-patho-bench", task, "--out", str(out), "--wsi-root", str(wsi), "--force"]) == 1
+    err = capsys.readouterr().err
+    assert f"slide '2' found twice under {wsi}: 2.ndpi, a/2.tiff" in err
+    assert (
+        pd.read_csv(tmp_path / "er.csv", dtype=str)["slide"].tolist()[0] == "2.ndpi"
+    )  # the earlier file kept
