@@ -42,6 +42,9 @@ ANSWER_RATINGS = ("correct", "partly", "wrong")
 SUPPORT_RATINGS = ("yes", "partly", "no")
 MAX_COMMENT = 4000
 MAX_DRAWN = 20
+# the steps whose boxes a reviewer rates: crops (GIANT, the random-region ablation, a plug-in's) and the
+# patch baseline's patches; a thumbnail (the whole slide) is no region to rate
+REGION_ACTIONS = ("crop", "patch")
 
 
 class ReviewError(ValueError):
@@ -171,7 +174,7 @@ def build_units(
         regions = [
             {"box": [int(v) for v in s["box"]], "step": int(s["index"]), "reason": str(s.get("text") or "")}
             for s in steps
-            if s.get("action") == "crop" and s.get("box")
+            if s.get("action") in REGION_ACTIONS and s.get("box")
         ]
         regions = reported_by_run.get((str(run.benchmark_id), int(run.run_index)), regions)
         units.append(
@@ -205,6 +208,19 @@ def build_units(
     return units
 
 
+def left_out_reason(unit: Mapping[str, Any]) -> str | None:
+    """Why ``unit`` cannot be reviewed (its slide file is missing, it has no answer, no region to rate),
+    or None when it can."""
+    path = unit.get("wsi_path") or ""
+    if not path or not Path(path).is_file():
+        return "no slide file"
+    if not str(unit["shown"].get("answer") or "").strip():
+        return "no answer"
+    if not unit["shown"].get("regions"):
+        return "no region to rate"
+    return None
+
+
 def _slide_size(item: Any) -> list[int] | None:
     """An item's level-0 slide size [width, height], or None when the items do not know it."""
     width, height = getattr(item, "width", None), getattr(item, "height", None)
@@ -223,6 +239,11 @@ def load_queue(files: ReviewFiles) -> list[dict[str, Any]]:
     if not files.queue.exists():
         return []
     return list(json.loads(files.queue.read_text(encoding="utf-8"))["units"])
+
+
+def reviewable_queue(files: ReviewFiles) -> list[dict[str, Any]]:
+    """The queue's units a reviewer can review now (``left_out_reason``: e.g. a slide since removed)."""
+    return [u for u in load_queue(files) if left_out_reason(u) is None]
 
 
 def order_for(files: ReviewFiles, reviewer: str, units: list[dict[str, Any]]) -> list[dict[str, Any]]:
