@@ -30,11 +30,14 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from giant_assets.core.files import atomic_write_bytes
 from giant_assets.core.paths import confined_path
 from giant_assets.geometry.boxes import level0_box_problem
+from giant_assets.multipathqa.prompts import asked_question
+from giant_assets.runs.extraction import PANDA
 from giant_assets.runs.records import parse_trajectory
 
 REGION_RATINGS = ("relevant", "partly", "not relevant")
@@ -198,14 +201,39 @@ def build_units(
                 "correct": bool(run.correct),
                 "wsi_path": str(item.wsi_path or ""),
                 "shown": {
-                    "question": str(item.prompt),
-                    "answer": str(run.answer_text),
+                    "question": _question(item),
+                    "options": _options(item),
+                    "answer": _answer_shown(run, _options(item)),
+                    "raw_answer": str(run.answer_text),
                     "regions": regions,
                     "slide_size": _slide_size(item),
                 },
             }
         )
     return units
+
+
+def _options(item: Any) -> list[str]:
+    options = getattr(item, "options", None)
+    return [str(o) for o in options] if isinstance(options, (list, tuple, np.ndarray)) else []
+
+
+def _question(item: Any) -> str:
+    """The question as the dataset asks it (no answer format the platform appended), else the prompt."""
+    template = getattr(item, "prompt_template", None)
+    return asked_question(template) if isinstance(template, str) and template.strip() else str(item.prompt)
+
+
+def _answer_shown(run: Any, options: list[str]) -> str:
+    """The agent's answer as a reader checks it: the chosen option's text (``2. Liver``), a PANDA grade
+    (``ISUP grade 3``), else the reply as it came."""
+    label = getattr(run, "predicted_label", None)
+    if isinstance(label, Integral | float) and not isinstance(label, bool) and pd.notna(label):
+        if options and float(label).is_integer() and 1 <= label <= len(options):
+            return f"{int(label)}. {options[int(label) - 1]}"
+        if not options and run.benchmark_name == PANDA and float(label).is_integer():
+            return f"ISUP grade {int(label)}"
+    return str(run.answer_text)
 
 
 def left_out_reason(unit: Mapping[str, Any]) -> str | None:
