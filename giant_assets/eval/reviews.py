@@ -45,6 +45,8 @@ ANSWER_RATINGS = ("correct", "partly", "wrong")
 SUPPORT_RATINGS = ("yes", "partly", "no")
 MAX_COMMENT = 4000
 MAX_DRAWN = 20
+REVIEW_FOLDER = "reviews"  # <data>/reviews: the real review
+DEMO_REVIEW_FOLDER = "reviews-demo"  # the demo's scripted reviewers, apart from any real reviewer's
 # the steps whose boxes a reviewer rates: crops (GIANT, the random-region ablation, a plug-in's) and the
 # patch baseline's patches; a thumbnail (the whole slide) is no region to rate
 REGION_ACTIONS = ("crop", "patch")

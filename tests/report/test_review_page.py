@@ -26,7 +26,7 @@ def _units(files: ReviewFiles, slide: Path, gone: Path) -> list[dict]:
             "benchmark_name": "tcga_slidebench",
             "benchmark_id": ["0", "1"],
             "prompt_template": "Which organ is this?",
-            "prompt": 'Which organ is this?\n\nOptions:\n1. Lung\n2. Liver\n3. Kidney\n\nReply ... {"answer": N}',
+            "prompt": 'Which organ is this?\n\nOptions:\n1. Lung\n2. Liver\n3. Kidney\n\nReply {"answer": N}',
             "options": [OPTIONS, OPTIONS],
             "wsi_path": [str(slide), str(gone)],
             "width": 4096,
@@ -96,9 +96,8 @@ def test_in_chromium_on_a_laptop_screen_keys_rate_and_save(laptop_review) -> Non
         assert b.eval("[...document.querySelectorAll('#options li')].map(l => l.textContent)") == OPTIONS
         assert b.eval("document.getElementById('answer').textContent") == "2. Liver"
         assert b.eval("document.getElementById('raw-answer').textContent") == '{"answer": 2}'
-        heights = b.eval(
-            "[...document.querySelectorAll('#overview-wrap .label')].map(l => l.getBoundingClientRect().height)"
-        )
+        labels = "[...document.querySelectorAll('#overview-wrap .label')]"
+        heights = b.eval(f"{labels}.map(l => l.getBoundingClientRect().height)")
         assert len(heights) == 2 and min(heights) >= 12  # screen pixels, whatever the slide's size
         bottoms = b.eval(
             "['answer-rating', 'supports-rating', 'next'].map(i => document.getElementById(i)"

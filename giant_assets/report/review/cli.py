@@ -17,6 +17,7 @@ from giant_assets.core.settings import data_dir
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.qupath import read_reported_regions, stored_reported_regions
 from giant_assets.eval.reviews import (
+    REVIEW_FOLDER,
     ReviewError,
     ReviewFiles,
     add_reviewer,
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     root = args.data_dir.expanduser().resolve() if args.data_dir else data_dir()
-    files = ReviewFiles(root / "reviews")
+    files = ReviewFiles(root / REVIEW_FOLDER)
     try:
         if args.command == "add-reviewer":
             token = add_reviewer(files, args.name)
