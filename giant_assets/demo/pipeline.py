@@ -40,6 +40,7 @@ from giant_assets.demo.scripted.policy import READABLE_DARK
 from giant_assets.demo.serve_cli import DEMO_PORT
 from giant_assets.eval.export import submission_path
 from giant_assets.eval.leaderboard import leaderboard_markdown
+from giant_assets.eval.reviews import DEMO_REVIEW_FOLDER
 from giant_assets.grading.submissions import partition_key_for
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.platform.assets.grading import SUBMISSIONS_DIR, submission_partitions
@@ -231,10 +232,11 @@ def _bundled_review(instance: DagsterInstance, root: Path) -> None:
     done = bundle_review(root, REVIEWED_RUNS, references)
     print(
         f"  ok  {' and '.join(REVIEWERS)} reviewed {done['units']} {REVIEWED_RUNS} runs "
-        f"({done['appended']} new reviews stored under {root / 'reviews'})",
+        f"({done['appended']} new reviews stored under {root / DEMO_REVIEW_FOLDER})",
         flush=True,
     )
-    _run("pathologist_reviews and review_metrics of the bundled review", REVIEW_ASSETS, instance)
+    demo = {"ops": {"pathologist_reviews": {"config": {"demo": True}}}}  # the scripted reviews counted
+    _run("pathologist_reviews and review_metrics of the bundled review", REVIEW_ASSETS, instance, demo)
 
 
 def _report(root: Path, submission: Path) -> None:

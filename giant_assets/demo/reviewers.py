@@ -3,7 +3,9 @@ and ``review_metrics`` (shares, Cohen's kappa, Krippendorff's alpha, drawn-regio
 pathologist review produces before anyone is invited.
 
 The ratings go through the review's real files (``eval/reviews.py``: the queue, ``validate_review``,
-the durable ``append_review``), as the review server stores a pathologist's. They follow fixed rules on
+the durable ``append_review``), as the review server stores a pathologist's, but in their own folder,
+``<data>/reviews-demo``: a real reviewer's queue and the review's assets never mix with them unless
+asked (``pathologist_reviews``' config ``demo: true``, as the demo runs it). They follow fixed rules on
 each viewed region's overlap with the item's reference regions (``geometry.roi``, the hit rule of
 ``roi_evaluation``), so every demo writes the same ratings:
 
@@ -31,6 +33,7 @@ import pandas as pd
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.reviews import (
     ANSWER_RATINGS,
+    DEMO_REVIEW_FOLDER,
     REGION_RATINGS,
     SUPPORT_RATINGS,
     ReviewFiles,
@@ -100,7 +103,7 @@ def bundle_review(root: Path, experiment: str, references: pd.DataFrame) -> dict
     reviewers' reviews of them; ``references`` are the reference regions (``load_reference_regions``).
     Returns how many units were queued and reviews appended."""
     store = ParquetStore(root)
-    files = ReviewFiles(root / "reviews")
+    files = ReviewFiles(root / DEMO_REVIEW_FOLDER)
     items = store.read("benchmark_items")
     refs_of = {
         (str(b), str(i)): regions_from_frame(group)

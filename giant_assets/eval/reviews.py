@@ -30,11 +30,14 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from giant_assets.core.files import atomic_write_bytes
 from giant_assets.core.paths import confined_path
 from giant_assets.geometry.boxes import level0_box_problem
+from giant_assets.multipathqa.prompts import asked_question
+from giant_assets.runs.extraction import PANDA
 from giant_assets.runs.records import parse_trajectory
 
 REGION_RATINGS = ("relevant", "partly", "not relevant")
@@ -42,6 +45,11 @@ ANSWER_RATINGS = ("correct", "partly", "wrong")
 SUPPORT_RATINGS = ("yes", "partly", "no")
 MAX_COMMENT = 4000
 MAX_DRAWN = 20
+REVIEW_FOLDER = "reviews"  # <data>/reviews: the real review
+DEMO_REVIEW_FOLDER = "reviews-demo"  # the demo's scripted reviewers, apart from any real reviewer's
+# the steps whose boxes a reviewer rates: crops (GIANT, the random-region ablation, a plug-in's) and the
+# patch baseline's patches; a thumbnail (the whole slide) is no region to rate
+REGION_ACTIONS = ("crop", "patch")
 
 
 class ReviewError(ValueError):
@@ -171,7 +179,7 @@ def build_units(
         regions = [
             {"box": [int(v) for v in s["box"]], "step": int(s["index"]), "reason": str(s.get("text") or "")}
             for s in steps
-            if s.get("action") == "crop" and s.get("box")
+            if s.get("action") in REGION_ACTIONS and s.get("box")
         ]
         regions = reported_by_run.get((str(run.benchmark_id), int(run.run_index)), regions)
         units.append(
@@ -195,14 +203,52 @@ def build_units(
                 "correct": bool(run.correct),
                 "wsi_path": str(item.wsi_path or ""),
                 "shown": {
-                    "question": str(item.prompt),
-                    "answer": str(run.answer_text),
+                    "question": _question(item),
+                    "options": _options(item),
+                    "answer": _answer_shown(run, _options(item)),
+                    "raw_answer": str(run.answer_text),
                     "regions": regions,
                     "slide_size": _slide_size(item),
                 },
             }
         )
     return units
+
+
+def _options(item: Any) -> list[str]:
+    options = getattr(item, "options", None)
+    return [str(o) for o in options] if isinstance(options, (list, tuple, np.ndarray)) else []
+
+
+def _question(item: Any) -> str:
+    """The question as the dataset asks it (no answer format the platform appended), else the prompt."""
+    template = getattr(item, "prompt_template", None)
+    return asked_question(template) if isinstance(template, str) and template.strip() else str(item.prompt)
+
+
+def _answer_shown(run: Any, options: list[str]) -> str:
+    """The agent's answer as a reader checks it: the chosen option's text (``2. Liver``), a PANDA grade
+    (``ISUP grade 3``), else the reply as it came."""
+    label = getattr(run, "predicted_label", None)
+    if isinstance(label, Integral | float) and not isinstance(label, bool) and pd.notna(label):
+        if options and float(label).is_integer() and 1 <= label <= len(options):
+            return f"{int(label)}. {options[int(label) - 1]}"
+        if not options and run.benchmark_name == PANDA and float(label).is_integer():
+            return f"ISUP grade {int(label)}"
+    return str(run.answer_text)
+
+
+def left_out_reason(unit: Mapping[str, Any]) -> str | None:
+    """Why ``unit`` cannot be reviewed (its slide file is missing, it has no answer, no region to rate),
+    or None when it can."""
+    path = unit.get("wsi_path") or ""
+    if not path or not Path(path).is_file():
+        return "no slide file"
+    if not str(unit["shown"].get("answer") or "").strip():
+        return "no answer"
+    if not unit["shown"].get("regions"):
+        return "no region to rate"
+    return None
 
 
 def _slide_size(item: Any) -> list[int] | None:
@@ -223,6 +269,11 @@ def load_queue(files: ReviewFiles) -> list[dict[str, Any]]:
     if not files.queue.exists():
         return []
     return list(json.loads(files.queue.read_text(encoding="utf-8"))["units"])
+
+
+def reviewable_queue(files: ReviewFiles) -> list[dict[str, Any]]:
+    """The queue's units a reviewer can review now (``left_out_reason``: e.g. a slide since removed)."""
+    return [u for u in load_queue(files) if left_out_reason(u) is None]
 
 
 def order_for(files: ReviewFiles, reviewer: str, units: list[dict[str, Any]]) -> list[dict[str, Any]]:

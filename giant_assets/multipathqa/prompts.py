@@ -50,6 +50,12 @@ def render_prompt(template: str, options: Sequence[str] | None) -> str:
     return substitute(template, options)
 
 
+def asked_question(template: str) -> str:
+    """The question as the dataset asks it, for a reader who sees the options apart: the CSV's prompt
+    without the option list (``{options}`` left empty) and without anything the platform appends."""
+    return re.sub(r"\n{3,}", "\n\n", substitute(template, None)).strip()
+
+
 def missing_options(prompt: str, options: Sequence[str] | None) -> list[int]:
     """1-based numbers of the options the rendered prompt does not show as ``N. text``."""
     shown = [] if options is None else options

@@ -21,6 +21,7 @@ import pandas as pd
 from PIL import Image, ImageDraw, ImageFont
 
 from giant_assets.core.paths import confined_path
+from giant_assets.eval.reviews import REGION_ACTIONS
 from giant_assets.experiments.spec import Experiment
 from giant_assets.geometry.roi import Region, regions_from_frame
 from giant_assets.report.sent_images import SentImage, render_sent_images, renders_sent_images
@@ -49,8 +50,13 @@ PICTURE_COLUMNS = {
 
 
 def viewed_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The crop steps that named a box, in trajectory order."""
-    return [s for s in steps if s.get("action") == "crop" and s.get("box")]
+    """The steps that viewed a box (a crop, a patch baseline's patch), in trajectory order."""
+    return [s for s in steps if s.get("action") in REGION_ACTIONS and s.get("box")]
+
+
+def extent_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A one-call baseline's answer step, recording the view it answered from (the thumbnail's extent)."""
+    return [s for s in steps if s.get("action") == "answer" and s.get("box")]
 
 
 def run_dir(root: Path, benchmark: str, benchmark_id: str, run_index: int) -> Path:
@@ -73,7 +79,9 @@ def _draw_region(draw: ImageDraw.ImageDraw, region: Region, to_px) -> None:
 
 
 def _saw_something(steps: list[dict[str, Any]]) -> bool:
-    return any(s.get("action") in ("thumbnail", "crop") for s in steps)
+    return any(s.get("action") == "thumbnail" for s in steps) or bool(
+        viewed_steps(steps) or extent_steps(steps)
+    )
 
 
 def _draw_on_slide(
@@ -98,6 +106,9 @@ def _draw_on_slide(
 
     for region in references:
         _draw_region(draw, region, to_px)
+    for step in extent_steps(steps):  # what a thumbnail baseline saw: its outline, unnumbered
+        x, y, w, h = step["box"]
+        draw.rectangle([*to_px(x, y), *to_px(x + w, y + h)], outline=VIEWED, width=2)
     for number, step in enumerate(viewed_steps(steps), start=1):
         x, y, w, h = step["box"]
         draw.rectangle([*to_px(x, y), *to_px(x + w, y + h)], outline=VIEWED, width=2)

@@ -8,10 +8,19 @@ import json
 from pathlib import Path
 
 import pandas as pd
+from dagster import materialize
 
 from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.reviewers import REVIEWERS, bundle_review
-from giant_assets.eval.reviews import ReviewFiles, latest_reviews, load_queue, read_reviews
+from giant_assets.eval.reviews import (
+    DEMO_REVIEW_FOLDER,
+    ReviewFiles,
+    latest_reviews,
+    load_queue,
+    read_reviews,
+)
+from giant_assets.platform.assets.reviews import pathologist_reviews, review_metrics
+from tests.support.dagster_env import resources_for
 
 REFS = pd.DataFrame(
     {
@@ -61,7 +70,7 @@ def _store(data: Path) -> None:
 
 
 def _ratings(data: Path) -> dict[tuple[str, str, int], dict]:
-    files = ReviewFiles(data / "reviews")
+    files = ReviewFiles(data / DEMO_REVIEW_FOLDER)
     units = {u["unit"]: u for u in load_queue(files)}
     return {
         (reviewer, units[unit]["benchmark_id"], units[unit]["run_index"]): {
@@ -77,7 +86,7 @@ def test_the_scripted_reviews_are_the_same_everywhere_and_stored_once(tmp_path: 
         _store(data)
         assert bundle_review(data, "exp", REFS) == {"units": 2, "appended": 4}
     assert bundle_review(first, "exp", REFS) == {"units": 2, "appended": 0}  # the same ratings: none new
-    assert len(read_reviews(ReviewFiles(first / "reviews"))[0]) == 4
+    assert len(read_reviews(ReviewFiles(first / DEMO_REVIEW_FOLDER))[0]) == 4
     ratings = _ratings(first)
     assert ratings == _ratings(second)  # other secrets, other unit ids, the same ratings
     assert sorted(ratings) == [
@@ -97,3 +106,20 @@ def test_the_scripted_reviews_are_the_same_everywhere_and_stored_once(tmp_path: 
         assert noisy["drawn"] == []
         for x, y in zip(rules["regions"], noisy["regions"], strict=True):
             assert abs(order.index(x) - order.index(y)) <= 1  # the noise moves one step at most
+
+
+def test_the_scripted_reviews_stay_out_of_a_real_review_unless_asked(tmp_path: Path) -> None:
+    """The scripted reviews live in their own folder: the real queue and submissions stay empty, and the
+    review's assets count them only with ``demo: true``."""
+    data = tmp_path / "data"
+    _store(data)
+    bundle_review(data, "exp", REFS)
+    real = ReviewFiles(data / "reviews")
+    assert load_queue(real) == [] and read_reviews(real)[0] == []
+    assets = [pathologist_reviews, review_metrics]
+    assert materialize(assets, resources=resources_for(data)).success
+    assert ParquetStore(data).read("pathologist_reviews").empty
+    asked = {"ops": {"pathologist_reviews": {"config": {"demo": True}}}}
+    assert materialize(assets, resources=resources_for(data), run_config=asked).success
+    reviews = ParquetStore(data).read("pathologist_reviews")
+    assert sorted(set(reviews["reviewer"])) == list(REVIEWERS) and len(reviews) == 4

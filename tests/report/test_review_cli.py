@@ -20,14 +20,17 @@ from giant_assets.report.review.cli import main
 COMMAND = [sys.executable, "-m", "giant_assets.report.review.cli"]
 
 
-def _store(data: Path) -> None:
+SLIDE = "tcga/TCGA-05-4244-01Z-00-DX1.svs"  # 4096 x 3072
+
+
+def _store(data: Path, slide: Path) -> None:
     store = ParquetStore(data)
     items = pd.DataFrame(
         {
             "benchmark_name": "tcga",
             "benchmark_id": ["0", "1"],
             "prompt": "q?",
-            "wsi_path": "/none.svs",
+            "wsi_path": str(slide),
             "width": 4096,
             "height": 3072,
         }  # fmt: skip
@@ -52,9 +55,9 @@ def _store(data: Path) -> None:
         store.write("predictions", runs, f"{experiment}/tcga")
 
 
-def test_add_prepare_and_serve(tmp_path: Path, capsys) -> None:
+def test_add_prepare_and_serve(tmp_path: Path, sample_wsi_root: Path, capsys) -> None:
     data = tmp_path / "data"
-    _store(data)
+    _store(data, sample_wsi_root / SLIDE)
     args = ["--data-dir", str(data)]
     assert main([*args, "add-reviewer", "ana"]) == 0
     token = capsys.readouterr().out.split()[2]
@@ -84,17 +87,19 @@ def test_add_prepare_and_serve(tmp_path: Path, capsys) -> None:
         assert proc.wait(10) == 0
 
 
-def test_a_missing_cell_is_one_line(tmp_path: Path, capsys) -> None:
+def test_a_missing_cell_is_one_line(tmp_path: Path, sample_wsi_root: Path, capsys) -> None:
     data = tmp_path / "data"
-    _store(data)
+    _store(data, sample_wsi_root / SLIDE)
     assert main(["--data-dir", str(data), "prepare", "--experiment", "nope", "--benchmark", "tcga"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no predictions for nope/tcga" in err
 
 
-def test_prepare_shows_a_path_review_runs_reported_regions(tmp_path: Path, capsys) -> None:
+def test_prepare_shows_a_path_review_runs_reported_regions(
+    tmp_path: Path, sample_wsi_root: Path, capsys
+) -> None:
     data = tmp_path / "data"
-    _store(data)
+    _store(data, sample_wsi_root / SLIDE)
     reported = tmp_path / "reported.json"
     region = {
         "experiment": "exp-b",
@@ -120,9 +125,11 @@ def test_prepare_shows_a_path_review_runs_reported_regions(tmp_path: Path, capsy
     assert capsys.readouterr().err.startswith(f"giant-review: error: {reported}: invalid JSON")
 
 
-def test_prepare_refuses_bad_reported_regions_one_by_one(tmp_path: Path, capsys) -> None:
+def test_prepare_refuses_bad_reported_regions_one_by_one(
+    tmp_path: Path, sample_wsi_root: Path, capsys
+) -> None:
     data = tmp_path / "data"
-    _store(data)
+    _store(data, sample_wsi_root / SLIDE)
     reported = tmp_path / "reported.json"
     regions = [
         {"benchmark_id": "1", "run_index": 0, "box": [1, 2, 3], "finding": "three numbers"},
@@ -151,3 +158,43 @@ def test_prepare_refuses_bad_reported_regions_one_by_one(tmp_path: Path, capsys)
     assert shown["0"] == [
         {"box": [1, 2, 3, 4], "step": 1, "reason": "why"}
     ]  # its own crops: none valid given
+
+
+def test_prepare_leaves_out_runs_that_cannot_be_reviewed(
+    tmp_path: Path, sample_wsi_root: Path, capsys
+) -> None:
+    """No slide file, no answer, no region (a thumbnail is none): counted and left out; patches are kept."""
+    data = tmp_path / "data"
+    _store(data, sample_wsi_root / SLIDE)
+    store = ParquetStore(data)
+    items = store.read("benchmark_items")
+    items = pd.concat([items, items.assign(benchmark_id=["2", "3"])], ignore_index=True)
+    items.loc[items["benchmark_id"] == "2", "wsi_path"] = str(tmp_path / "gone.svs")
+    store.write("benchmark_items", items)
+    crop = {"index": 0, "action": "crop", "box": [1, 2, 3, 4], "text": "why"}
+    patch = {"index": 0, "action": "patch", "box": [100, 200, 256, 256], "text": "2"}
+    thumb = {"index": 0, "action": "answer", "box": [0, 0, 4096, 3072], "text": "1"}
+    rows = [("0", "1", [patch]), ("1", "", [crop]), ("2", "1", [crop]), ("3", "1", [thumb])]
+    runs = pd.DataFrame(
+        {
+            "config_hash": "h",
+            "model": "m",
+            "agent": "patch",
+            "benchmark_name": "tcga",
+            "benchmark_id": [r[0] for r in rows],
+            "run_index": 0,
+            "truth_label": 1,
+            "correct": True,
+            "answer_text": [r[1] for r in rows],
+            "trajectory_json": [json.dumps(r[2]) for r in rows],
+        }  # fmt: skip
+    )
+    store.write("predictions", runs, "exp-p/tcga")
+    assert main(["--data-dir", str(data), "prepare", "--experiment", "exp-p", "--benchmark", "tcga"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "added 1 run(s) of exp-p on tcga; the queue holds 1",
+        "left out 3 run(s) that cannot be reviewed: 1 no answer, 1 no region to rate, 1 no slide file",
+    ]
+    (unit,) = load_queue(ReviewFiles(data / "reviews"))
+    assert unit["benchmark_id"] == "0"
+    assert unit["shown"]["regions"] == [{"box": [100, 200, 256, 256], "step": 0, "reason": "2"}]

@@ -130,6 +130,32 @@ def test_a_run_that_saw_nothing_draws_nothing(slide: Path, tmp_path: Path) -> No
     assert not (tmp_path / "r").exists()
 
 
+def test_the_baselines_pictures_show_the_patches_and_the_thumbnails_extent(
+    slide: Path, tmp_path: Path
+) -> None:
+    """A patch baseline's patches are numbered on the map and re-read; a thumbnail baseline's map shows
+    the extent it answered from (docs/viewer.md)."""
+    patches = [
+        {"index": 0, "action": "patch", "box": LESION_INSIDE, "level": 0, "text": "3"},
+        {"index": 1, "action": "patch", "box": CORNER, "level": 0, "text": "1"},
+        {"index": 2, "action": "answer", "text": '{"answer": 3}; majority of 2 patch labels'},
+    ]
+    records = draw_run(str(slide), patches, tmp_path / "patch", [])
+    assert [(r["kind"], r["step"]) for r in records] == [("overview", None), ("crop", 0), ("crop", 1)]
+    overview = np.asarray(Image.open(tmp_path / "patch" / "overview.png").convert("RGB"))
+    x, y, w, h = LESION_INSIDE
+    assert has_colour(overview, x * SCALE, (y + h / 2) * SCALE, VIEWED)
+    lesion = np.asarray(Image.open(tmp_path / "patch" / "step0.png").convert("RGB"), float)
+    assert np.abs(lesion.mean((0, 1)) - LESION).max() < 3
+    extent = [1024, 768, 2048, 1536]  # a thumbnail baseline's answer step records the view it answered from
+    thumb = [{"index": 0, "action": "answer", "box": extent, "level": 2, "text": '{"answer": 1}'}]
+    records = draw_run(str(slide), thumb, tmp_path / "thumb", [])
+    assert [r["kind"] for r in records] == ["overview"]
+    overview = np.asarray(Image.open(tmp_path / "thumb" / "overview.png").convert("RGB"))
+    for px, py in [(1024, 1536), (3072, 1536), (2048, 768), (2048, 2304)]:  # the four edges' middles
+        assert has_colour(overview, px * SCALE, py * SCALE, VIEWED), (px, py)
+
+
 HOSTILE_IDS = ["../../escape", "a/b", "a\\b", "..", ".", "x\x00y", "tab\there", "new\nline", "%2F", "/abs"]
 
 

@@ -14,6 +14,7 @@ import pytest
 from giant_assets.report.trajectory_images import write_pictures
 from giant_assets.report.viewer import item_pages, write_benchmark
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from tests.report.browser import Browser, chromium_path, file_url
 
 HOSTILE_QUESTION = 'Which? <script>window.pwned = 1</script><img src="x" onerror="window.pwned = 2">'
 HOSTILE_TEXT = "</pre></details><script>window.pwned = 3</script> looks like <b>tumour</b>"
@@ -221,3 +222,24 @@ def test_cross_experiment_pages_take_rows_written_before_them(tmp_path: Path, sl
     assert json.loads(summary.rsplit(" = ", 1)[1].rstrip(";\n")) == {
         "a": {"disagree": False, "experiments": 2}
     }
+
+
+def test_in_chromium_a_patch_baselines_page_shows_its_patches(tmp_path: Path, slide: Path) -> None:
+    """A patch baseline's run: the map and each patch as a picture that loads (docs/viewer.md)."""
+    runs, voted, items = frames("tcga", ["p"], slide)
+    patches = [
+        {"index": 0, "action": "patch", "box": [2580, 920, 440, 360], "level": 0, "text": "2"},
+        {"index": 1, "action": "patch", "box": [100, 100, 300, 300], "level": 0, "text": "1"},
+        {"index": 2, "action": "answer", "text": '{"answer": 2}; majority of 2 patch labels'},
+    ]
+    runs = runs.assign(trajectory_json=json.dumps(patches), error_kind=None, error=None)
+    pictures = write_pictures(runs, items, tmp_path / "trajectories", workers=1)
+    site = write_benchmark(tmp_path / "viewer" / "exp-1", "tcga", item_pages(runs, voted, items, pictures))
+    with Browser(chromium_path()) as b:
+        b.open(file_url(site.pages[0]))
+        loaded = b.eval(
+            "new Promise((done) => { const imgs = [...document.images]; let n = 0; const tick = () => {"
+            " if (imgs.every((i) => i.complete) || ++n > 200) done(imgs.map((i) => i.naturalWidth));"
+            " else setTimeout(tick, 25); }; tick(); })"
+        )
+    assert len(loaded) == 2 * 3 and min(loaded) > 0  # 2 runs x (the map + 2 patches), every one loaded

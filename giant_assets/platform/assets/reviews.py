@@ -1,10 +1,10 @@
 """Assets of the pathologist review (``giant-review``): the stored reviews, and what they say."""
 
 import pandas as pd
-from dagster import AssetExecutionContext, MetadataValue, asset
+from dagster import AssetExecutionContext, Config, MetadataValue, asset
 
 from giant_assets.eval.review_metrics import REVIEW_COLUMNS, review_metrics_table, reviews_table
-from giant_assets.eval.reviews import ReviewFiles
+from giant_assets.eval.reviews import DEMO_REVIEW_FOLDER, REVIEW_FOLDER, ReviewFiles
 from giant_assets.platform.resources import StorageResource
 
 SHOWN_SKIPPED = 30  # left-out reviews named in the metadata and the log; all are counted
@@ -12,11 +12,24 @@ SHOWN = ["experiment", "benchmark_name", "reviewers", "runs_reviewed", "share_re
          "share_answers_correct", "cohen_kappa_answer", "alpha_answer", "alpha_regions"]  # fmt: skip
 
 
+class ReviewsConfig(Config):
+    demo: bool = False  # also count the demo's scripted reviewers (<data>/reviews-demo/), as the demo does
+
+
 @asset(group_name="review", kinds={"pandas"})
-def pathologist_reviews(context: AssetExecutionContext, storage: StorageResource) -> pd.DataFrame:
+def pathologist_reviews(
+    context: AssetExecutionContext, config: ReviewsConfig, storage: StorageResource
+) -> pd.DataFrame:
     """One row per (reviewer, reviewed run): the reviewer's latest ratings, unblinded (experiment,
-    benchmark, item, run, the run's grade), read from ``<data>/reviews/`` (``giant-review``)."""
-    frame, counts = reviews_table(ReviewFiles(storage.root / "reviews"))
+    benchmark, item, run, the run's grade), read from ``<data>/reviews/`` (``giant-review``); the demo's
+    scripted reviews (``<data>/reviews-demo/``) only with ``demo: true``."""
+    folders = [REVIEW_FOLDER, DEMO_REVIEW_FOLDER] if config.demo else [REVIEW_FOLDER]
+    tables = [reviews_table(ReviewFiles(storage.root / folder)) for folder in folders]
+    frames = [f for f, _ in tables if len(f)]
+    frame = pd.concat(frames, ignore_index=True) if frames else tables[0][0]
+    counts = tables[0][1]
+    for _, more in tables[1:]:
+        counts = {k: counts[k] + more[k] for k in counts}  # numbers add, the named lines join
     context.add_output_metadata(
         {
             "reviews": len(frame),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 from giant_assets.benchmarks.registry import benchmark_arg
@@ -16,7 +17,15 @@ from giant_assets.core.serving import port_number, serve_until_stopped
 from giant_assets.core.settings import data_dir
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.qupath import read_reported_regions, stored_reported_regions
-from giant_assets.eval.reviews import ReviewError, ReviewFiles, add_reviewer, build_units, write_queue
+from giant_assets.eval.reviews import (
+    REVIEW_FOLDER,
+    ReviewError,
+    ReviewFiles,
+    add_reviewer,
+    build_units,
+    left_out_reason,
+    write_queue,
+)
 from giant_assets.report.review.serve import DEFAULT_PORT, ReviewServer
 
 SHOWN_REFUSED = 20  # refused reported regions listed by name; the rest counted
@@ -44,8 +53,14 @@ def prepare(
         before = len(refused)
         units += build_units(files.secret(), experiment, runs, items, reported=mine, refused=refused)
         refused[before:] = [f"{experiment}: {line}" for line in refused[before:]]
+    reasons = Counter(left_out_reason(u) for u in units)
+    units = [u for u in units if left_out_reason(u) is None]
     total = write_queue(files, units)
     summary = f"added {len(units)} run(s) of {', '.join(experiments)} on {benchmark}; the queue holds {total}"
+    left_out = {why: n for why, n in reasons.items() if why is not None}
+    if left_out:
+        listed = ", ".join(f"{n} {why}" for why, n in sorted(left_out.items()))
+        summary += f"\nleft out {sum(left_out.values())} run(s) that cannot be reviewed: {listed}"
     if refused:
         shown = "".join(f"\n  {line}" for line in refused[:SHOWN_REFUSED])
         more = f"\n  ... and {len(refused) - SHOWN_REFUSED} more" if len(refused) > SHOWN_REFUSED else ""
@@ -82,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     root = args.data_dir.expanduser().resolve() if args.data_dir else data_dir()
-    files = ReviewFiles(root / "reviews")
+    files = ReviewFiles(root / REVIEW_FOLDER)
     try:
         if args.command == "add-reviewer":
             token = add_reviewer(files, args.name)

@@ -46,9 +46,9 @@ from giant_assets.eval.reviews import (
     append_review,
     blinded,
     latest_reviews,
-    load_queue,
     order_for,
     read_reviews,
+    reviewable_queue,
     reviewer_for,
     validate_review,
 )
@@ -173,7 +173,7 @@ class ReviewHandler(BaseHTTPRequestHandler):
         return None
 
     def _unit(self, unit_id: str) -> dict[str, Any] | None:
-        return next((u for u in load_queue(self.server.files) if u["unit"] == unit_id), None)
+        return next((u for u in reviewable_queue(self.server.files) if u["unit"] == unit_id), None)
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 (http.server's name)
         """Log without the query string (the first visit's address carries the reviewer's token); never
@@ -276,7 +276,7 @@ class ReviewHandler(BaseHTTPRequestHandler):
 
     def _queue(self, reviewer: str) -> None:
         done = {unit for (who, unit) in latest_reviews(read_reviews(self.server.files)[0]) if who == reviewer}
-        units = order_for(self.server.files, reviewer, load_queue(self.server.files))
+        units = order_for(self.server.files, reviewer, reviewable_queue(self.server.files))
         listing = [{"unit": u["unit"], "reviewed": u["unit"] in done} for u in units]
         self._json(HTTPStatus.OK, {"reviewer": reviewer, "units": listing})
 

@@ -51,13 +51,15 @@ function drawOverlay() {
     r.setAttribute("vector-effect", "non-scaling-stroke");
     svg.append(r);
   };
+  // the numbers are HTML over the picture, sized in screen pixels (CSS), placed in fractions of the slide
+  const wrap = document.getElementById("overview-wrap");
+  wrap.querySelectorAll(".label").forEach((n) => n.remove());
   unit.regions.forEach((region, i) => {
     box(region.box, "viewed");
-    const t = document.createElementNS(SVG, "text");
-    t.setAttribute("x", region.box[0]); t.setAttribute("y", region.box[1]);
-    t.setAttribute("font-size", Math.max(w, h) / 40);
-    t.textContent = String(i + 1);
-    svg.append(t);
+    const label = el("span", { class: "label" }, String(i + 1));
+    label.style.left = `${(region.box[0] / w) * 100}%`;
+    label.style.top = `${(region.box[1] / h) * 100}%`;
+    wrap.append(label);
   });
   drawn.forEach((b) => box(b, "drawn"));
 }
@@ -94,6 +96,8 @@ async function show(index) {
     `${index + 1} of ${queue.length} (${queue.filter((u) => u.reviewed).length} reviewed)`;
   document.getElementById("question").textContent = unit.question;
   document.getElementById("answer").textContent = unit.answer;
+  document.getElementById("raw-answer").textContent = unit.raw_answer ?? unit.answer;
+  document.getElementById("options").replaceChildren(...(unit.options || []).map((o) => el("li", {}, o)));
   document.getElementById("comment").value = review.comment || "";
   const answer = document.getElementById("answer-rating");
   const supports = document.getElementById("supports-rating");
@@ -141,6 +145,24 @@ async function save() {
   return saved;
 }
 
+// keys 1/2/3 rate the first unrated field (regions in order, the answer, the support); Enter saves and
+// moves on; nothing happens while the reviewer types in the comment
+function onKey(event) {
+  if (!unit || event.target.closest("textarea, input[type=text]") || event.ctrlKey || event.metaKey) return;
+  if (event.key === "Enter") {
+    event.preventDefault();
+    document.getElementById("next").click();
+    return;
+  }
+  const k = ["1", "2", "3"].indexOf(event.key);
+  if (k < 0) return;
+  const fields = [...unit.regions.map((_, i) => [`region-${i}`, REGION]), ["answer", ANSWER], ["supports", SUPPORTS]];
+  const open = fields.find(([name]) => chosen(name) === null);
+  if (!open) return;
+  document.querySelector(`input[name="${open[0]}"][value="${open[1][k]}"]`).click();
+  event.preventDefault();
+}
+
 async function start() {
   try {
     const listing = await api("/api/queue");
@@ -149,6 +171,7 @@ async function start() {
     const asked = queue.findIndex((u) => `#${u.unit}` === location.hash);
     const first = asked >= 0 ? asked : queue.findIndex((u) => !u.reviewed);
     enableDrawing();
+    document.addEventListener("keydown", onKey);
     document.getElementById("submit").addEventListener("click", () => save().catch((e) => status(e.message)));
     document.getElementById("next").addEventListener("click", () =>
       save().then(() => show((position + 1) % queue.length)).catch((e) => status(e.message)));
