@@ -18,6 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from giant_assets.core.settings import EXPERIMENTS_ENV, env
+from giant_assets.experiments.problems import field_problem
 from giant_assets.experiments.spec import Experiment
 
 DEFAULT_FILE = "experiments.yaml"
@@ -91,6 +92,12 @@ def _parse(path: Path, text: str) -> dict[str, Experiment]:
             loader.dispose()
     except yaml.YAMLError as exc:
         raise ExperimentsFileError(f"{path}: not valid YAML: {exc}") from exc
+    except ExperimentsFileError:
+        raise
+    except ValueError as exc:  # an integer past Python's digit limit (4300), e.g. seed: 999...9
+        raise ExperimentsFileError(
+            f"{path}: a number in the file is too long to read ({str(exc).split(':')[0]}): no field takes one"
+        ) from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("experiments"), dict):
         raise ExperimentsFileError(
             f"{path}: expected a mapping with an 'experiments' mapping (name: settings)"
@@ -118,16 +125,8 @@ def _experiment(path: Path, name: str, defaults: dict, body: Any) -> Experiment:
     try:
         return Experiment(**(defaults | body | {"name": name}))
     except ValidationError as exc:
-        problems = "; ".join(_problem(err) for err in exc.errors())
+        problems = "; ".join(field_problem(err, Experiment.model_fields) for err in exc.errors())
         raise ExperimentsFileError(f"{path}: experiment {name!r}: {problems}") from exc
-
-
-def _problem(err: Any) -> str:
-    """One validation error as ``field 'x': message`` (a check across fields names its field itself)."""
-    message = str(err["msg"])
-    if not err["loc"] and message.startswith("Value error, field '"):
-        return message.removeprefix("Value error, ")
-    return f"field {'.'.join(str(p) for p in err['loc']) or '(experiment)'!r}: {message}"
 
 
 def unbudgeted(path: Path | str, experiments: dict[str, Experiment]) -> list[str]:

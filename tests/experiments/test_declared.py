@@ -50,10 +50,10 @@ def test_defaults_apply_and_each_experiment_overrides(tmp_path: Path) -> None:
     [
         (
             "experiments:\n  gpt: {agent: giant}\n",
-            "experiment 'gpt': field '(experiment)': Value error, agent 'giant' needs a model",
+            "experiment 'gpt': agent 'giant' needs a model",
         ),
         ("experiments:\n  a: {agent: random, max_steps: 0}\n", "experiment 'a': field 'max_steps'"),
-        ("experiments:\n  a: {agent: random, colour: red}\n", "experiment 'a': field 'colour': Extra inputs"),
+        ("experiments:\n  a: {agent: random, colour: red}\n", "experiment 'a': field 'colour': not a field"),
         ("experiments:\n  Bad Name: {agent: random}\n", "experiment 'Bad Name': field 'name'"),
         ("experiments:\n  a: {agent: oracle}\n", "experiment 'a': field 'agent'"),
         (
