@@ -20,7 +20,9 @@ from giant_assets.platform.resources import ExperimentsResource
 
 COMMANDS = {
     "check": "validate the experiments file: every field of every experiment (exit 1 naming the file, "
-    "experiment and field of the first error)",
+    "experiment and field of the first error); say how each paid experiment signs in (key from which "
+    "variable, Entra ID, AWS credential chain, Google ADC) and refuse what cannot work (a placeholder or "
+    "full request URI as azure_endpoint, an unset key variable)",
     "list": "one line per declared experiment under a header: name, agent, provider, model (Azure: its "
     "deployment), endpoint (the API root its calls go to; - offline), runs per item, config hash",
     "sync": "add every declared experiment as a Dagster partition of the instance at $DAGSTER_HOME "
@@ -80,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as exc:
                 print(f"error: {resource.file}: experiment {name!r}: {exc}", file=sys.stderr)
                 return 1
-        problems = unbudgeted(resource.file, declared) + _unpriced(resource.file, declared)
+        problems = _sign_ins(resource.file, declared)
+        problems += unbudgeted(resource.file, declared) + _unpriced(resource.file, declared)
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
         if problems:
@@ -133,6 +136,21 @@ def _list_lines(declared: dict) -> list[str]:
         rows.append((name, exp.agent, provider, model, exp.endpoint or "-", str(exp.runs_per_item),
                      exp.config_hash()))  # fmt: skip
     return ["\t".join(row) for row in rows]
+
+
+def _sign_ins(path: object, declared: dict) -> list[str]:
+    """Print how each paid experiment signs in; one problem line per one that cannot (no key shown)."""
+    from giant_assets.experiments.signin import sign_in
+
+    problems = []
+    for name, exp in sorted(declared.items()):
+        if not exp.paid:
+            continue
+        how, why = sign_in(exp)
+        print(f"{name}: signs in with {how}")
+        if why:
+            problems.append(f"{path}: experiment {name!r}: {why}")
+    return problems
 
 
 def _unpriced(path: object, declared: dict) -> list[str]:

@@ -232,8 +232,10 @@ def test_the_thumbnail_sweep_and_the_released_baseline_defaults() -> None:
     ],
 )
 def test_a_paid_experiment_must_state_its_budget(
-    tmp_path: Path, settings: str, refused: bool, capsys: pytest.CaptureFixture[str]
-) -> None:
+    tmp_path: Path, settings: str, refused: bool, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")  # the check also refuses an unset key
     path = write(tmp_path, f"experiments:\n  e: {settings}\n")
     assert load_experiments(path)["e"].name == "e"  # list and estimate still show it
     status = experiments_main(["check", "--file", str(path)])
