@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from giant_assets.core.helptext import plain
 from giant_assets.core.settings import data_dir
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.qupath import (
@@ -92,7 +93,7 @@ def run_import(args: argparse.Namespace, root: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="giant-qupath", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="giant-qupath", description=plain(__doc__.split("\n\n")[0]))
     parser.add_argument("--data-dir", type=Path, help="the data folder (default $GIANT_DATA_DIR or ./data)")
     sub = parser.add_subparsers(dest="command", required=True)
     exp = sub.add_parser("export", help="every crop the agent viewed, one GeoJSON file per slide")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from giant_assets.core.helptext import plain
 from giant_assets.experiments.declared import ExperimentsFileError, unbudgeted
 from giant_assets.platform.resources import ExperimentsResource
 
@@ -46,7 +47,7 @@ COMMANDS = {
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="giant-experiments",
-        description=__doc__.splitlines()[0],
+        description=plain(__doc__.splitlines()[0]),
         epilog="the file: $GIANT_EXPERIMENTS, else ./experiments.yaml (fields: docs/experiments.md)",
     )
     file_help = "experiments file (default $GIANT_EXPERIMENTS or ./experiments.yaml)"
