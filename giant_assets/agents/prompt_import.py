@@ -41,6 +41,7 @@ from pathlib import Path
 
 import yaml
 
+from giant_assets.core.helptext import plain
 from giant_assets.experiments.prompts import PLACEHOLDERS, check_template
 
 MAX_MODULE_BYTES = 1 << 20  # the official agent modules are ~28 KB each
@@ -374,7 +375,7 @@ _BlockDumper.add_representer(str, _str_block)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="giant-prompts", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="giant-prompts", description=plain(__doc__.splitlines()[0]))
     sub = parser.add_subparsers(dest="command", required=True)
     imp = sub.add_parser("import", help="read the official prompts from a local clone into a prompt file")
     imp.add_argument("--repo", required=True, type=Path, help="local clone of KianWeihrauch/GIANT")

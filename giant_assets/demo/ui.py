@@ -87,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
             env=env,
         ),
         "dagster-daemon": subprocess.Popen(
-            [bin_dir / "dagster-daemon", "run", "-w", args.workspace], env=env
+            # warnings and errors only: at info it logs a line per sensor tick (every 15-30 s)
+            [bin_dir / "dagster-daemon", "run", "-w", args.workspace, "--log-level", "warning"],
+            env=env,
         ),
     }
     print(f"Dagster UI: http://{args.host}:{args.port} (and its daemon); Ctrl-C stops them", flush=True)

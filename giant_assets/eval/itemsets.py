@@ -17,7 +17,9 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+import sys
 from collections.abc import Collection, Mapping
+from pathlib import Path
 
 import pandas as pd
 
@@ -85,12 +87,21 @@ def cell_status(
     return status
 
 
+def dagster_executable() -> str:
+    """This environment's ``dagster``, runnable from any shell (the venv need not be on PATH): its absolute
+    path beside the interpreter, else ``python -m dagster`` with this interpreter's absolute path."""
+    beside = Path(sys.executable).parent / "dagster"
+    if beside.is_file():
+        return shlex.quote(str(beside))
+    return f"{shlex.quote(sys.executable)} -m dagster"
+
+
 def rerun_command(experiment: str, benchmark: str) -> str:
     """The shell command that recomputes one cell of the results grid over today's items; it sets the
     warnings filter itself, so that pasted into any shell it prints no SupersessionWarning."""
     return (
         f"PYTHONWARNINGS={shlex.quote(SUPERSEDED_WARNING_FILTER)} "
-        f"dagster asset materialize -m {DEFINITIONS} --select {CELL_ASSETS} "
+        f"{dagster_executable()} asset materialize -m {DEFINITIONS} --select {CELL_ASSETS} "
         f'--partition "{benchmark}|{experiment}"'
     )
 

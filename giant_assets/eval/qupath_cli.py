@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from giant_assets.benchmarks.registry import benchmark_arg
+from giant_assets.core.helptext import plain
 from giant_assets.core.settings import data_dir
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.qupath import (
@@ -147,7 +148,7 @@ def run_import(args: argparse.Namespace, root: Path) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line: ``export`` and ``import``, every flag with its help."""
-    parser = argparse.ArgumentParser(prog="giant-qupath", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="giant-qupath", description=plain(__doc__.split("\n\n")[0]))
     parser.add_argument("--data-dir", type=Path, help="the data folder (default $GIANT_DATA_DIR or ./data)")
     sub = parser.add_subparsers(dest="command", required=True)
     exp = sub.add_parser("export", help="every crop the agent viewed, one GeoJSON file per slide")

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from giant_assets.benchmarks.declaration import Declaration, DeclarationError, parse_declaration
 from giant_assets.core.settings import EXPERIMENTS_ENV, env
+from giant_assets.experiments.problems import field_problem
 from giant_assets.experiments.spec import Experiment
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
@@ -157,16 +158,8 @@ def _experiment(path: Path, name: str, defaults: dict, body: Any) -> Experiment:
     try:
         return Experiment(**(defaults | body | {"name": name}))
     except ValidationError as exc:
-        problems = "; ".join(_problem(err) for err in exc.errors())
+        problems = "; ".join(field_problem(err, Experiment.model_fields) for err in exc.errors())
         raise ExperimentsFileError(f"{path}: experiment {name!r}: {problems}") from exc
-
-
-def _problem(err: Any) -> str:
-    """One validation error as ``field 'x': message`` (a check across fields names its field itself)."""
-    message = str(err["msg"])
-    if not err["loc"] and message.startswith("Value error, field '"):
-        return message.removeprefix("Value error, ")
-    return f"field {'.'.join(str(p) for p in err['loc']) or '(experiment)'!r}: {message}"
 
 
 def unbudgeted(path: Path | str, experiments: dict[str, Experiment]) -> list[str]:

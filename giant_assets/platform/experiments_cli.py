@@ -1,11 +1,11 @@
 """`giant-experiments`: validate the declared experiments and benchmarks, list them, add them as Dagster
 partitions.
 
-giant-experiments check            # validate the file, and each declared benchmark's items and slides
-giant-experiments list             # one line per experiment: name, agent, model, config hash
+giant-experiments check            # validate the file and declared benchmarks; how paid ones sign in
+giant-experiments list             # a header, then one line per experiment: agent, provider, model, endpoint
 giant-experiments sync             # add every experiment and benchmark as a partition ($DAGSTER_HOME)
 giant-experiments estimate NAME    # cost and time of what NAME has left to run, per benchmark
-giant-experiments status [NAME]    # per cell: complete, running, waiting on a batch, failed, stale, to do
+giant-experiments status [NAME]    # one line per experiment; with NAME, its cells (retry for the failed)
 giant-experiments batches [NAME] [--cancel]   # provider batches still open (batch mode); cancel them
 giant-experiments stop NAME [--benchmark B]  # cancel NAME's backfills, queued and running runs
 giant-experiments prune            # delete the partitions of experiments no longer declared (files stay)
@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from giant_assets.core.helptext import plain
 from giant_assets.experiments.declared import ExperimentsFileError, unbudgeted
 from giant_assets.experiments.plugins import is_plugin, load_factory
 from giant_assets.platform.resources import ExperimentsResource
@@ -28,8 +29,12 @@ if TYPE_CHECKING:
 COMMANDS = {
     "check": "validate the experiments file: every field of every experiment and declared benchmark, and "
     "each declared benchmark's items file (columns, answers, duplicate ids) and slides under its WSI root "
-    "(exit 1 naming the file, experiment or benchmark, and the field, row or column of each problem)",
-    "list": "one line per declared experiment: name, agent, model, runs per item, config hash",
+    "(exit 1 naming the file, experiment or benchmark, and the field, row or column of each problem); say "
+    "how each paid experiment signs in (key from which variable, Entra ID, AWS credential chain, Google "
+    "ADC) and refuse what cannot work (a placeholder or full request URI as azure_endpoint, an unset key "
+    "variable)",
+    "list": "one line per declared experiment under a header: name, agent, provider, model (Azure: its "
+    "deployment), endpoint (the API root its calls go to; - offline), runs per item, config hash",
     "sync": "add every declared experiment, and every benchmark (the five built-ins and the declared "
     "ones), as a Dagster partition of the instance at $DAGSTER_HOME (what experiments_sensor does every "
     "30 s under `make ui`; never removes one) and name the partitions of experiments no longer declared",
@@ -37,9 +42,10 @@ COMMANDS = {
     "data folder stay; the leaderboard then no longer lists them as removed)",
     "estimate": "cost and time of what experiment NAME has left to run, per benchmark (ranges from the "
     "protocol's token model, calibrated by finished runs of the same model)",
-    "status": "where each cell (benchmark x experiment) of NAME, or of every experiment, stands: complete, "
-    "running (done, failed, in flight, spent, ETA), waiting on a provider batch, failed (the reason and "
-    "the command to retry), stale, or to do",
+    "status": "without NAME, one line per experiment: how many of its cells are complete, reviewed (path "
+    "reviews), running, waiting, failed, stale or to do, and its spend; with NAME, each of its cells "
+    "(benchmark x experiment): complete, running (done, failed, in flight, spent, ETA), waiting on a "
+    "provider batch, failed (the reason and the command that retries it), stale, reviewed, or to do",
     "batches": "the provider batches still open (batch mode), of NAME or of every experiment; --cancel "
     "cancels NAME's",
     "stop": "stop experiment NAME's row (or --benchmark cells): cancel its backfills and its queued and "
@@ -50,7 +56,7 @@ COMMANDS = {
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="giant-experiments",
-        description=__doc__.splitlines()[0],
+        description=plain(__doc__.splitlines()[0]),
         epilog="the file: $GIANT_EXPERIMENTS, else ./experiments.yaml (fields: docs/experiments.md)",
     )
     file_help = "experiments file (default $GIANT_EXPERIMENTS or ./experiments.yaml)"
@@ -88,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as exc:
                 print(f"error: {resource.file}: experiment {name!r}: {exc}", file=sys.stderr)
                 return 1
-        problems = unbudgeted(resource.file, declared) + _unpriced(resource.file, declared)
+        problems = _sign_ins(resource.file, declared)
+        problems += unbudgeted(resource.file, declared) + _unpriced(resource.file, declared)
         problems += _benchmark_problems(resource)
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
@@ -99,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{resource.file}: {len(declared)} experiment(s), {benchmarks} declared benchmark(s), all valid"
         )
     elif args.command == "list":
-        for name, exp in sorted(declared.items()):
-            print(f"{name}\t{exp.agent}\t{exp.model or '-'}\truns={exp.runs_per_item}\t{exp.config_hash()}")
+        for line in _list_lines(declared):
+            print(line)
     elif args.command == "estimate":
         return _estimate(declared, args.name, args.benchmark)
     elif args.command == "status":
@@ -152,6 +159,38 @@ def _benchmark_problems(resource: ExperimentsResource) -> list[str]:
         for note in report.notes:
             print(f"note: benchmark {declaration.name!r}: {note}")
         problems += [f"{resource.file}: benchmark {declaration.name!r}: {p}" for p in report.problems]
+    return problems
+
+
+LIST_HEADER = ("NAME", "AGENT", "PROVIDER", "MODEL", "ENDPOINT", "RUNS", "CONFIG_HASH")
+
+
+def _list_lines(declared: dict) -> list[str]:
+    """The header, then one tab-separated line per experiment; an offline agent has no provider."""
+    rows = [LIST_HEADER]
+    for name, exp in sorted(declared.items()):
+        online = bool(exp.endpoint)
+        model = exp.model or "-"
+        if online and exp.provider == "azure" and exp.deployment and exp.deployment != exp.model:
+            model = f"{model} (deployment {exp.deployment})"
+        provider = exp.provider if online else "-"
+        rows.append((name, exp.agent, provider, model, exp.endpoint or "-", str(exp.runs_per_item),
+                     exp.config_hash()))  # fmt: skip
+    return ["\t".join(row) for row in rows]
+
+
+def _sign_ins(path: object, declared: dict) -> list[str]:
+    """Print how each paid experiment signs in; one problem line per one that cannot (no key shown)."""
+    from giant_assets.experiments.signin import sign_in
+
+    problems = []
+    for name, exp in sorted(declared.items()):
+        if not exp.paid:
+            continue
+        how, why = sign_in(exp)
+        print(f"{name}: signs in with {how}")
+        if why:
+            problems.append(f"{path}: experiment {name!r}: {why}")
     return problems
 
 
@@ -307,7 +346,7 @@ def _status(declared: dict, name: str | None) -> int:
 
     from giant_assets.core.settings import DAGSTER_HOME_ENV, data_dir
     from giant_assets.core.storage import ParquetStore
-    from giant_assets.platform.status import STATES, grid_states
+    from giant_assets.platform.status import STATES, experiment_lines, grid_states
 
     if name and name not in declared:
         print(
@@ -327,10 +366,14 @@ def _status(declared: dict, name: str | None) -> int:
     states = grid_states(
         instance, store.root, declared, store.read("benchmark_items"), [name] if name else None
     )
-    for state in states:
-        print(state.line())
+    for line in [s.line() for s in states] if name else experiment_lines(states):
+        print(line)
     counts = {s: sum(x.state == s for x in states) for s in STATES}
     print(", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" of {len(states)} cell(s)")
+    if not name:
+        print(
+            "`giant-experiments status NAME` lists NAME's cells, with the command that retries a failed one"
+        )
     return 0
 
 

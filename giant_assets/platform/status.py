@@ -13,7 +13,12 @@ the predictions asset logs as it goes):
   failed runs than ``max_failed_share``: with the command that retries it;
 - ``stale``: scored over another item set than today's (eval/itemsets.py);
 - ``complete``: scored over today's items;
+- ``reviewed``: a path review (agent ``path_review``) whose runs are journalled: reviews are not scored,
+  so it never turns ``complete``; the ``path_review`` asset parses the regions;
 - ``to do``: nothing scored yet (not started, stopped by the budget, or killed): how far its journal got.
+
+Only a failed cell carries the command that retries it (a stale one the command that re-runs it): a cell
+never started needs no retry. ``experiment_lines`` folds the cells into one line per experiment.
 """
 
 from __future__ import annotations
@@ -40,15 +45,16 @@ from giant_assets.eval.itemsets import (
 from giant_assets.eval.progress import JournalProgress, journal_progress
 from giant_assets.experiments.spec import Experiment
 
-RUNNING, WAITING, FAILED, STALE, COMPLETE, TO_DO = (
+RUNNING, WAITING, FAILED, STALE, COMPLETE, REVIEWED, TO_DO = (
     "running",
     "waiting",
     "failed",
     "stale",
     "complete",
+    "reviewed",
     "to do",
 )
-STATES = (COMPLETE, RUNNING, WAITING, FAILED, STALE, TO_DO)
+STATES = (COMPLETE, REVIEWED, RUNNING, WAITING, FAILED, STALE, TO_DO)
 PARTITION_TAG = "dagster/partition"
 WAITING_STATUSES = (DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, *IN_PROGRESS_RUN_STATUSES)
 REASON_CHARS = 600
@@ -63,6 +69,7 @@ class CellState:
     state: str
     detail: str
     retry: str = ""
+    spent_usd: float = 0.0  # of the cell's journalled runs of today's items
 
     @property
     def partition(self) -> str:
@@ -70,7 +77,19 @@ class CellState:
 
     def line(self) -> str:
         text = f"{self.experiment:<24} {self.benchmark:<18} {self.state:<9} {self.detail}"
-        return text + (f"\n{'':<53} retry: {self.retry}" if self.retry else "")
+        label = "re-run" if self.state == STALE else "retry"
+        return text + (f"\n{'':<53} {label}: {self.retry}" if self.retry else "")
+
+
+def experiment_lines(states: list[CellState]) -> list[str]:
+    """One line per experiment: how many of its cells are in each state, and what it has spent."""
+    lines = []
+    for name in dict.fromkeys(s.experiment for s in states):
+        mine = [s for s in states if s.experiment == name]
+        counts = ", ".join(f"{n} {state}" for state in STATES if (n := sum(s.state == state for s in mine)))
+        spent = usd_text(sum(s.spent_usd for s in mine))
+        lines.append(f"{name:<24} {len(mine)} cell(s): {counts}; {spent} spent")
+    return lines
 
 
 def grid_states(
@@ -88,6 +107,7 @@ def grid_states(
         for benchmark in sorted(items["benchmark_name"].astype(str).unique()):
             progress = journal_progress(declared[name], benchmark, items, data_dir / "journals")
             state = _state(instance, declared[name], benchmark, progress, scored.get((name, benchmark)))
+            state.spent_usd = progress.cost_usd
             folder = data_dir / "journals" / declared[name].config_hash() / f"{benchmark}.batches"
             out.append(_with_contradictions(state, folder))
     return out
@@ -194,14 +214,21 @@ def _state(
         if scored["_current"]:
             return CellState(name, benchmark, COMPLETE, done)
         return CellState(name, benchmark, STALE, f"scored over another item set than today's ({done})", retry)
+    if exp.agent == "path_review" and progress.journalled:
+        detail = (
+            f"{progress.answered}/{progress.runs_needed} review runs answered, {progress.failures.failed} "
+            f"failed, {usd_text(progress.cost_usd)} spent (path reviews are not scored; the path_review "
+            "asset parses their regions)"
+        )
+        return CellState(name, benchmark, REVIEWED, detail)
     if progress.journalled:
         detail = (
             f"{progress.answered}/{progress.runs_needed} runs answered, {progress.failures.failed} failed, "
             f"{usd_text(progress.cost_usd)} spent; not scored yet (stopped by the budget, killed, or in a "
             "run this instance does not know)"
         )
-        return CellState(name, benchmark, TO_DO, detail, retry)
-    return CellState(name, benchmark, TO_DO, f"not started ({progress.runs_needed} runs)", retry)
+        return CellState(name, benchmark, TO_DO, detail)
+    return CellState(name, benchmark, TO_DO, f"not started ({progress.runs_needed} runs)")
 
 
 def _running(numbers: dict[str, Any], progress: JournalProgress, status: str) -> str:

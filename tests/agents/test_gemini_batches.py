@@ -278,7 +278,8 @@ def test_a_round_above_20_mb_goes_as_an_input_file_and_is_answered_from_the_resp
     assert lines == direct_bodies  # each file line's request is the synchronous request, as JSON
 
 
-def test_the_check_accepts_a_gemini_batch_experiment(tmp_path, capsys) -> None:
+def test_the_check_accepts_a_gemini_batch_experiment(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("GEMINI_API_KEY", "test-key")  # the check also refuses an unset key
     path = tmp_path / "experiments.yaml"
     path.write_text(
         "experiments:\n  g: {agent: giant, provider: gemini, model: gemini-2.5-pro, thinking_budget: 1024,"

@@ -264,7 +264,8 @@ def test_built_in_prompts_give_the_official_instructions() -> None:
     assert textwrap.dedent(BUILT_IN.single_step).count("{") == 0  # nothing to fill: no size, no budget
 
 
-def test_experiments_check_reads_the_prompt_files(tmp_path: Path, capsys) -> None:
+def test_experiments_check_reads_the_prompt_files(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")  # the check also refuses an unset key
     from giant_assets.platform import experiments_cli
 
     prompts = tmp_path / "official.yaml"

@@ -211,6 +211,7 @@ def test_check_refuses_a_capped_paid_model_without_a_price(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
     changes: dict[str, Any], refused: bool,
 ) -> None:  # fmt: skip
+    monkeypatch.setenv("OPENROUTER_API_KEY", "test-key")  # the check also refuses an unset key
     monkeypatch.delenv("GIANT_PRICES", raising=False)
     settings = declared() | {"prices": None} | changes if changes else declared()
     path = write_experiments(

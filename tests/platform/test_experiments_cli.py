@@ -36,10 +36,38 @@ def test_file_before_or_after_the_command(order: str, tmp_path: Path, capsys) ->
     )
     argv = ["--file", declared, "list"] if order == "before" else ["list", "--file", declared]
     assert main(argv) == 0
-    assert [line.split("\t")[:2] for line in capsys.readouterr().out.splitlines()] == [
+    assert [line.split("\t")[:2] for line in capsys.readouterr().out.splitlines()[1:]] == [
         ["a", "random"],
         ["b", "majority"],
     ]
+
+
+def test_list_has_a_header_and_tells_providers_and_endpoints_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two Azure experiments and an OpenAI one of the same model read apart: provider and endpoint."""
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    gpt = {"agent": "giant", "model": "gpt-5"}
+    declared = write_experiments(
+        tmp_path / "e.yaml",
+        {
+            "oa": gpt,
+            "az-east": gpt | {"provider": "azure", "azure_endpoint": "https://east.openai.azure.com/"},
+            "az-west": gpt
+            | {"provider": "azure", "azure_endpoint": "https://west.openai.azure.com", "deployment": "g5"},
+            "rand": {"agent": "random"},
+        },
+    )
+    assert main(["list", "--file", str(declared)]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert rows[0] == ["NAME", "AGENT", "PROVIDER", "MODEL", "ENDPOINT", "RUNS", "CONFIG_HASH"]
+    assert [row[:6] for row in rows[1:]] == [
+        ["az-east", "giant", "azure", "gpt-5", "https://east.openai.azure.com", "1"],
+        ["az-west", "giant", "azure", "gpt-5 (deployment g5)", "https://west.openai.azure.com", "1"],
+        ["oa", "giant", "openai", "gpt-5", "https://api.openai.com/v1", "1"],
+        ["rand", "random", "-", "-", "-", "1"],
+    ]
+    assert len({row[6] for row in rows[1:]}) == 4  # four distinct config hashes
 
 
 # Holds the write lock of the instance's event-log index (where Dagster keeps dynamic partitions) until

@@ -28,6 +28,10 @@ BENCHMARK = "tcga_slidebench"  # three items, every slide readable
 CELL = AssetSelection.assets("predictions", "trajectory_steps", "item_predictions", "benchmark_metrics")
 BOARD = AssetSelection.assets("leaderboard", "leaderboard_long", "leaderboard_stale")
 WARNINGS_PREFIX = f"PYTHONWARNINGS={shlex.quote(SUPERSEDED_WARNING_FILTER)}"
+DAGSTER = shlex.quote(str(Path(sys.executable).parent / "dagster"))  # the venv's, by its absolute path
+REVIEW_CELL = AssetSelection.assets(
+    "predictions", "trajectory_steps", "path_review_regions", "path_review_answers"
+)
 
 
 class Model:
@@ -66,9 +70,10 @@ def grid(tmp_path: Path, sample_wsi_root: Path, monkeypatch: pytest.MonkeyPatch)
                 "rand": {"agent": "random"},
                 "refused": common | {"model": "scripted-refused"},
                 "slow": common | {"model": "scripted-slow"},
+                "review": common | {"agent": "path_review", "model": "scripted-review"},
             },
         )
-        add_experiments(instance, "rand", "refused", "slow")
+        add_experiments(instance, "rand", "refused", "slow", "review")
 
         def run(selection: AssetSelection, key=None):
             return materialize(
@@ -97,10 +102,11 @@ def test_status_of_complete_failed_running_and_to_do_cells(grid, capsys: pytest.
     failed = states[("refused", BENCHMARK)]
     assert failed.state == "failed" and failed.detail.startswith("run ")  # the run's failure event
     assert "3 of 3 runs with a slide failed" in failed.detail and "model not available" in failed.detail
-    assert failed.retry.startswith(f"fix the cause, then {WARNINGS_PREFIX} dagster asset materialize")
+    assert failed.retry.startswith(f"fix the cause, then {WARNINGS_PREFIX} {DAGSTER} asset materialize")
     assert failed.retry.endswith(f'--partition "{BENCHMARK}|refused"')  # retry_failed is on by default
     untouched = states[("refused", "gtex")]
     assert untouched.state == "to do" and "not started" in untouched.detail
+    assert untouched.retry == ""  # nothing failed: no retry command for a cell never started
     without_runs = _states(None, data)[("refused", BENCHMARK)]  # no instance: from the journal alone
     assert without_runs.state == "failed"
     assert without_runs.detail.startswith("3 of 3 runs with a slide failed")
@@ -129,7 +135,32 @@ def test_status_of_complete_failed_running_and_to_do_cells(grid, capsys: pytest.
     out = capsys.readouterr().out
     assert f"refused                  {BENCHMARK:<18} failed" in out and "retry: fix the cause, then" in out
     assert out.strip().splitlines()[-1] == "1 failed, 4 to do of 5 cell(s)"
+    assert out.count("retry:") == 1  # the failed cell's only
     assert experiments_cli.main(["status", "nope"]) == 2
+
+    # without a name: one line per experiment (4 experiments x 5 benchmarks), no retry lines
+    assert experiments_cli.main(["status"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 4 + 2 and "retry:" not in "\n".join(lines)
+    by_name = {line.split()[0]: line for line in lines[:4]}
+    assert set(by_name) == {"rand", "refused", "review", "slow"}
+    assert "5 cell(s): 1 failed, 4 to do; $" in by_name["refused"]
+    assert "5 cell(s): 1 complete, 4 to do; $0.0000 spent" in by_name["rand"]
+    assert lines[-2] == "2 complete, 1 failed, 17 to do of 20 cell(s)"
+
+
+def test_a_path_review_cell_is_reviewed_not_to_do(grid, capsys: pytest.CaptureFixture[str]) -> None:
+    """A path review's runs are never scored: once journalled its cell reads `reviewed`, not `to do ...
+    not scored yet`, and has no retry command."""
+    run, model, instance, data = grid
+    assert run(REVIEW_CELL, result_key("review", BENCHMARK)).success
+    reviewed = _states(instance, data)[("review", BENCHMARK)]
+    assert reviewed.state == "reviewed" and reviewed.detail.startswith("3/3 review runs answered, 0 failed")
+    assert "not scored yet" not in reviewed.detail and reviewed.retry == ""
+    assert _states(instance, data)[("review", "gtex")].state == "to do"  # not journalled yet
+    assert experiments_cli.main(["status"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("review "))
+    assert "5 cell(s): 1 reviewed, 4 to do;" in line
 
 
 def test_the_printed_retry_command_runs_the_cell_without_the_supersession_warning(
@@ -145,11 +176,11 @@ def test_the_printed_retry_command_runs_the_cell_without_the_supersession_warnin
     printed = stale.loc[f"{BENCHMARK}|refused", "rerun"]
     assert _states(instance, data)[("refused", BENCHMARK)].retry == printed
     command = printed.removeprefix("fix the cause, then ")
-    assert command.startswith(f"{WARNINGS_PREFIX} dagster asset materialize ")
+    assert command.startswith(f"{WARNINGS_PREFIX} {DAGSTER} asset materialize ")
     model.refuse = False  # the cause fixed
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"} | {
         "GIANT_WSI_ROOT": str(sample_wsi_root),
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "PATH": "/usr/bin:/bin",  # the venv is not on PATH: the command names its dagster itself
     }
     done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=300)  # fmt: skip

@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from giant_assets.benchmarks.registry import benchmark_arg
+from giant_assets.core.helptext import plain
 from giant_assets.core.serving import port_number, serve_until_stopped
 from giant_assets.core.settings import data_dir
 from giant_assets.core.storage import ParquetStore
@@ -69,7 +70,7 @@ def prepare(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="giant-review", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="giant-review", description=plain(__doc__.split("\n\n")[0]))
     parser.add_argument("--data-dir", type=Path, help="the data folder (default $GIANT_DATA_DIR or ./data)")
     sub = parser.add_subparsers(dest="command", required=True)
     add = sub.add_parser("add-reviewer", help="register a reviewer (again: a new token)")

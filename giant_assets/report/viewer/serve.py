@@ -17,6 +17,7 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from giant_assets.core.helptext import plain
 from giant_assets.core.serving import port_number, serve_until_stopped
 from giant_assets.core.settings import DATA_DIR_ENV, env
 from giant_assets.report.viewer.lazy import render_pending
@@ -90,7 +91,7 @@ def serve_in_thread(folder: Path, port: int = 0) -> tuple[ThreadingHTTPServer, t
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="giant-view", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="giant-view", description=plain(__doc__.split("\n\n")[0]))
     default_dir = Path(env(DATA_DIR_ENV) or "data") / "viewer"
     parser.add_argument(
         "--dir", type=Path, default=default_dir, help=f"the viewer folder (default {default_dir})"
