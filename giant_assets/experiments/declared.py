@@ -109,7 +109,12 @@ def _parse(path: Path, text: str) -> tuple[dict[str, Experiment], dict[str, Decl
     except RecursionError:  # e.g. 100,000 nested brackets
         raise ExperimentsFileError(f"{path}: not valid YAML: nested too deeply") from None
     except ValueError as exc:  # a scalar YAML cannot build, e.g. an integer of more than 4300 digits
-        raise ExperimentsFileError(f"{path}: a value cannot be read: {str(exc)[:200]}") from None
+        reason = str(exc).split(":")[0][:200]
+        if "digits" in reason:
+            raise ExperimentsFileError(
+                f"{path}: a number in the file is too long to read ({reason}): no field takes one"
+            ) from None
+        raise ExperimentsFileError(f"{path}: a value cannot be read: {reason}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("experiments"), dict):
         raise ExperimentsFileError(
             f"{path}: expected a mapping with an 'experiments' mapping (name: settings)"

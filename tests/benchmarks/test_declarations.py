@@ -84,7 +84,7 @@ def test_absolute_items_path_and_no_section(tmp_path: Path) -> None:
         ("  c16: {items: .nan, answer: label, metric: accuracy}\n",
          "field 'items': expected text, got float"),
         (f"  c16: {{items: {'9' * 5000}, answer: label, metric: accuracy}}\n",
-         "a value cannot be read: Exceeds the limit (4300 digits)"),
+         "a number in the file is too long to read (Exceeds the limit (4300 digits)"),
         (f"  c16: {{items: c.csv, answer: label, metric: accuracy, wsi_root: {'9' * 40}}}\n",
          "field 'wsi_root': expected text, got int"),
         ("  c16: {items: \"a\\0b.csv\", answer: label, metric: accuracy}\n",
