@@ -31,7 +31,7 @@ BAD = [
     ("{agent: random, max_stesp: 3}", "max_stesp", "did you mean 'max_steps'?"),
     ("{agent: random, max_steps: many}", "max_steps", "must be a valid integer"),
     ("{agent: random, max_steps: 0}", "max_steps", "must be greater than"),
-    ("{agent: oracle}", "agent", "must be 'random'"),
+    ("{agent: oracle}", "agent", "'oracle' is not an agent: use one of random"),
     (f"{{{GIANT}, provider: azur}}", "provider", "must be 'openai'"),
     ("{agent: random, seed: 1.5}", "seed", "must be a valid integer"),
     (f"{{{GIANT}, budget_usd: .nan}}", "budget_usd", "must be"),
