@@ -206,18 +206,19 @@ def _load_json(path: Path) -> Any:
         raise ValueError(f"{path}: invalid JSON: {exc}") from None
 
 
-def read_reported_regions(path: Path, benchmark: str | None) -> list[dict[str, Any]]:
+def read_reported_regions(path: Path, benchmark: str | None, check: bool = True) -> list[dict[str, Any]]:
     """A benchmark's reported regions from a JSON list of objects (benchmark_id, run_index, a level-0
     box, properties...; benchmark_name when the list spans benchmarks), as ``export_qupath`` and the
     review's queue take them; ``benchmark`` None keeps them all (each must then name its benchmark).
-    Every problem is a ValueError naming the file, the region and the field."""
+    Every problem is a ValueError naming the file, the region and the field; ``check`` False leaves each
+    region's box and run to its reader (the review's queue refuses bad regions one by one)."""
     regions = _load_json(path)
     if not isinstance(regions, list) or not all(isinstance(r, dict) for r in regions):
         raise ValueError(f"{path}: expected a JSON list of region objects")
     out = []
     for i, region in enumerate(regions):
         where = f"{path}: region {i}"
-        checked = check_region(region, where)
+        checked = check_region(region, where) if check else region
         name = region.get("benchmark_name", benchmark)
         if name is None:
             raise ValueError(

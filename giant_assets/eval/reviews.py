@@ -242,7 +242,7 @@ def left_out_reason(unit: Mapping[str, Any]) -> str | None:
     """Why ``unit`` cannot be reviewed (its slide file is missing, it has no answer, no region to rate),
     or None when it can."""
     path = unit.get("wsi_path") or ""
-    if not path or not Path(path).is_file():
+    if not path or not Path(path).exists():  # a file, or a DICOM-WSI folder
         return "no slide file"
     if not str(unit["shown"].get("answer") or "").strip():
         return "no answer"

@@ -181,7 +181,7 @@ def _list_lines(declared: dict) -> list[str]:
 
 def _sign_ins(path: object, declared: dict) -> list[str]:
     """Print how each paid experiment signs in; one problem line per one that cannot (no key shown)."""
-    from giant_assets.experiments.signin import sign_in
+    from giant_assets.agents.signin import sign_in
 
     problems = []
     for name, exp in sorted(declared.items()):

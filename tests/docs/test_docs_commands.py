@@ -126,6 +126,7 @@ RUNS: tuple[Run, ...] = (
         (r"^\(no rows\)$",),  # every result is over today's items: nothing set aside
         after_first=True,
     ),
+    Run(r"^\.venv/bin/giant-experiments status$", (r"^gpt5-giant\b",), after_first=True),
     Run(r"^\.venv/bin/giant-experiments status gpt5-giant$", (r"of 5 cell\(s\)$",), after_first=True),
     # docs/agent-protocol.md
     Run(

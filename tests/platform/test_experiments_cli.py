@@ -17,7 +17,7 @@ def test_help_describes_every_subcommand(capsys: pytest.CaptureFixture[str]) -> 
     text = " ".join(capsys.readouterr().out.split())
     assert "check validate the experiments file" in text
     assert "list one line per declared experiment" in text
-    assert "sync add every declared experiment as a Dagster partition" in text
+    assert "sync add every declared experiment, and every benchmark" in text
     assert "estimate cost and time of what experiment NAME has left to run" in text
     assert "batches the provider batches still open" in text
 

@@ -15,9 +15,10 @@ from typing import Any
 import yaml
 from dagster import DagsterInstance
 
+from giant_assets.benchmarks.registry import BUILT_IN_NAMES
 from giant_assets.core.settings import SENSOR_INTERVAL_ENV
 from giant_assets.platform.io_manager import ParquetDuckDBIOManager
-from giant_assets.platform.partitions import EXPERIMENT
+from giant_assets.platform.partitions import BENCHMARK, EXPERIMENT
 from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource, StorageResource
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,8 +60,11 @@ def ingested_sample(data_dir: Path, experiments_file: Path, wsi_root: Path) -> t
 
 
 def add_experiments(instance: DagsterInstance, *names: str) -> None:
-    """Register experiment partitions on an instance (what the sensor or `giant-experiments sync` do)."""
+    """Register experiment partitions, and the five built-in benchmarks', on an instance (what the sensor
+    or `giant-experiments sync` do)."""
     instance.add_dynamic_partitions(EXPERIMENT, list(names))
+    known = set(instance.get_dynamic_partitions(BENCHMARK))
+    instance.add_dynamic_partitions(BENCHMARK, [b for b in BUILT_IN_NAMES if b not in known])
 
 
 def daemon_home(home: Path, **run_monitoring: int) -> Path:

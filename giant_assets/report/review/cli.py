@@ -39,7 +39,8 @@ def prepare(
     if not store.partitions("benchmark_items"):
         raise ReviewError(f"no benchmark_items under {root}: materialize it first")
     items = store.read("benchmark_items")
-    given = read_reported_regions(reported, benchmark) if reported else None
+    # each region is checked by build_units: a bad one is refused alone, the rest kept
+    given = read_reported_regions(reported, benchmark, check=False) if reported else None
     units: list[dict] = []
     refused: list[str] = []
     for experiment in experiments:
