@@ -5,6 +5,7 @@
     experiments:
       random: {agent: random}
       gpt5-giant: {agent: giant, provider: openai, model: gpt-5}
+      gpt5-giant-x5: {extends: gpt5-giant, runs_per_item: 5}   # experiments/extends.py
     benchmarks:          # optional: a lab's own slide benchmarks (benchmarks/declaration.py)
       camelyon16-metastasis: {items: cohorts/c16.csv, answer: label, metric: balanced_accuracy}
 
@@ -21,11 +22,13 @@ from pydantic import ValidationError
 
 from giant_assets.benchmarks.declaration import Declaration, DeclarationError, parse_declaration
 from giant_assets.core.settings import EXPERIMENTS_ENV, env
+from giant_assets.experiments.extends import EXTENDS, ExtendsError, resolve_extends
 from giant_assets.experiments.problems import field_problem
 from giant_assets.experiments.spec import Experiment
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 
 DEFAULT_FILE = "experiments.yaml"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class ExperimentsFileError(ValueError):
@@ -44,6 +47,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def _mapping_without_duplicates(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
+        if key_node.tag == _MERGE_TAG:  # PyYAML would merge it before the duplicate check could see keys
+            raise ExperimentsFileError(
+                f"{loader.name}: line {key_node.start_mark.line + 1}: a YAML merge key (<<) is not read "
+                f"here: write `{EXTENDS}: NAME` to start from experiment NAME's settings "
+                "(docs/table1-recipes.md)"
+            )
         key = loader.construct_object(key_node, deep=True)
         if isinstance(key, list | dict | set):  # YAML allows "? [a, b]" keys; Python cannot hash them
             raise ExperimentsFileError(
@@ -127,8 +136,13 @@ def _parse(path: Path, text: str) -> tuple[dict[str, Experiment], dict[str, Decl
     defaults = doc.get("defaults") or {}
     if not isinstance(defaults, dict):
         raise ExperimentsFileError(f"{path}: 'defaults' must be a mapping of settings")
+    bodies = {str(name): body for name, body in doc["experiments"].items()}
+    try:
+        bodies, via = resolve_extends(bodies)
+    except ExtendsError as exc:
+        raise ExperimentsFileError(f"{path}: experiment {exc.experiment[:80]!r}: {exc}") from None
     experiments = {
-        str(name): _experiment(path, str(name), defaults, body) for name, body in doc["experiments"].items()
+        name: _experiment(path, name, defaults, body, via.get(name)) for name, body in bodies.items()
     }
     return experiments, _benchmarks(path, doc.get("benchmarks"))
 
@@ -153,7 +167,9 @@ def _benchmarks(path: Path, section: Any) -> dict[str, Declaration]:
     return declared
 
 
-def _experiment(path: Path, name: str, defaults: dict, body: Any) -> Experiment:
+def _experiment(path: Path, name: str, defaults: dict, body: Any, via: list[str] | None = None) -> Experiment:
+    """One experiment validated; ``via``: the experiments it extends (named in its errors, as the bad
+    field may be one of theirs)."""
     if body is None:
         body = {}
     if not isinstance(body, dict):
@@ -163,8 +179,10 @@ def _experiment(path: Path, name: str, defaults: dict, body: Any) -> Experiment:
     try:
         return Experiment(**(defaults | body | {"name": name}))
     except ValidationError as exc:
-        problems = "; ".join(field_problem(err, Experiment.model_fields) for err in exc.errors())
-        raise ExperimentsFileError(f"{path}: experiment {name!r}: {problems}") from exc
+        fields = [*Experiment.model_fields, EXTENDS]
+        problems = "; ".join(field_problem(err, fields) for err in exc.errors())
+        inherited = f" (with the settings of {' <- '.join(map(repr, via))}, which it extends)" if via else ""
+        raise ExperimentsFileError(f"{path}: experiment {name!r}{inherited}: {problems}") from exc
 
 
 def unbudgeted(path: Path | str, experiments: dict[str, Experiment]) -> list[str]:
