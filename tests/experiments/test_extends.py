@@ -31,7 +31,7 @@ def _error(tmp_path: Path, text: str) -> str:
 def test_a_child_overrides_and_adds_and_a_chain_is_followed(tmp_path: Path) -> None:
     declared = _load(
         tmp_path,
-        f"defaults: {{seed: 3}}\nexperiments:\n  a:\n    {GPT}    description: the parent\n"
+        f"defaults: {{seed: 3}}\nexperiments:\n  a:\n    {GPT}    description: the parent\n    name: a\n"
         "  b: {extends: a, max_steps: 7, description: child}\n"
         "  c: {extends: b, agent: thumbnail}\n",
     )
