@@ -1,7 +1,7 @@
 """`giant-experiments`: validate the declared experiments and benchmarks, list them, add them as Dagster
 partitions.
 
-giant-experiments check            # validate the file and declared benchmarks; how paid ones sign in
+giant-experiments check [NAME ...] # validate the file and declared benchmarks; how paid ones sign in
 giant-experiments list             # a header, then one line per experiment: agent, provider, model, endpoint
 giant-experiments sync             # add every experiment and benchmark as a partition ($DAGSTER_HOME)
 giant-experiments estimate NAME    # cost and time of what NAME has left to run, per benchmark
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from dagster import DagsterInstance
 
 COMMANDS = {
-    "check": "validate the experiments file: every field of every experiment and declared benchmark, and "
+    "check": "validate the experiments file: every field of every experiment (or of the NAMEs given: only "
+    "their sign-in, budget, price and files are checked) and declared benchmark, and "
     "each declared benchmark's items file (columns, answers, duplicate ids) and slides under its WSI root "
     "(exit 1 naming the file, experiment or benchmark, and the field, row or column of each problem); say "
     "how each paid experiment signs in (key from which variable, Entra ID, AWS credential chain, Google "
@@ -66,6 +67,10 @@ def _parser() -> argparse.ArgumentParser:
         command = commands.add_parser(name, help=text, description=text)
         # also after the command; SUPPRESS keeps a --file given before it
         command.add_argument("--file", default=argparse.SUPPRESS, help=file_help)
+        if name == "check":
+            command.add_argument(
+                "names", nargs="*", metavar="NAME", help="only these experiments (default all)"
+            )
         if name in ("estimate", "batches", "stop", "status"):
             command.add_argument("name", nargs="?", help="the experiment")
         if name in ("estimate", "stop"):
@@ -86,25 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.command == "check":
-        for name, exp in sorted(declared.items()):
-            try:
-                exp.config_hash()  # reads the prompt files it names
-                if is_plugin(exp.agent):
-                    load_factory(exp.agent)  # imports the plug-in's module: refused here, not mid-run
-            except ValueError as exc:
-                print(f"error: {resource.file}: experiment {name!r}: {exc}", file=sys.stderr)
-                return 1
-        problems = _sign_ins(resource.file, declared)
-        problems += unbudgeted(resource.file, declared) + _unpriced(resource.file, declared)
-        problems += _benchmark_problems(resource)
-        for problem in problems:
-            print(f"error: {problem}", file=sys.stderr)
-        if problems:
-            return 1
-        benchmarks = len(resource.benchmarks())
-        print(
-            f"{resource.file}: {len(declared)} experiment(s), {benchmarks} declared benchmark(s), all valid"
-        )
+        return _check(resource, declared, args.names)
     elif args.command == "list":
         for line in _list_lines(declared):
             print(line)
@@ -144,6 +131,36 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _check(resource: ExperimentsResource, declared: dict, names: list[str]) -> int:
+    """``check``: the experiments ``names`` (all when none) and the declared benchmarks (every experiment
+    runs on each); exit 1 listing every problem, 2 for a name not declared."""
+    unknown = sorted(set(names) - set(declared))
+    if unknown:
+        print(f"error: {resource.file}: no experiment {', '.join(map(repr, unknown))} declared (one of: "
+              f"{', '.join(sorted(declared))})", file=sys.stderr)  # fmt: skip
+        return 2
+    chosen = {name: declared[name] for name in names} if names else declared
+    for name, exp in sorted(chosen.items()):
+        try:
+            exp.config_hash()  # reads the prompt files it names
+            if is_plugin(exp.agent):
+                load_factory(exp.agent)  # imports the plug-in's module: refused here, not mid-run
+        except ValueError as exc:
+            print(f"error: {resource.file}: experiment {name!r}: {exc}", file=sys.stderr)
+            return 1
+    problems = _sign_ins(resource.file, chosen)
+    problems += unbudgeted(resource.file, chosen) + _unpriced(resource.file, chosen)
+    problems += _benchmark_problems(resource)
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if problems:
+        return 1
+    benchmarks = len(resource.benchmarks())
+    which = f"{len(chosen)} of {len(declared)}" if names else f"{len(declared)}"
+    print(f"{resource.file}: {which} experiment(s), {benchmarks} declared benchmark(s), all valid")
+    return 0
+
+
 def _benchmark_problems(resource: ExperimentsResource) -> list[str]:
     """Each declared benchmark's counts on stdout; its problems (file, row, column) returned."""
     from pathlib import Path
@@ -180,18 +197,25 @@ def _list_lines(declared: dict) -> list[str]:
 
 
 def _sign_ins(path: object, declared: dict) -> list[str]:
-    """Print how each paid experiment signs in; one problem line per one that cannot (no key shown)."""
+    """Print how the paid experiments sign in, one line per way (``a, b: signs in with ...``); one problem
+    line per reason some cannot, naming them (no key shown): the shipped file's fits on one screen."""
     from giant_assets.agents.signin import sign_in
 
-    problems = []
+    ways: dict[str, list[str]] = {}
+    refused: dict[str, list[str]] = {}
     for name, exp in sorted(declared.items()):
         if not exp.paid:
             continue
         how, why = sign_in(exp)
-        print(f"{name}: signs in with {how}")
+        ways.setdefault(how, []).append(name)
         if why:
-            problems.append(f"{path}: experiment {name!r}: {why}")
-    return problems
+            refused.setdefault(why, []).append(name)
+    for how, names in ways.items():
+        print(f"{', '.join(names)}: signs in with {how}")
+    return [
+        f"{path}: experiment{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))}: {why}"
+        for why, names in refused.items()
+    ]
 
 
 def _unpriced(path: object, declared: dict) -> list[str]:

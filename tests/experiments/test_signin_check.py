@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from giant_assets.experiments.declared import load_experiments
 from giant_assets.platform.experiments_cli import main
 from tests.support.dagster_env import write_experiments
 
@@ -83,3 +84,40 @@ def test_what_cannot_sign_in_is_refused(tmp_path: Path, clean_env, capsys, setti
     clean_env.setenv("AZURE_OPENAI_API_KEY", KEY)
     status, _, err = _check(tmp_path, {"e": settings}, capsys)
     assert status == 1 and refusal in err, err
+
+
+SHIPPED = Path(__file__).resolve().parents[2] / "experiments.yaml"
+DEMO = ["demo-giant", "demo-thumbnail", "demo-patch", "demo-path-review"]
+
+
+def test_check_by_name_on_a_fresh_clone(clean_env, capsys: pytest.CaptureFixture[str]) -> None:
+    """No key set: the demo's experiments pass alone; a paid one named still refuses, naming its key."""
+    for name in ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY", "ANTHROPIC_BASE_URL"):
+        clean_env.delenv(name, raising=False)
+    declared = load_experiments(SHIPPED)
+    assert main(["--file", str(SHIPPED), "check", *DEMO]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and out.endswith(
+        f": 4 of {len(declared)} experiment(s), 0 declared benchmark(s), all valid\n"
+    )
+    assert main(["--file", str(SHIPPED), "check", "gpt5-giant", "demo-giant"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "gpt5-giant: signs in with API key from $OPENAI_API_KEY\n"
+    assert (
+        err
+        == f"error: {SHIPPED}: experiment 'gpt5-giant': $OPENAI_API_KEY is not set: export the key in it\n"
+    )
+    assert main(["--file", str(SHIPPED), "check", "demo-giant", "nope"]) == 2
+    assert (
+        f"error: {SHIPPED}: no experiment 'nope' declared (one of: azure-gpt5-giant,"
+        in capsys.readouterr().err
+    )
+    # all of them, as before: every unset key refused, one line per reason, the whole on one screen
+    assert main(["--file", str(SHIPPED), "check"]) == 1
+    out, err = capsys.readouterr()
+    assert len((out + err).splitlines()) <= 40
+    assert "error: " + str(SHIPPED) + ": experiments 'gpt5-giant', 'gpt5-giant-steps-1'," in err
+    refused_openai = next(line for line in err.splitlines() if "$OPENAI_API_KEY is not set" in line)
+    openai = [n for n, e in declared.items() if e.paid and e.provider == "openai" and not e.api_key_env]
+    assert refused_openai.count("'gpt5-") == len(openai) > 15 and "'demo-" not in err
+    assert "experiments 'claude-giant', 'claude-path-review': $ANTHROPIC_API_KEY is not set" in err
