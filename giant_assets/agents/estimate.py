@@ -373,13 +373,15 @@ def estimate_experiment(
     prices: PriceTable,
     benchmarks: Iterable[str] | None = None,
     every_item: bool = False,
+    journalled: bool = True,
 ) -> list[Estimate]:
     """One ``Estimate`` per benchmark of ``items`` (the ``benchmark_items`` frame).
 
     Items without a readable slide are left out (they cost nothing: no model call is made; counted in
     ``without_slide``) unless ``every_item`` (as if every slide were in place: the cost of the whole
     benchmark before the slides are fetched); runs the experiment's journal already holds for the
-    current items are subtracted; the journals' finished runs of the same agent and model, if any,
+    current items are subtracted (unless not ``journalled``: questions read from a CSV alone, with no
+    slide to tie a journalled run to); the journals' finished runs of the same agent and model, if any,
     calibrate the token and time model.
     """
     from giant_assets.runs.journal import Journal
@@ -405,7 +407,8 @@ def estimate_experiment(
             {
                 (str(row.get("benchmark_id")), int(row.get("run_index", 0)))
                 for row in journal.read().values()
-                if str(row.get("benchmark_id")) in set(ids)
+                if journalled
+                and str(row.get("benchmark_id")) in set(ids)
                 and _same_item(row, fps.get(str(row.get("benchmark_id"))))
                 and int(row.get("run_index", 0)) < exp.runs_per_item
                 and not (exp.retry_failed and row.get("error_kind") in RETRYABLE)

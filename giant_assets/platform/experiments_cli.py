@@ -5,6 +5,7 @@ giant-experiments check [NAME ...] # validate the file and declared benchmarks; 
 giant-experiments list             # a header, then one line per experiment: agent, provider, model, endpoint
 giant-experiments sync             # add every experiment and benchmark as a partition ($DAGSTER_HOME)
 giant-experiments estimate NAME    # cost and time of what NAME has left to run, per benchmark
+giant-experiments estimate NAME --csv PATH   # ... of every question of a MultiPathQA CSV, no slide needed
 giant-experiments status [NAME]    # one line per experiment; with NAME, its cells (retry for the failed)
 giant-experiments batches [NAME] [--cancel]   # provider batches still open (batch mode); cancel them
 giant-experiments stop NAME [--benchmark B]  # cancel NAME's backfills, queued and running runs
@@ -42,7 +43,9 @@ COMMANDS = {
     "prune": "delete the Dagster partitions of experiments no longer declared (their files under the "
     "data folder stay; the leaderboard then no longer lists them as removed)",
     "estimate": "cost and time of what experiment NAME has left to run, per benchmark (ranges from the "
-    "protocol's token model, calibrated by finished runs of the same model)",
+    "protocol's token model, calibrated by finished runs of the same model), and which questions it priced "
+    "(the bundled sample or the ingested CSV); --csv PATH prices every question of a MultiPathQA CSV "
+    "before any slide is ingested",
     "status": "without NAME, one line per experiment: how many of its cells are complete, reviewed (path "
     "reviews), running, waiting, failed, stale or to do, and its spend; with NAME, each of its cells "
     "(benchmark x experiment): complete, running (done, failed, in flight, spent, ETA), waiting on a "
@@ -77,6 +80,10 @@ def _parser() -> argparse.ArgumentParser:
             command.add_argument(
                 "--benchmark", action="append", default=None, help="only this benchmark (repeatable)"
             )
+        if name == "estimate":
+            command.add_argument(
+                "--csv", default="", metavar="PATH", help="price this MultiPathQA CSV's questions (no slides)"
+            )
         if name == "batches":
             command.add_argument("--cancel", action="store_true", help="cancel the open batches of NAME")
     return parser
@@ -96,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in _list_lines(declared):
             print(line)
     elif args.command == "estimate":
-        return _estimate(declared, args.name, args.benchmark)
+        return _estimate(declared, args.name, args.benchmark, args.csv)
     elif args.command == "status":
         return _status(declared, args.name)
     elif args.command == "batches":
@@ -235,25 +242,40 @@ def _unpriced(path: object, declared: dict) -> list[str]:
     return problems
 
 
-def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None) -> int:
+def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None, csv: str = "") -> int:
+    from pathlib import Path
+
     from giant_assets.agents.estimate import estimate_experiment, render, total_line
     from giant_assets.agents.pricing import experiment_prices
     from giant_assets.core.settings import PRICES_ENV, data_dir, env
     from giant_assets.core.storage import ParquetStore
+    from giant_assets.multipathqa.loading import CsvFormatError
+    from giant_assets.platform.estimate_items import csv_questions, ingested_source, item_set_line
+    from giant_assets.platform.resources import MultiPathQAResource
 
     if not name or name not in declared:
         known = ", ".join(sorted(declared))
         print(f"error: estimate needs a declared experiment name (one of: {known})", file=sys.stderr)
         return 2
     store = ParquetStore(data_dir())
-    if not store.partitions("benchmark_items"):
+    if csv:
+        source: Path | None = Path(csv).expanduser().resolve()
+        try:
+            items = csv_questions(source, MultiPathQAResource().errata_mode)
+        except (CsvFormatError, ValueError) as exc:  # a bad file, row or GIANT_ERRATA
+            print(f"error: --csv {source}: {str(exc).removeprefix(f'{source}: ')}", file=sys.stderr)
+            return 1
+    elif not store.partitions("benchmark_items"):
         print(
             f"error: no benchmark_items under {store.root}: materialize multipathqa_csv and "
-            "benchmark_items first (the estimate counts the items with a readable slide)",
+            "benchmark_items first (the estimate counts the items with a readable slide), or price a CSV "
+            "alone: estimate NAME --csv PATH",
             file=sys.stderr,
         )
         return 1
-    items = store.read("benchmark_items")
+    else:
+        items = store.read("benchmark_items")
+        source = ingested_source(store.read("multipathqa_csv") if store.exists("multipathqa_csv") else None)
     known = sorted(items["benchmark_name"].astype(str).unique())
     unknown = sorted(set(benchmarks or ()) - set(known))
     if unknown:
@@ -274,11 +296,13 @@ def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None) ->
             prices=prices,
             benchmarks=benchmarks,
             every_item=every_item,
+            journalled=not csv,
         )
 
     estimates = estimates_of(every_item=False)
     print(f"{name}: {declared[name].agent} / {declared[name].model or '-'}, ranges low-high")
     print(render(estimates))
+    print(item_set_line(items, source, csv_alone=bool(csv)))
     missing = sum(e.without_slide for e in estimates)
     if missing:  # e.g. estimated before the slides are fetched: say what the whole benchmark costs
         every = estimates_of(every_item=True)
