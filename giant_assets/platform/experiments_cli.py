@@ -302,7 +302,6 @@ def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None, cs
     estimates = estimates_of(every_item=False)
     print(f"{name}: {declared[name].agent} / {declared[name].model or '-'}, ranges low-high")
     print(render(estimates))
-    print(item_set_line(items, source, csv_alone=bool(csv)))
     missing = sum(e.without_slide for e in estimates)
     if missing:  # e.g. estimated before the slides are fetched: say what the whole benchmark costs
         every = estimates_of(every_item=True)
@@ -311,6 +310,7 @@ def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None, cs
             f"call is made for them; `giant-check-data` lists them); with every slide in place: "
             f"{total_line(every)}"
         )
+    print(item_set_line(items, source, csv_alone=bool(csv)))
     return 0
 
 

@@ -201,6 +201,11 @@ def test_cli_estimates_from_materialized_items(data_dir: Path, sample_wsi_root: 
     low_now = float(tcga.split("$")[1].split("-")[0])
     low_all = float(note.split("with every slide in place: ")[1].split("$")[1].split("-")[0])
     assert f"in place: {n_all} items, $" in note and low_all > low_now  # more questions cost more
+    # the real ingest of the bundled sample is named as such, with the way to price a full CSV
+    assert out[-1].startswith("priced: the bundled 14-question sample (gtex 3, panda 3, tcga 3, ")
+    assert out[-1].endswith(
+        "`giant-experiments estimate NAME --csv PATH` prices a MultiPathQA CSV before any slide"
+    )
     assert experiments_cli.main(["estimate", "nope"]) == 2
     capsys.readouterr()
     # an unknown benchmark, a missing or malformed price file: a clear error, no table, no traceback
