@@ -114,6 +114,18 @@ RUNS: tuple[Run, ...] = (
         ),
     ),
     Run(r"giant-check-data --csv \$GIANT_CSV_PATH", CHECKED),
+    Run(
+        r"^\.venv/bin/giant-experiments check gpt5-giant gpt5-giant-x5 gpt5-thumbnail gpt5-patch$",
+        (
+            r"^gpt5-giant, gpt5-giant-x5, gpt5-patch, gpt5-thumbnail: signs in with API key from "
+            r"\$OPENAI_API_KEY$",
+            r": 4 of \d+ experiment\(s\), 0 declared benchmark\(s\), all valid$",
+        ),
+    ),  # fmt: skip
+    Run(
+        r"^\.venv/bin/giant-experiments estimate gpt5-giant --csv \$GIANT_CSV_PATH$",
+        (r"^priced: the CSV \S+/data/MultiPathQA\.csv with {n_rows} questions \(gtex \d+, ",),
+    ),
     Run(r"^\.venv/bin/giant-experiments sync$", (r"experiment partition",)),
     Run(r"dagster asset materialize .* --select multipathqa_csv,benchmark_items$", (SUCCESS,)),
     Run(r"^\.venv/bin/giant-experiments estimate gpt5-giant$", (r"gpt5-giant: giant / gpt-5", r"\ntotal\s")),
@@ -196,6 +208,20 @@ RUNS: tuple[Run, ...] = (
         subs=(("$b|gpt5-giant", "$b|random", GIANT.format(offline="random")),),
     ),
     Run(r"--select leaderboard,leaderboard_long,leaderboard_stale,experiment_comparisons$", (SUCCESS,)),
+    # docs/table1-recipes.md (examples/ linked into the sandbox)
+    Run(
+        r"^\.venv/bin/giant-experiments --file examples/table1/bedrock\.yaml check$",
+        (
+            r"^bedrock-claude-giant, bedrock-claude-giant-x5, bedrock-claude-patch, "
+            r"bedrock-claude-thumbnail: signs in with AWS credential chain",
+            r"bedrock\.yaml: 4 experiment\(s\), 0 declared benchmark",
+        ),
+    ),  # fmt: skip
+    Run(
+        r"bedrock\.yaml estimate bedrock-claude-giant --csv data/MultiPathQA\.csv$",
+        (r"^bedrock-claude-giant: giant / claude-sonnet-4-5", r"^priced: the CSV \S+/data/MultiPathQA\.csv"),
+    ),
+    Run(r"--file examples/table1/bedrock\.yaml list$", (r"^bedrock-claude-giant-x5\tgiant\tbedrock\t",)),
     # docs/geometry-and-judges.md
     Run(
         r"\"reference_answer\": \{\"bbox\": \[5,5,15,15\]\}\}'\s*\|\s*\.venv/bin/giant-judge-iou$",
@@ -515,6 +541,7 @@ def _parse(stdout: str, ran: Ran) -> None:
 def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     sandbox = tmp_path_factory.mktemp("clone")
     (sandbox / ".venv").symlink_to(Path(sys.prefix))
+    (sandbox / "examples").symlink_to(REPO / "examples")  # the recipes docs/table1-recipes.md uses
     (sandbox / "dagster_home").mkdir()
     shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", sandbox / "dagster_home" / "dagster.yaml")
     sample_wsi = ensure_sample_slides(sandbox / "data" / "sample_wsi")  # what ingest would generate
