@@ -28,13 +28,12 @@ if TYPE_CHECKING:
     from dagster import DagsterInstance
 
 COMMANDS = {
-    "check": "validate the experiments file: every field of every experiment (or of the NAMEs given: only "
-    "their sign-in, budget, price and files are checked) and declared benchmark, and "
+    "check": "validate the experiments file: every field of every experiment and declared benchmark, and "
     "each declared benchmark's items file (columns, answers, duplicate ids) and slides under its WSI root "
     "(exit 1 naming the file, experiment or benchmark, and the field, row or column of each problem); say "
     "how each paid experiment signs in (key from which variable, Entra ID, AWS credential chain, Google "
     "ADC) and refuse what cannot work (a placeholder or full request URI as azure_endpoint, an unset key "
-    "variable)",
+    "variable); with NAMEs, the sign-in, budget, price and prompt files of those experiments only",
     "list": "one line per declared experiment under a header: name, agent, provider, model (Azure: its "
     "deployment), endpoint (the API root its calls go to; - offline), runs per item, config hash",
     "sync": "add every declared experiment, and every benchmark (the five built-ins and the declared "
