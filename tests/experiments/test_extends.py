@@ -89,6 +89,11 @@ def test_an_inherited_bad_field_names_the_chain(tmp_path: Path) -> None:
     assert "did you mean 'max_steps'?" in error
 
 
+def test_extends_in_defaults_is_refused(tmp_path: Path) -> None:
+    error = _error(tmp_path, f"defaults: {{extends: a}}\nexperiments:\n  a:\n    {GPT}")
+    assert error == "'defaults', field 'extends': belongs in an experiment, not defaults"
+
+
 def test_a_misspelt_extends_suggests_it(tmp_path: Path) -> None:
     error = _error(tmp_path, f"experiments:\n  a:\n    {GPT}  b: {{extend: a}}\n")
     assert "experiment 'b': field 'extend': not a field of an experiment; did you mean 'extends'?" in error
