@@ -124,7 +124,7 @@ RUNS: tuple[Run, ...] = (
     ),  # fmt: skip
     Run(
         r"^\.venv/bin/giant-experiments estimate gpt5-giant --csv \$GIANT_CSV_PATH$",
-        (r"^priced: the CSV \S+/data/MultiPathQA\.csv with {n_rows} questions \(gtex \d+, ",),
+        (r"^priced: the CSV \S+/data/MultiPathQA\.csv with {n_rows} questions \(",),
     ),
     Run(r"^\.venv/bin/giant-experiments sync$", (r"experiment partition",)),
     Run(r"dagster asset materialize .* --select multipathqa_csv,benchmark_items$", (SUCCESS,)),
