@@ -136,6 +136,10 @@ def _parse(path: Path, text: str) -> tuple[dict[str, Experiment], dict[str, Decl
     defaults = doc.get("defaults") or {}
     if not isinstance(defaults, dict):
         raise ExperimentsFileError(f"{path}: 'defaults' must be a mapping of settings")
+    if EXTENDS in defaults:
+        raise ExperimentsFileError(
+            f"{path}: 'defaults', field '{EXTENDS}': belongs in an experiment, not defaults"
+        )
     bodies = {str(name): body for name, body in doc["experiments"].items()}
     try:
         bodies, via = resolve_extends(bodies)
