@@ -66,6 +66,7 @@ def test_a_child_overrides_and_adds_and_a_chain_is_followed(tmp_path: Path) -> N
             "experiment 'b' (with the settings of 'gpt5-giant', which it extends): field 'max_steps'",
         ),
     ],
+    ids=["unknown", "closest", "itself", "circular", "list", "4000-digits", "not-a-mapping", "nan-inherited"],
 )
 def test_a_wrong_extends_names_the_block(tmp_path: Path, body: str, message: str) -> None:
     error = _error(tmp_path, f"experiments:\n  gpt5-giant:\n    {GPT}" + body)
