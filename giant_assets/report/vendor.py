@@ -7,9 +7,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-VENDOR_DIR = Path(__file__).resolve().parent / "static" / "vendor"
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+VENDOR_DIR = STATIC_DIR / "vendor"
 OSD_SCRIPT = "openseadragon/openseadragon.min.js"
 URL_PREFIX = "/static/vendor/"  # where both servers serve VENDOR_DIR
+SCRIPT_URL = "/static/deepzoom.js"  # the pages' deep zoom script (report/static/deepzoom.js)
 HINT = "deep zoom needs OpenSeadragon: run make (it runs npm ci in frontend/) and reload"
 _NAME = re.compile(r"^openseadragon/(?:openseadragon\.min\.js|images/[a-z_]{1,40}\.png)$")
 _TYPES = {"js": "text/javascript; charset=utf-8", "png": "image/png"}
@@ -18,6 +20,15 @@ _TYPES = {"js": "text/javascript; charset=utf-8", "png": "image/png"}
 def deep_zoom_available() -> bool:
     """Whether OpenSeadragon is installed where the servers serve it."""
     return (VENDOR_DIR / OSD_SCRIPT).is_file()
+
+
+def static_file(url_path: str) -> tuple[bytes, str] | None:
+    """(bytes, content type) of the deep zoom script or a vendored file at ``url_path``, or None."""
+    if url_path == SCRIPT_URL:
+        return (STATIC_DIR / "deepzoom.js").read_bytes(), _TYPES["js"]
+    if url_path.startswith(URL_PREFIX):
+        return vendor_file(url_path[len(URL_PREFIX) :])
+    return None
 
 
 def vendor_file(name: str) -> tuple[bytes, str] | None:

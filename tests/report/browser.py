@@ -208,6 +208,16 @@ class Browser:
             raise BrowserError(f"{expression!r} threw: {result['exceptionDetails']}")
         return result["result"].get("value")
 
+    def screenshot(self, width: int = 1200, height: int = 900) -> bytes:
+        """A PNG of the page at ``width`` x ``height`` CSS pixels (device scale 1)."""
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
+        import base64
+
+        return base64.b64decode(self.send("Page.captureScreenshot", {"format": "png"})["data"])
+
     def problems(self) -> list[str]:
         """Console errors, uncaught exceptions and failed loads seen so far."""
         found = []

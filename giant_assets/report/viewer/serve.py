@@ -27,7 +27,7 @@ from giant_assets.core.helptext import plain
 from giant_assets.core.serving import port_number, serve_until_stopped
 from giant_assets.core.settings import DATA_DIR_ENV, env
 from giant_assets.report.slide_tiles import PREFIX, SlideTiles
-from giant_assets.report.vendor import URL_PREFIX, vendor_file
+from giant_assets.report.vendor import SCRIPT_URL, URL_PREFIX, static_file
 from giant_assets.report.viewer.lazy import render_pending
 from giant_assets.report.viewer.site import RECIPE, SLIDES_DIR
 
@@ -90,8 +90,8 @@ class ViewerHandler(SimpleHTTPRequestHandler):
             answer = self.server.tiles.answer(path)
             self._send(answer.status, answer.body, answer.content_type, answer.cache_control)
             return True
-        if path.startswith(URL_PREFIX):
-            found = vendor_file(path[len(URL_PREFIX) :])
+        if path.startswith(URL_PREFIX) or path == SCRIPT_URL:
+            found = static_file(path)
             if found is None:
                 self.send_error(404, "File not found (deep zoom: run make to install OpenSeadragon)")
             else:

@@ -28,7 +28,9 @@ from giant_assets.benchmarks.registry import BUILT_IN_NAMES
 from giant_assets.core.files import atomic_write_bytes
 from giant_assets.core.paths import confined_path, decode_component
 from giant_assets.report.slide_tiles import dzi_url, slide_key
+from giant_assets.report.vendor import HINT
 from giant_assets.report.viewer.items import ROWS_DIR, STATIC_FILES, cross_href, rebuild_items, summary_href
+from giant_assets.report.viewer.overlays import run_overlays
 from giant_assets.report.viewer.pages import index_counts, index_row
 
 if TYPE_CHECKING:
@@ -117,7 +119,10 @@ def render_item(env: Environment, page: dict[str, Any], page_dir: Path) -> Path:
     """Write one item page (its pictures already beside it)."""
     path = page_dir / "index.html"
     cross = cross_href(page["benchmark"], page["benchmark_id"])
-    html = env.get_template("item.html").render(page=page, root="../../", cross_href=cross)
+    overlays = {run["run_index"]: run_overlays(run["steps"], page["references"]) for run in page["runs"]}
+    html = env.get_template("item.html").render(
+        page=page, root="../../", cross_href=cross, overlays=overlays, deep_zoom_hint=HINT
+    )
     atomic_write_bytes(path, html.encode("utf-8"))
     return path
 
