@@ -54,6 +54,18 @@ def chromium_path() -> str:
     pytest.skip(message)
 
 
+def require_openseadragon() -> None:
+    """Skip the test (or fail it under GIANT_REQUIRE_BROWSER=1, as in CI) when OpenSeadragon is not
+    installed where the servers serve it (``make`` installs it: npm ci in frontend/)."""
+    from giant_assets.report.vendor import HINT, deep_zoom_available
+
+    if deep_zoom_available():
+        return
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{HINT} ({REQUIRE_ENV}=1)")
+    pytest.skip(HINT)
+
+
 class BrowserError(RuntimeError):
     pass
 
