@@ -18,6 +18,7 @@ from giant_assets.report.viewer import item_pages, write_benchmark
 from giant_assets.report.viewer.serve import serve_in_thread
 from giant_assets.slides.synthetic import Blob, SlideDesign, write_pyramidal_slide
 from tests.report.browser import Browser, chromium_path, require_openseadragon
+from tests.report.test_review_server import SAVED
 from tests.report.test_viewer_site import frames
 
 MARK_COLOR = (20, 190, 60)
@@ -135,3 +136,115 @@ def test_the_viewer_page_zooms_over_tiles_and_its_crop_overlay_lies_on_the_crop(
     assert not panel["hidden"] and "MARK-TEXT green blob" in panel["text"]
     assert panel["img"].endswith("/run0/step1.png")
     assert b.problems() == []
+
+
+# --- the review page ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def review_page(tmp_path_factory) -> Iterator[tuple[str, object, object]]:
+    """(the reviewer's first link, the server, the review files) over one unit that cropped the mark."""
+    import pandas as pd
+
+    from giant_assets.eval.reviews import ReviewFiles, add_reviewer, build_units, write_queue
+    from giant_assets.report.review.serve import serve_in_thread as serve_review
+
+    tmp = tmp_path_factory.mktemp("dzreview")
+    slide = write_pyramidal_slide(tmp / "mark.tiff", DESIGN, levels=3)
+    files = ReviewFiles(tmp / "reviews")
+    items = pd.DataFrame({"benchmark_name": "tcga", "benchmark_id": ["0"], "prompt": "Q?",
+                          "wsi_path": str(slide), "width": 3200, "height": 2400})  # fmt: skip
+    steps = [{"index": 0, "action": "crop", "box": MARK.box_xywh, "text": "the mark"}]
+    runs = pd.DataFrame({"config_hash": "h", "model": "m", "benchmark_name": "tcga", "benchmark_id": ["0"],
+                         "run_index": 0, "truth_label": 1, "correct": True, "answer_text": "Answer: 1",
+                         "predicted_label": 1, "trajectory_json": json.dumps(steps)})  # fmt: skip
+    write_queue(files, build_units(files.secret(), "exp", runs, items))
+    token = add_reviewer(files, "ana")
+    server, _ = serve_review(files)
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/?token={token}", server, files
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _drag_level0(b: Browser, start: tuple[float, float], end: tuple[float, float]) -> None:
+    """A real mouse drag on the review's deep zoom between two level-0 points."""
+    points = b.eval(
+        "(() => { const e = zoom.element.getBoundingClientRect(); return"
+        f" [{list(start)}, {list(end)}].map(([x, y]) => {{ const p ="
+        " zoom.viewport.imageToViewerElementCoordinates(new OpenSeadragon.Point(x, y));"
+        " return [e.left + p.x, e.top + p.y]; }); })()"
+    )
+    (x0, y0), (x1, y1) = points
+    press = {"button": "left", "clickCount": 1}
+    for event in (
+        {"type": "mouseMoved", "x": x0, "y": y0},
+        {"type": "mousePressed", "x": x0, "y": y0, **press},
+        {"type": "mouseMoved", "x": (x0 + x1) / 2, "y": (y0 + y1) / 2, "buttons": 1},
+        {"type": "mouseMoved", "x": x1, "y": y1, "buttons": 1},
+        {"type": "mouseReleased", "x": x1, "y": y1, **press},
+    ):
+        b.send("Input.dispatchMouseEvent", event)
+
+
+def _review_ready(b: Browser) -> None:
+    b.eval(
+        "new Promise((done) => { let n = 0; const t = () => {"
+        " const ok = typeof zoom !== 'undefined' && zoom && zoom.world.getItemCount() > 0"
+        "   && document.querySelectorAll('#osd .dz-crop').length > 0;"
+        " if (ok || ++n > 400) done(ok); else setTimeout(t, 25); }; t(); })"
+    )
+    _settled(b, "zoom")
+
+
+def test_the_review_page_draws_edits_deletes_saves_and_reloads_on_the_deep_zoom(browser, review_page):
+    url, server, files = review_page
+    from giant_assets.eval.reviews import read_reviews
+
+    b = browser
+    b.open(url)
+    _review_ready(b)
+    assert b.eval("document.getElementById('overview-wrap').hidden") is True
+    assert server.tiles.reads > 0  # the page's tile requests carried the reviewer's cookie
+    rect = b.eval(
+        "(() => { const o = document.querySelector('#osd .dz-crop').getBoundingClientRect();"
+        " const e = zoom.element.getBoundingClientRect();"
+        " const at = (x, y) => zoom.viewport.imageToViewerElementCoordinates(new OpenSeadragon.Point(x, y));"
+        f" const a = at({MARK.cx - MARK.rx}, {MARK.cy - MARK.ry});"
+        f" const z = at({MARK.cx + MARK.rx}, {MARK.cy + MARK.ry});"
+        " return {x0: e.left + a.x, y0: e.top + a.y, x1: e.left + z.x, y1: e.top + z.y,"
+        " overlay: [o.left, o.top, o.right, o.bottom]}; })()"
+    )
+    _assert_mark_under(b, rect)  # the viewed region lies on the crop's pixels
+    b.eval("document.getElementById('draw-mode').click(); true")
+    _drag_level0(b, (400, 300), (1200, 900))
+    _close(b.eval("drawn"), [[400, 300, 800, 600]])
+    b.eval("document.querySelector('#drawn-list .redraw').click(); true")  # edit: draw it again
+    _drag_level0(b, (2400, 1600), (2800, 2000))
+    _close(b.eval("drawn"), [[2400, 1600, 400, 400]])
+    b.eval("document.getElementById('draw-mode').click(); true")
+    _drag_level0(b, (100, 100), (300, 200))
+    _close(b.eval("drawn"), [[2400, 1600, 400, 400], [100, 100, 200, 100]])
+    assert b.eval("document.querySelectorAll('#osd .dz-drawn').length") == 2
+    b.eval("document.querySelectorAll('#drawn-list .delete')[1].click(); true")  # delete the second
+    b.eval("document.getElementById('submit').click(); true")
+    assert b.eval(SAVED).startswith("saved"), b.problems()
+    (record,) = read_reviews(files)[0]
+    _close(record["drawn"], [[2400, 1600, 400, 400]])
+    since = len(b.events)
+    b.send("Page.reload")
+    b.wait_for("Page.loadEventFired", since)
+    _review_ready(b)
+    _close(b.eval("drawn"), record["drawn"])
+    assert b.eval("document.querySelectorAll('#osd .dz-drawn').length") == 1
+    assert b.eval("document.querySelectorAll('#drawn-list li').length") == 1
+    assert b.problems() == []  # nothing the Content-Security-Policy refused, no failed load
+
+
+def _close(got: list, expected: list, tol: float = 8.0) -> bool:
+    """Boxes equal within ``tol`` level-0 pixels (a screen pixel is ~2.7 level-0 pixels here)."""
+    assert len(got) == len(expected), got
+    for g, e in zip(got, expected, strict=True):
+        assert g == pytest.approx(e, abs=tol), got
+    return True

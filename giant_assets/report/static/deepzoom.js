@@ -20,7 +20,7 @@
   }
 
   function open(element, dzi, options) {
-    element.style.height = element.style.height || "70vh";
+    if (!element.clientHeight) element.style.height = "70vh";
     element.style.background = "#222";
     const viewer = window.OpenSeadragon(Object.assign({
       element,
