@@ -248,3 +248,31 @@ def _close(got: list, expected: list, tol: float = 8.0) -> bool:
     for g, e in zip(got, expected, strict=True):
         assert g == pytest.approx(e, abs=tol), got
     return True
+
+
+def test_without_openseadragon_both_pages_show_the_overview_and_say_how_to_get_deep_zoom(
+    browser, viewer_page, review_page, tmp_path, monkeypatch
+) -> None:
+    from giant_assets.report import vendor
+
+    monkeypatch.setattr(vendor, "VENDOR_DIR", tmp_path)  # as on a clone where make has not run
+    b = browser
+    b.send("Network.setCacheDisabled", {"cacheDisabled": True})  # the earlier tests cached OpenSeadragon
+    b.open(viewer_page[0])
+    hint = (
+        "new Promise((done) => { let n = 0; const t = () => {"
+        " const p = document.querySelector('.deepzoom-hint, #deepzoom-hint:not(:empty)');"
+        " if ((p && !p.hidden) || ++n > 200) done(p && !p.hidden ? p.textContent : null);"
+        " else setTimeout(t, 25); }; t(); })"
+    )
+    assert "run make" in b.eval(hint)
+    assert b.eval("[...document.querySelectorAll('.deepzoom')].every((z) => z.hidden)") is True
+    assert b.eval("document.querySelector('figure.overview img').naturalWidth") > 0
+    b.open(review_page[0])
+    assert "run make" in b.eval(hint)
+    assert b.eval("document.getElementById('deepzoom').hidden") is True
+    assert b.eval(
+        "new Promise((done) => { const i = document.getElementById('overview'); let n = 0; const t = () =>"
+        " (i.naturalWidth > 0 || ++n > 200) ? done(!document.getElementById('overview-wrap').hidden"
+        " && i.naturalWidth > 0) : setTimeout(t, 25); t(); })"
+    )
