@@ -101,6 +101,11 @@ class SlideTiles:
         self._keep(address, data)
         return Answer(200, data, "image/jpeg", f"private, max-age={TILE_MAX_AGE}")
 
+    def size(self, key: str) -> tuple[int, int] | None:
+        """Level-0 width and height of the slide of ``key``, or None when there is no such slide."""
+        slide = self._slide(key)
+        return None if slide is None else slide.size
+
     def _slide(self, key: str) -> DeepZoomSlide | None:
         """The open slide of ``key`` (opened on first use, least recently used closed), or None."""
         with self._lock:

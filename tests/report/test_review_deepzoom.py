@@ -68,3 +68,22 @@ def test_the_pages_scripts_are_served_and_nothing_else_under_static(review) -> N
         "/static/x.js",
     ):
         assert _get(port, path, {})[0] == 404, path
+
+
+def test_a_drawn_region_is_checked_against_the_slide_even_when_the_items_lack_its_size(review) -> None:
+    from giant_assets.eval.reviews import load_queue, read_reviews, write_queue
+
+    files, port, tokens = review
+    units = load_queue(files)
+    write_queue(files, [u | {"shown": u["shown"] | {"slide_size": None}} for u in units])
+    unit = units[0]["unit"]
+    body = {"regions": [None, None], "answer": "correct", "supports": None, "drawn": [[4000, 3000, 200, 200]]}
+    status, _, answer = request(port, "POST", f"/api/review/{unit}", token=tokens["ana"], body=body)
+    assert (
+        status == 400
+        and "drawn[0]" in answer.decode()
+        and "outside the slide (4096 x 3072)" in answer.decode()
+    )
+    assert read_reviews(files)[0] == []
+    body["drawn"] = [[3896, 2872, 200, 200]]  # the slide's bottom-right corner, exactly inside
+    assert request(port, "POST", f"/api/review/{unit}", token=tokens["ana"], body=body)[0] == 200
