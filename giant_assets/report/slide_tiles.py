@@ -98,6 +98,10 @@ class SlideTiles:
             data = slide.tile(*address[1:])
         except NoSuchTile as exc:
             return _not_found(str(exc))
+        except Exception as exc:  # a damaged slide, or one closed by the LRU meanwhile: this tile only
+            log.warning("deep zoom: tile %s of %s: %s", path, key, type(exc).__name__)
+            self._forget(key, slide)  # OpenSlide keeps a handle in error for good: reopen it next time
+            return Answer(503, b"the tile could not be read; retry\n", "text/plain; charset=utf-8")
         self._keep(address, data)
         return Answer(200, data, "image/jpeg", f"private, max-age={TILE_MAX_AGE}")
 
@@ -129,6 +133,13 @@ class SlideTiles:
                 _, old = self._slides.popitem(last=False)
                 old.close()
         return slide
+
+    def _forget(self, key: str, slide: DeepZoomSlide) -> None:
+        """Close ``slide`` and drop it, unless another thread already replaced it."""
+        with self._lock:
+            if self._slides.get(key) is slide:
+                del self._slides[key]
+                slide.close()
 
     def _keep(self, address: tuple[str, int, int, int], data: bytes) -> None:
         with self._lock:

@@ -170,3 +170,14 @@ def test_tiles_are_cached_and_open_slides_are_bounded(tiff: str, tmp_path: Path)
     assert tiles.answer(dzi_url(other)).status == 200  # opens the other slide, closing the first
     assert tiles.answer(dzi_url(tiff)).status == 200  # the first is opened (resolved) again
     assert asked == [key, slide_key(other), key]
+
+
+def test_a_tile_that_does_not_decode_is_a_503_and_the_rest_still_serve(tmp_path: Path) -> None:
+    from tests.support.corrupt_slides import corrupt_smallest_level_tiles
+
+    path = str(write_pyramidal_slide(tmp_path / "bad.tiff", SlideDesign(1024, 768), levels=3, svs=True))
+    corrupt_smallest_level_tiles(Path(path))
+    tiles, _ = _tiles(path)
+    key = slide_key(path)
+    assert tiles.answer(f"/slides/{key}_files/0/0_0.jpeg").status == 503  # read from the damaged level
+    assert tiles.answer(f"/slides/{key}_files/10/0_0.jpeg").status == 200  # level 0 is intact

@@ -89,3 +89,20 @@ def test_openseadragon_is_served_when_installed_and_missing_files_are_a_hint(
     assert not vendor.deep_zoom_available()
     missing = _get(host, port, "/static/vendor/openseadragon/openseadragon.min.js")
     assert missing.status == 404 and b"run make" in missing.body
+
+
+def test_a_hostile_key_file_is_skipped_and_the_others_still_serve(tmp_path: Path, caplog) -> None:
+    slide = str(write_pyramidal_slide(tmp_path / "s.tiff", ONE_LESION_DESIGN, levels=1))
+    keys = tmp_path / "viewer" / "exp" / "_slides"
+    keys.mkdir(parents=True)
+    (keys / "a.json").write_text("[" * 100_000)  # nested too deeply for Python's json
+    (keys / "b.json").write_text(json.dumps({slide_key(slide): slide, "x": ["not", "a", "path"]}))
+    server, thread = serve_in_thread(tmp_path / "viewer")
+    try:
+        host, port = server.server_address[:2]
+        assert _get(host, port, dzi_url(slide)).status == 200
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+    assert "a.json: RecursionError" in caplog.text

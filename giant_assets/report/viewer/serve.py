@@ -55,8 +55,8 @@ class SiteSlides:
         for mapping in sorted(self._folder.glob(f"*/{SLIDES_DIR}/*.json")):
             try:
                 found = json.loads(mapping.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                log.warning("deep zoom: cannot read %s: %s", mapping, exc)
+            except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
+                log.warning("deep zoom: cannot read %s: %s", mapping, type(exc).__name__)
                 continue
             if isinstance(found, dict):
                 paths.update({k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)})
