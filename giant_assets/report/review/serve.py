@@ -285,6 +285,10 @@ class ReviewHandler(BaseHTTPRequestHandler):
         if unit is None:
             self._json(HTTPStatus.NOT_FOUND, {"error": "no such unit"})
             return
+        if unit["shown"].get("slide_size") is None:  # the items did not know it: the slide itself does
+            size = self.server.tiles.size(slide_key(unit["wsi_path"]))
+            if size is not None:
+                unit = unit | {"shown": unit["shown"] | {"slide_size": list(size)}}
         try:
             review = validate_review(unit, json.loads(body, parse_constant=_reject_constant))
         except (ValueError, RecursionError) as exc:  # JSONDecodeError, not UTF-8, 5,000 digits, too deep
