@@ -15,7 +15,8 @@ VIEW_PORT ?= 8765
 # `make view` run: ~1.25 GB) and the test tools on top of it (`make test`, `make lint`, `make perf`,
 # `make cluster-demo`: ~0.15 GB more). Both come from the Python package index (PyPI): the first
 # install needs it; nothing after it does. INDEX_CHECK fails fast, saying so, when the index cannot be
-# reached (pip itself would retry for about a minute, then name one package).
+# reached (pip itself would retry for about a minute, then name one package). The platform's install
+# also needs the npm registry once, for OpenSeadragon (below).
 RUN_STAMP := $(VENV)/.installed-run
 # $(call INDEX_CHECK,what,size): one look at the index (no retries, 15 s) before the first download
 INDEX_CHECK = $(BIN)/pip index versions dagster --retries 0 --timeout 15 >/dev/null 2>&1 || { \
@@ -24,8 +25,27 @@ INDEX_CHECK = $(BIN)/pip index versions dagster --retries 0 --timeout 15 >/dev/n
 	"Connect, or point PIP_INDEX_URL at a mirror, and run make again. Once installed, make demo needs" \
 	"no network." >&2; exit 1; }
 DEV_STAMP := $(VENV)/.installed-dev
+# OpenSeadragon (deep zoom in the viewer and the review pages) from the npm registry, pinned by
+# frontend/package-lock.json, copied where the servers serve it (git-ignored); never from a CDN at run
+# time. Without it the pages show the static overview and say how to get deep zoom.
+OSD := giant_assets/report/static/vendor/openseadragon
+OSD_BUILD := frontend/node_modules/openseadragon/build/openseadragon
+NPM_CHECK = command -v npm >/dev/null || { echo "make: deep zoom needs node 20 and npm (Debian: apt-get" \
+	"install nodejs npm); install them and run make again." >&2; exit 1; }; \
+	npm ping --fetch-retries 0 --fetch-timeout 15000 >/dev/null 2>&1 || { \
+	echo "make: installing OpenSeadragon (deep zoom, 0.5 MB) needs the npm registry (or the one npm is" \
+	"configured with: npm config set registry), once; it cannot be reached now. Connect, or point npm" \
+	"at a mirror, and run make again." >&2; exit 1; }
 
-$(RUN_STAMP): pyproject.toml
+$(OSD)/openseadragon.min.js: frontend/package.json frontend/package-lock.json
+	@$(NPM_CHECK)
+	cd frontend && npm ci --no-audit --no-fund --silent
+	rm -rf $(OSD) && mkdir -p $(OSD)
+	cp $(OSD_BUILD)/openseadragon.min.js $(OSD_BUILD)/../../LICENSE.txt $(OSD)/
+	cp -r $(OSD_BUILD)/images $(OSD)/images
+	@touch $@
+
+$(RUN_STAMP): pyproject.toml $(OSD)/openseadragon.min.js
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(call INDEX_CHECK,the platform,1.25 GB)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -74,4 +94,4 @@ perf: $(DEV_STAMP)
 bench: perf
 
 clean:
-	rm -rf $(VENV) data
+	rm -rf $(VENV) data frontend/node_modules $(OSD)

@@ -54,6 +54,18 @@ def chromium_path() -> str:
     pytest.skip(message)
 
 
+def require_openseadragon() -> None:
+    """Skip the test (or fail it under GIANT_REQUIRE_BROWSER=1, as in CI) when OpenSeadragon is not
+    installed where the servers serve it (``make`` installs it: npm ci in frontend/)."""
+    from giant_assets.report.vendor import HINT, deep_zoom_available
+
+    if deep_zoom_available():
+        return
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{HINT} ({REQUIRE_ENV}=1)")
+    pytest.skip(HINT)
+
+
 class BrowserError(RuntimeError):
     pass
 
@@ -207,6 +219,16 @@ class Browser:
         if "exceptionDetails" in result:
             raise BrowserError(f"{expression!r} threw: {result['exceptionDetails']}")
         return result["result"].get("value")
+
+    def screenshot(self, width: int = 1200, height: int = 900) -> bytes:
+        """A PNG of the page at ``width`` x ``height`` CSS pixels (device scale 1)."""
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
+        import base64
+
+        return base64.b64decode(self.send("Page.captureScreenshot", {"format": "png"})["data"])
 
     def problems(self) -> list[str]:
         """Console errors, uncaught exceptions and failed loads seen so far."""

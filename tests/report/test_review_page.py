@@ -14,7 +14,7 @@ import pytest
 from giant_assets.eval.reviews import ReviewFiles, add_reviewer, build_units, read_reviews, write_queue
 from giant_assets.report.review.serve import serve_in_thread
 from tests.report.browser import Browser, chromium_path
-from tests.report.test_review_server import READY, SAVED, SLIDE
+from tests.report.test_review_server import OVERVIEW, READY, SAVED, SLIDE
 
 LAPTOP = {"width": 1366, "height": 768, "deviceScaleFactor": 1, "mobile": False}
 OPTIONS = ["Lung", "Liver", "Kidney"]
@@ -91,6 +91,7 @@ def test_in_chromium_on_a_laptop_screen_keys_rate_and_save(laptop_review) -> Non
         b.send("Emulation.setDeviceMetricsOverride", LAPTOP)
         b.open(f"http://127.0.0.1:{port}/?token={token}")
         assert b.eval(READY) is True, b.problems()
+        b.eval(OVERVIEW)
         assert b.eval("queue.length") == 1  # the run whose slide is gone never appears
         assert b.eval("document.getElementById('question').textContent") == "Which organ is this?"
         assert b.eval("[...document.querySelectorAll('#options li')].map(l => l.textContent)") == OPTIONS

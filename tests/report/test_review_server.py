@@ -226,9 +226,14 @@ SAVED = (
 )
 
 
+# these tests draw on the static overview (on the deep zoom: test_deepzoom_browser.py)
+OVERVIEW = "window.showOverview(true); true"
+
+
 def _open(b: Browser, url: str) -> None:
     b.open(url)
     assert b.eval(READY) is True, b.problems()
+    b.eval(OVERVIEW)
 
 
 def _drag(b: Browser, start: tuple[float, float], end: tuple[float, float]) -> None:
@@ -253,6 +258,7 @@ def _reload(b: Browser) -> None:
     b.send("Page.reload")
     b.wait_for("Page.loadEventFired", since)
     assert b.eval(READY) is True, b.problems()
+    b.eval(OVERVIEW)
 
 
 def _rate(b: Browser, region0: str, answer: str) -> None:

@@ -19,6 +19,9 @@ Bearer`` needs none: no browser adds that header by itself).
     GET  /api/unit/<id>/overview.png     the slide's overview (long side 1024)
     GET  /api/unit/<id>/region/<k>.jpg   the k-th viewed region (long side 512)
     POST /api/review/<id>                a review (JSON); saved durably before the answer
+    GET  /slides/<key>.dzi, /slides/<key>_files/<level>/<col>_<row>.jpeg
+                                         deep zoom of a queued unit's slide (``report.slide_tiles``):
+                                         the same Host check, and a reviewer's token, as the API
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ from giant_assets.eval.reviews import (
     reviewer_for,
     validate_review,
 )
+from giant_assets.report.slide_tiles import PREFIX, SlideTiles, dzi_url, slide_key
+from giant_assets.report.vendor import static_file
 from giant_assets.slides.access import InvalidRegion, crop, open_slide, thumbnail
 
 DEFAULT_PORT = 8766
@@ -104,11 +109,18 @@ class ReviewHandler(BaseHTTPRequestHandler):
 
     # --- plumbing ---
 
-    def _send(self, status: int, body: bytes, ctype: str, headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self,
+        status: int,
+        body: bytes,
+        ctype: str,
+        headers: dict[str, str] | None = None,
+        cache_control: str = "no-store",
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
+        self.send_header("Cache-Control", cache_control)
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Content-Security-Policy", CSP)
         for key, value in (headers or {}).items():
@@ -204,6 +216,13 @@ class ReviewHandler(BaseHTTPRequestHandler):
         if url.path == "/favicon.ico":
             self._send(HTTPStatus.NO_CONTENT, b"", "image/x-icon")
             return
+        if url.path.startswith(PREFIX):
+            self._tile(url.path)
+            return
+        vendored = static_file(url.path)
+        if vendored is not None:
+            self._send(HTTPStatus.OK, vendored[0], vendored[1], cache_control="public, max-age=86400")
+            return
         if url.path.startswith("/static/") and url.path[8:] in STATIC:
             name = url.path[8:]
             ctype = {"js": "text/javascript", "css": "text/css", "html": "text/html"}[name.rsplit(".", 1)[1]]
@@ -228,7 +247,16 @@ class ReviewHandler(BaseHTTPRequestHandler):
             self._image(unit, int(match.group(2)))
         else:
             own = latest_reviews(read_reviews(self.server.files)[0]).get((reviewer, unit["unit"]))
-            self._json(HTTPStatus.OK, blinded(unit) | {"review": _public(own)})
+            self._json(
+                HTTPStatus.OK, blinded(unit) | {"review": _public(own), "dzi": dzi_url(unit["wsi_path"])}
+            )
+
+    def _tile(self, path: str) -> None:
+        """A deep zoom descriptor or tile of a queued slide, for a reviewer (401/403 as the API)."""
+        if self._reviewer() is None:
+            return
+        answer = self.server.tiles.answer(path)
+        self._send(answer.status, answer.body, answer.content_type, cache_control=answer.cache_control)
 
     def do_POST(self) -> None:  # noqa: N802
         """Save a review: only from this origin, as JSON, with the session's CSRF token (see the module
@@ -257,6 +285,10 @@ class ReviewHandler(BaseHTTPRequestHandler):
         if unit is None:
             self._json(HTTPStatus.NOT_FOUND, {"error": "no such unit"})
             return
+        if unit["shown"].get("slide_size") is None:  # the items did not know it: the slide itself does
+            size = self.server.tiles.size(slide_key(unit["wsi_path"]))
+            if size is not None:
+                unit = unit | {"shown": unit["shown"] | {"slide_size": list(size)}}
         try:
             review = validate_review(unit, json.loads(body, parse_constant=_reject_constant))
         except (ValueError, RecursionError) as exc:  # JSONDecodeError, not UTF-8, 5,000 digits, too deep
@@ -322,6 +354,17 @@ class ReviewServer(BurstHTTPServer):
         self.files = files
         super().__init__((host, port), ReviewHandler)
         self.allowed_hosts = allowed_hosts(host, self.server_address[1], names)
+        self.tiles = SlideTiles(self._queued_slide)
+
+    def _queued_slide(self, key: str) -> str | None:
+        """The slide path of ``key`` among the reviewable units' slides, else None."""
+        return next(
+            (u["wsi_path"] for u in reviewable_queue(self.files) if slide_key(u["wsi_path"]) == key), None
+        )
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.tiles.close()
 
 
 def allowed_hosts(host: str, port: int, names: Iterable[str] = ()) -> frozenset[str]:

@@ -5,14 +5,20 @@ disk: later visits are static files).
     giant-view                          # http://127.0.0.1:8765/, the folder $GIANT_DATA_DIR/viewer
     (Ctrl-C or SIGTERM stops it)
     giant-view --port 9000 --dir /data/viewer
+
+It also serves deep zoom (``report.slide_tiles``): ``/slides/<key>.dzi`` and its tiles, read from the
+slides the viewer's pages show (the keys its site build wrote to ``<experiment>/_slides/``), and
+OpenSeadragon under ``/static/vendor/`` when ``make`` installed it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import threading
+import time
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,30 +26,97 @@ from pathlib import Path
 from giant_assets.core.helptext import plain
 from giant_assets.core.serving import port_number, serve_until_stopped
 from giant_assets.core.settings import DATA_DIR_ENV, env
+from giant_assets.report.slide_tiles import PREFIX, SlideTiles
+from giant_assets.report.vendor import SCRIPT_URL, URL_PREFIX, static_file
 from giant_assets.report.viewer.lazy import render_pending
-from giant_assets.report.viewer.site import RECIPE
+from giant_assets.report.viewer.site import RECIPE, SLIDES_DIR
 
 DEFAULT_PORT = 8765
 log = logging.getLogger("giant.view")
 
 
+class SiteSlides:
+    """Key -> slide path of every slide the viewer's pages show (``<experiment>/_slides/*.json``,
+    written by the site build); read again on an unknown key, at most once a second."""
+
+    def __init__(self, folder: Path) -> None:
+        self._folder, self._paths, self._read_at = folder, {}, float("-inf")
+        self._lock = threading.Lock()
+
+    def __call__(self, key: str) -> str | None:
+        with self._lock:
+            if key not in self._paths and time.monotonic() - self._read_at >= 1.0:
+                self._paths = self._read()
+                self._read_at = time.monotonic()
+            return self._paths.get(key)
+
+    def _read(self) -> dict[str, str]:
+        paths: dict[str, str] = {}
+        for mapping in sorted(self._folder.glob(f"*/{SLIDES_DIR}/*.json")):
+            try:
+                found = json.loads(mapping.read_text(encoding="utf-8"))
+            except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
+                log.warning("deep zoom: cannot read %s: %s", mapping, type(exc).__name__)
+                continue
+            if isinstance(found, dict):
+                paths.update({k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)})
+        return paths
+
+
 class ViewerHandler(SimpleHTTPRequestHandler):
-    """Static files of the viewer's folder; an item page with a render recipe is drawn first."""
+    """Static files of the viewer's folder; an item page with a render recipe is drawn first; deep zoom
+    tiles and OpenSeadragon's files from ``server.tiles`` and the vendor folder."""
+
+    server: ViewerServer
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        if self._deep_zoom():
+            return
         if not self._refused():
             self._render_if_pending()
             super().do_GET()
 
     def do_HEAD(self) -> None:  # noqa: N802
+        if self._deep_zoom():
+            return
         if not self._refused():
             self._render_if_pending()
             super().do_HEAD()
 
+    def _deep_zoom(self) -> bool:
+        """Answer a tile, a descriptor or an OpenSeadragon file; False for any other path."""
+        path = self.path.split("?", 1)[0].split("#", 1)[0]
+        if path.startswith(PREFIX):
+            answer = self.server.tiles.answer(path)
+            self._send(answer.status, answer.body, answer.content_type, answer.cache_control)
+            return True
+        if path.startswith(URL_PREFIX) or path == SCRIPT_URL:
+            found = static_file(path)
+            if found is None:
+                self.send_error(404, "File not found (deep zoom: run make to install OpenSeadragon)")
+            else:
+                self._send(200, found[0], found[1], "public, max-age=86400")
+            return True
+        return False
+
+    def _send(self, status: int, body: bytes, ctype: str, cache_control: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", cache_control)
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
     def _refused(self) -> bool:
         """A path no file can have is answered here: a NUL byte (``%00``) 400, a name the file system
-        refuses (too long: thousands of segments) 404, instead of an exception and a dropped connection."""
+        refuses (too long: thousands of segments) 404, instead of an exception and a dropped connection;
+        the slide-key files (``_slides/``, paths on this machine) are not served."""
         path = self.translate_path(self.path)
+        if SLIDES_DIR in Path(path).parts:
+            self.send_error(404, "File not found")
+            return True
         if "\0" in path:
             self.send_error(400, "Bad request path (NUL byte)")
             return True
@@ -76,13 +149,24 @@ class ViewerHandler(SimpleHTTPRequestHandler):
         log.debug(format, *args)
 
 
-def make_server(folder: Path, port: int = DEFAULT_PORT, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+class ViewerServer(ThreadingHTTPServer):
+    """The viewer's server; ``tiles`` answers its deep zoom requests."""
+
+    def __init__(self, folder: Path, host: str, port: int) -> None:
+        super().__init__((host, port), partial(ViewerHandler, directory=str(folder)))
+        self.tiles = SlideTiles(SiteSlides(folder))
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.tiles.close()
+
+
+def make_server(folder: Path, port: int = DEFAULT_PORT, host: str = "127.0.0.1") -> ViewerServer:
     """A server of ``folder`` (not started); ``port`` 0 picks a free one (``server.server_address``)."""
-    handler = partial(ViewerHandler, directory=str(folder))
-    return ThreadingHTTPServer((host, port), handler)
+    return ViewerServer(folder, host, port)
 
 
-def serve_in_thread(folder: Path, port: int = 0) -> tuple[ThreadingHTTPServer, threading.Thread]:
+def serve_in_thread(folder: Path, port: int = 0) -> tuple[ViewerServer, threading.Thread]:
     """Start serving ``folder`` in a daemon thread (tests, notebooks); ``server.shutdown()`` stops it."""
     server = make_server(folder, port)
     thread = threading.Thread(target=server.serve_forever, name="giant-view", daemon=True)

@@ -27,13 +27,17 @@ from urllib.parse import quote
 from giant_assets.benchmarks.registry import BUILT_IN_NAMES
 from giant_assets.core.files import atomic_write_bytes
 from giant_assets.core.paths import confined_path, decode_component
+from giant_assets.report.slide_tiles import dzi_url, slide_key
+from giant_assets.report.vendor import HINT
 from giant_assets.report.viewer.items import ROWS_DIR, STATIC_FILES, cross_href, rebuild_items, summary_href
+from giant_assets.report.viewer.overlays import run_overlays
 from giant_assets.report.viewer.pages import index_counts, index_row
 
 if TYPE_CHECKING:
     from jinja2 import Environment
 
 RECIPE = "render.json"  # beside an item page whose pictures are drawn on its first visit
+SLIDES_DIR = "_slides"  # <benchmark>.json: deep zoom key -> slide path of its pages (giant-view reads it)
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,10 @@ def render_item(env: Environment, page: dict[str, Any], page_dir: Path) -> Path:
     """Write one item page (its pictures already beside it)."""
     path = page_dir / "index.html"
     cross = cross_href(page["benchmark"], page["benchmark_id"])
-    html = env.get_template("item.html").render(page=page, root="../../", cross_href=cross)
+    overlays = {run["run_index"]: run_overlays(run["steps"], page["references"]) for run in page["runs"]}
+    html = env.get_template("item.html").render(
+        page=page, root="../../", cross_href=cross, overlays=overlays, deep_zoom_hint=HINT
+    )
     atomic_write_bytes(path, html.encode("utf-8"))
     return path
 
@@ -133,8 +140,11 @@ def write_benchmark(
     bench_dir = confined_path(site, benchmark)
     if bench_dir.exists():
         shutil.rmtree(bench_dir)
-    written, pictures, pending, rows = [], 0, 0, []
+    written, pictures, pending, rows, slides = [], 0, 0, [], {}
     for page in pages:
+        if page.get("wsi_path"):
+            page["dzi"] = dzi_url(page["wsi_path"])
+            slides[slide_key(page["wsi_path"])] = page["wsi_path"]
         page_dir = confined_path(bench_dir, page["benchmark_id"])
         page_dir.mkdir(parents=True, exist_ok=True)
         pictures += _place_pictures(page, page_dir)
@@ -144,6 +154,8 @@ def write_benchmark(
             pending += 1
         written.append(render_item(env, page, page_dir))
         rows.append(index_row(page, _href(bench_dir.name, page_dir.name, "index.html")))
+    keys = confined_path(site, SLIDES_DIR, f"{benchmark}.json")
+    atomic_write_bytes(keys, json.dumps(slides, ensure_ascii=False).encode("utf-8"))
     fragment = confined_path(site, ROWS_DIR, f"{benchmark}.json")
     atomic_write_bytes(fragment, json.dumps(rows, ensure_ascii=False).encode("utf-8"))
     index, all_rows = rebuild_index(site, env)

@@ -5,6 +5,8 @@ const ANSWER = ["correct", "partly", "wrong"];
 const SUPPORTS = ["yes", "partly", "no"];
 const SVG = "http://www.w3.org/2000/svg";
 let queue = [], position = 0, unit = null, drawn = [];
+// deep zoom (report/static/deepzoom.js over OpenSeadragon), when the server has it installed
+let zoom = null, zoomTracker = null, redrawing = null, zoomShapes = [], overviewOnly = false;
 
 function el(tag, attrs = {}, text = null) {
   const node = document.createElement(tag);
@@ -38,6 +40,8 @@ function chosen(name) {
 }
 
 function drawOverlay() {
+  drawZoom();
+  listDrawn();
   const svg = document.getElementById("overlay");
   svg.replaceChildren();
   const [w, h] = unit.slide_size || [1, 1];
@@ -85,6 +89,73 @@ function enableDrawing() {
   });
 }
 
+// the reviewer's boxes, each with a button to draw it again and one to delete it
+function listDrawn() {
+  const list = document.getElementById("drawn-list");
+  list.replaceChildren(...drawn.map((b, i) => {
+    const item = el("li", { "data-drawn": String(i) }, `your region ${i + 1}: [${b.join(", ")}] `);
+    const again = el("button", { type: "button", class: "redraw" }, redrawing === i ? "drag on the slide…" : "redraw");
+    again.addEventListener("click", () => { redrawing = i; setDrawing(true); listDrawn(); });
+    const remove = el("button", { type: "button", class: "delete" }, "delete");
+    remove.addEventListener("click", () => { drawn.splice(i, 1); redrawing = null; drawOverlay(); });
+    item.append(again, remove);
+    return item;
+  }));
+}
+
+function drawZoom() {
+  if (!zoom || !zoom.world.getItemCount()) return;
+  zoomShapes.forEach((s) => zoom.removeOverlay(s));
+  zoomShapes = [];
+  const dz = window.GiantDeepZoom;
+  unit.regions.forEach((r, i) => zoomShapes.push(dz.box(zoom, r.box, r.step === null ? "reported" : "crop", String(i + 1))));
+  drawn.forEach((b, i) => zoomShapes.push(dz.box(zoom, b, "drawn", `yours ${i + 1}`)));
+}
+
+function setDrawing(on) {
+  if (!zoom) return;
+  zoomTracker.setTracking(on);
+  zoom.setMouseNavEnabled(!on);
+  const button = document.getElementById("draw-mode");
+  button.setAttribute("aria-pressed", String(on));
+  button.textContent = on ? "Drawing: drag on the slide" : "Draw a region";
+}
+
+function startZoom() {
+  const hint = document.getElementById("deepzoom-hint");
+  const dz = window.GiantDeepZoom;
+  if (!dz) { hint.textContent = "deep zoom could not load: the static overview is shown"; hint.hidden = false; return; }
+  dz.load(() => {
+    zoom = dz.open(document.getElementById("osd"), unit.dzi);
+    zoom.addHandler("open", drawZoom);
+    zoomTracker = dz.drawing(zoom, (b) => {
+      if (redrawing !== null) drawn[redrawing] = b; else drawn.push(b);
+      redrawing = null;
+      setDrawing(false);
+      drawOverlay();
+    });
+    document.getElementById("draw-mode").addEventListener("click", () => setDrawing(!zoomTracker.isTracking()));
+    const toggle = document.getElementById("view-toggle");
+    toggle.addEventListener("click", () => showOverview(!overviewOnly));
+    toggle.hidden = false;
+    showOverview(overviewOnly);
+  }, () => {
+    hint.textContent = "deep zoom needs OpenSeadragon: run make (it runs npm ci in frontend/) and restart the server";
+    hint.hidden = false;
+  });
+}
+
+// deep zoom, or the static overview (also where OpenSeadragon is not installed); drawing works on both
+function showOverview(on) {
+  overviewOnly = on;
+  const deep = Boolean(zoom) && !on;
+  document.getElementById("deepzoom").hidden = !deep;
+  document.getElementById("overview-wrap").hidden = deep;
+  document.getElementById("draw-hint").hidden = deep;
+  document.getElementById("view-toggle").textContent = deep ? "Show the static overview" : "Show deep zoom";
+  if (!deep && zoom) setDrawing(false);
+}
+
 async function show(index) {
   position = index;
   const entry = queue[index];
@@ -120,6 +191,8 @@ async function show(index) {
     regions.append(div);
   });
   document.getElementById("overview").src = `/api/unit/${unit.unit}/overview.png`;
+  redrawing = null;
+  if (zoom) { zoomShapes = []; zoom.open(unit.dzi); }
   drawOverlay();
   document.getElementById("unit").hidden = false;
   status(unit.review ? `saved ${unit.review.submitted_at}` : "not reviewed yet");
@@ -177,6 +250,7 @@ async function start() {
       save().then(() => show((position + 1) % queue.length)).catch((e) => status(e.message)));
     document.getElementById("clear-drawn").addEventListener("click", () => { drawn = []; drawOverlay(); });
     await show(first < 0 ? 0 : first);
+    startZoom();
   } catch (error) {
     status(error.message);
   }

@@ -46,3 +46,54 @@
   controls.forEach((c) => c.addEventListener("change", apply));
   apply();
 })();
+
+// Item page, served by giant-view: the slide in deep zoom (OpenSeadragon over the slide's own tiles),
+// each run's viewed regions numbered over it. Opened from a file there is no tile server: the static
+// overview alone, as before.
+(function () {
+  "use strict";
+  const zooms = Array.from(document.querySelectorAll(".deepzoom[data-dzi]"));
+  if (!zooms.length || !/^https?:$/.test(location.protocol)) return;
+  const hint = () => document.querySelectorAll(".deepzoom-hint").forEach((p) => { p.hidden = false; });
+
+  function showStep(panel, run, step) {
+    const entry = document.getElementById(`run-${run}-step-${step}`);
+    if (!entry) return;
+    const close = document.createElement("button");
+    close.type = "button";
+    close.textContent = "close";
+    close.addEventListener("click", () => { panel.hidden = true; });
+    const copy = entry.cloneNode(true);  // the image as sent, its digest check and the model's text
+    copy.removeAttribute("id");
+    panel.replaceChildren(close, copy);
+    panel.hidden = false;
+  }
+
+  function start(dz) {
+    for (const zoom of zooms) {
+      zoom.hidden = false;
+      const run = zoom.dataset.run;
+      const overlays = JSON.parse(zoom.dataset.overlays || "[]");
+      const panel = zoom.querySelector(".step-panel");
+      const viewer = dz.open(zoom.querySelector(".osd"), zoom.dataset.dzi);
+      zoom.giantViewer = viewer;
+      viewer.addHandler("open", () => {
+        const size = viewer.world.getItemAt(0).getContentSize();
+        dz.path(viewer, overlays.filter((o) => o.n !== null).map((o) => o.box), [size.x, size.y]);
+        for (const o of overlays) {
+          const label = o.n !== null ? String(o.n) : (o.kind === "reference" ? o.label : null);
+          const click = o.step !== null ? () => showStep(panel, run, o.step) : null;
+          const div = dz.box(viewer, o.box, o.kind, label, click);
+          if (o.step !== null) div.dataset.step = String(o.step);
+        }
+      });
+      viewer.addHandler("open-failed", () => { zoom.hidden = true; hint(); });
+    }
+  }
+
+  const script = document.createElement("script");
+  script.src = "/static/deepzoom.js";
+  script.onload = () => window.GiantDeepZoom.load(() => start(window.GiantDeepZoom), hint);
+  script.onerror = hint;
+  document.head.appendChild(script);
+})();

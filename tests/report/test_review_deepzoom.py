@@ -1,0 +1,89 @@
+"""The review server's deep zoom over real HTTP: a queued unit names its ``.dzi``; descriptors and tiles
+need a reviewer's token and a Host of this server, exactly as the API does; a slide outside the queue,
+a tile outside the pyramid and a hostile path are 404; OpenSeadragon's files are served by name only."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+
+import pytest
+
+from giant_assets.report.slide_tiles import slide_key
+from tests.report.test_review_server import SLIDE, request, served_review
+
+
+@pytest.fixture
+def review(tmp_path, sample_wsi_root):
+    yield from served_review(tmp_path, sample_wsi_root)
+
+
+def _get(port: int, path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", path, headers=headers)
+    response = conn.getresponse()
+    body = response.read()
+    conn.close()
+    return response.status, dict(response.getheaders()), body
+
+
+def test_tiles_need_a_reviewer_and_this_servers_host(review, sample_wsi_root) -> None:
+    files, port, tokens = review
+    path = str(sample_wsi_root / SLIDE)
+    dzi = f"/slides/{hashlib.sha256(path.encode()).hexdigest()[:24]}.dzi"
+    _, _, body = request(port, "GET", "/api/queue", token=tokens["ana"])
+    unit = json.loads(body)["units"][0]["unit"]
+    status, _, body = request(port, "GET", f"/api/unit/{unit}", token=tokens["ana"])
+    assert status == 200 and json.loads(body)["dzi"] == dzi and path not in body.decode()
+    bearer = {"Authorization": f"Bearer {tokens['ana']}"}
+    status, headers, body = _get(port, dzi, bearer)
+    assert status == 200 and b'Width="4096" Height="3072"' in body
+    assert headers["Cache-Control"] == "private, max-age=3600"
+    assert headers["Content-Security-Policy"].startswith("default-src 'self'")
+    tile = dzi.replace(".dzi", "_files/12/0_0.jpeg")
+    status, headers, body = _get(port, tile, bearer)
+    assert status == 200 and headers["Content-Type"] == "image/jpeg" and body[:2] == b"\xff\xd8"
+    assert _get(port, tile, {})[0] == 401
+    assert _get(port, tile, {"Authorization": "Bearer forged"})[0] == 403
+    status, _, body = _get(port, tile, bearer | {"Host": "evil.example:80"})
+    assert status == 403 and b"not this server" in body  # DNS rebinding: the same Host check as the API
+    for hostile in (
+        f"/slides/{slide_key(path + 'x')}.dzi",  # a slide the queue does not hold
+        dzi.replace(".dzi", "_files/13/0_0.jpeg"),
+        dzi.replace(".dzi", "_files/1e308/0_0.jpeg"),
+        "/slides/..%2f..%2fetc%2fpasswd",
+    ):
+        assert _get(port, hostile, bearer)[0] == 404, hostile
+
+
+def test_the_pages_scripts_are_served_and_nothing_else_under_static(review) -> None:
+    _, port, _ = review
+    status, headers, body = _get(port, "/static/deepzoom.js", {})
+    assert status == 200 and headers["Content-Type"].startswith("text/javascript")
+    assert b"GiantDeepZoom" in body
+    for path in (
+        "/static/vendor/../serve.py",
+        "/static/vendor/openseadragon/openseadragon.js",
+        "/static/x.js",
+    ):
+        assert _get(port, path, {})[0] == 404, path
+
+
+def test_a_drawn_region_is_checked_against_the_slide_even_when_the_items_lack_its_size(review) -> None:
+    from giant_assets.eval.reviews import load_queue, read_reviews, write_queue
+
+    files, port, tokens = review
+    units = load_queue(files)
+    write_queue(files, [u | {"shown": u["shown"] | {"slide_size": None}} for u in units])
+    unit = units[0]["unit"]
+    body = {"regions": [None, None], "answer": "correct", "supports": None, "drawn": [[4000, 3000, 200, 200]]}
+    status, _, answer = request(port, "POST", f"/api/review/{unit}", token=tokens["ana"], body=body)
+    assert (
+        status == 400
+        and "drawn[0]" in answer.decode()
+        and "outside the slide (4096 x 3072)" in answer.decode()
+    )
+    assert read_reviews(files)[0] == []
+    body["drawn"] = [[3896, 2872, 200, 200]]  # the slide's bottom-right corner, exactly inside
+    assert request(port, "POST", f"/api/review/{unit}", token=tokens["ana"], body=body)[0] == 200
