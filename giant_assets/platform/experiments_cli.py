@@ -20,11 +20,19 @@ from typing import TYPE_CHECKING
 
 from giant_assets.core.helptext import plain
 from giant_assets.experiments.declared import ExperimentsFileError, unbudgeted
-from giant_assets.experiments.plugins import is_plugin, load_factory
+from giant_assets.experiments.plugins import (
+    PluginError,
+    declared_calls,
+    is_plugin,
+    load_factory,
+    unimportable,
+)
 from giant_assets.platform.resources import ExperimentsResource
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
+
+    from giant_assets.experiments.spec import Experiment
 
 COMMANDS = {
     "check": "validate the experiments file: every field of every experiment and declared benchmark, and "
@@ -34,7 +42,8 @@ COMMANDS = {
     "ADC) and refuse what cannot work (a placeholder or full request URI as azure_endpoint, an unset key "
     "variable)",
     "list": "one line per declared experiment under a header: name, agent, provider, model (Azure: its "
-    "deployment), endpoint (the API root its calls go to; - offline), runs per item, config hash",
+    "deployment), endpoint (the API root its calls go to; - offline), runs per item, config hash (a "
+    "plug-in whose module cannot be found has none: '- (plug-in cannot be imported: module X)')",
     "sync": "add every declared experiment, and every benchmark (the five built-ins and the declared "
     "ones), as a Dagster partition of the instance at $DAGSTER_HOME (what experiments_sensor does every "
     "30 s under `make ui`; never removes one) and name the partitions of experiments no longer declared",
@@ -91,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                 exp.config_hash()  # reads the prompt files it names
                 if is_plugin(exp.agent):
                     load_factory(exp.agent)  # imports the plug-in's module: refused here, not mid-run
+                    _batchable(exp)
             except ValueError as exc:
                 print(f"error: {resource.file}: experiment {name!r}: {exc}", file=sys.stderr)
                 return 1
@@ -144,6 +154,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _batchable(exp: Experiment) -> None:
+    """Refuse a plug-in in batch mode that declares calls to another model than the experiment's
+    (``kit.chat_model`` cannot join the provider's batches); a ``PluginError`` saying so."""
+    if not exp.batch:
+        return
+    try:
+        declared = declared_calls(exp.agent, exp.agent_options or {}, exp.model)
+    except PluginError:
+        return  # no declaration: a second model is refused when the plug-in asks for it
+    others = [m for m, (_, most) in declared.items() if m != exp.model and most]
+    if others:
+        raise PluginError(
+            f"plug-in {exp.agent!r} declares calls to {', '.join(map(repr, others))} besides the "
+            f"experiment's model {exp.model!r}: batch: true sends only the experiment's model through the "
+            "provider's batches (run it without batch: true)"
+        )
+
+
 def _benchmark_problems(resource: ExperimentsResource) -> list[str]:
     """Each declared benchmark's counts on stdout; its problems (file, row, column) returned."""
     from pathlib import Path
@@ -174,8 +202,9 @@ def _list_lines(declared: dict) -> list[str]:
         if online and exp.provider == "azure" and exp.deployment and exp.deployment != exp.model:
             model = f"{model} (deployment {exp.deployment})"
         provider = exp.provider if online else "-"
+        config_hash = f"- ({why})" if (why := unimportable(exp.agent)) else exp.config_hash()
         rows.append((name, exp.agent, provider, model, exp.endpoint or "-", str(exp.runs_per_item),
-                     exp.config_hash()))  # fmt: skip
+                     config_hash))  # fmt: skip
     return ["\t".join(row) for row in rows]
 
 
@@ -221,6 +250,10 @@ def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None) ->
         known = ", ".join(sorted(declared))
         print(f"error: estimate needs a declared experiment name (one of: {known})", file=sys.stderr)
         return 2
+    why = unimportable(declared[name].agent)
+    if why:
+        print(f"error: experiment {name!r}: {why} (`giant-experiments check` says why)", file=sys.stderr)
+        return 1
     store = ParquetStore(data_dir())
     if not store.partitions("benchmark_items"):
         print(
