@@ -8,7 +8,8 @@ giant-experiments estimate NAME    # cost and time of what NAME has left to run,
 giant-experiments status [NAME]    # one line per experiment; with NAME, its cells (retry for the failed)
 giant-experiments batches [NAME] [--cancel]   # provider batches still open (batch mode); cancel them
 giant-experiments stop NAME [--benchmark B]  # cancel NAME's backfills, queued and running runs
-giant-experiments prune            # delete the partitions of experiments no longer declared (files stay)
+giant-experiments prune            # delete partitions of experiments/benchmarks no longer declared
+
 """
 
 from __future__ import annotations
@@ -46,9 +47,10 @@ COMMANDS = {
     "plug-in whose module cannot be found has none: '- (plug-in cannot be imported: module X)')",
     "sync": "add every declared experiment, and every benchmark (the five built-ins and the declared "
     "ones), as a Dagster partition of the instance at $DAGSTER_HOME (what experiments_sensor does every "
-    "30 s under `make ui`; never removes one) and name the partitions of experiments no longer declared",
-    "prune": "delete the Dagster partitions of experiments no longer declared (their files under the "
-    "data folder stay; the leaderboard then no longer lists them as removed)",
+    "30 s under `make ui`; never removes one) and name the partitions of experiments and benchmarks no "
+    "longer declared",
+    "prune": "delete the Dagster partitions of experiments and of declared benchmarks no longer declared "
+    "(their files under the data folder stay; the leaderboard then no longer lists them as removed)",
     "estimate": "cost and time of what experiment NAME has left to run, per benchmark (ranges from the "
     "protocol's token model, calibrated by finished runs of the same model)",
     "status": "without NAME, one line per experiment: how many of its cells are complete, reviewed (path "
@@ -128,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         return _stop(declared, args.name, args.benchmark, resource.benchmark_names())
     else:
         from giant_assets.platform.sensors import (
+            prune_benchmarks,
             prune_experiments,
+            removed_benchmarks,
             removed_experiments,
             sync_benchmarks,
             sync_experiments,
@@ -140,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "prune":
             pruned = prune_experiments(instance, resource)
             print(f"deleted {len(pruned)} partition(s) of removed experiments: {', '.join(pruned) or 'none'}")
+            gone = prune_benchmarks(instance, resource)
+            print(f"deleted {len(gone)} partition(s) of removed benchmarks: {', '.join(gone) or 'none'}")
             return 0
         added = sync_experiments(instance, resource)
         print(f"added {len(added)} experiment partition(s): {', '.join(added) or 'none new'}")
@@ -150,6 +156,12 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"partitions of experiments no longer declared (kept; `giant-experiments prune` deletes "
                 f"them): {', '.join(removed)}"
+            )
+        gone = removed_benchmarks(instance, resource)
+        if gone:
+            print(
+                f"partitions of benchmarks no longer declared (kept; `giant-experiments prune` deletes "
+                f"them): {', '.join(gone)}"
             )
     return 0
 

@@ -19,6 +19,7 @@ from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.platform.definitions import ALL_ASSETS
+from giant_assets.platform.experiments_cli import main as experiments_cli
 from giant_assets.platform.partitions import BENCHMARK, result_key
 from giant_assets.slides.synthetic import LESION, TISSUE, Blob, SlideDesign, write_pyramidal_slide
 from tests.support.dagster_env import add_experiments, resources_for
@@ -80,7 +81,9 @@ def _declare(tmp_path: Path, base_url: str) -> Path:
     return path
 
 
-def test_a_declared_benchmark_runs_end_to_end(tmp_path: Path, sample_wsi_root: Path) -> None:
+def test_a_declared_benchmark_runs_end_to_end(
+    tmp_path: Path, sample_wsi_root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     _slides(tmp_path / "wsi")
     data = tmp_path / "data"
     instance = DagsterInstance.ephemeral()
@@ -148,18 +151,44 @@ def test_a_declared_benchmark_runs_end_to_end(tmp_path: Path, sample_wsi_root: P
     }
     roi = store.read("roi_evaluation", [f"scripted-giant/{NAME}"]).set_index("benchmark_id")
     assert sorted(roi.index) == ["c1", "c2"]  # the items with regions, one run each
-    for run in runs.itertuples():
-        if run.benchmark_id not in refs:
+    for done in runs.itertuples():
+        if done.benchmark_id not in refs:
             continue
-        (box,) = [s["box"] for s in json.loads(run.trajectory_json) if s["action"] == "crop"]
+        (box,) = [s["box"] for s in json.loads(done.trajectory_json) if s["action"] == "crop"]
         x, y, w, h = box
-        view, ref = shapely.box(x, y, x + w, y + h), refs[run.benchmark_id]
-        assert roi.loc[run.benchmark_id, "best_iou"] == pytest.approx(
+        view, ref = shapely.box(x, y, x + w, y + h), refs[done.benchmark_id]
+        assert roi.loc[done.benchmark_id, "best_iou"] == pytest.approx(
             view.intersection(ref).area / view.union(ref).area, abs=1e-12
         )
     assert roi.loc["c1", "best_iou"] > 0.1 and bool(roi.loc["c1", "hit"])  # GIANT looked at the lesion
     random_roi = store.read("roi_evaluation", [f"random/{NAME}"])
     assert len(random_roi) == 2 and (random_roi["n_viewed"] == 0).all()  # viewed nothing: scored misses
+
+    # the declaration removed: its results leave the leaderboard, set aside as removed, files kept
+    text = declared.read_text()
+    declared.write_text(text[: text.index("benchmarks:")])
+    run(BOARD)
+    board = store.read("leaderboard")
+    assert NAME not in board.columns and "tcga_expert_vqa" in board.columns
+    stale = store.read("leaderboard_stale")
+    assert stale[["experiment", "benchmark_name", "status"]].values.tolist() == [
+        ["random", NAME, "removed"], ["scripted-giant", NAME, "removed"]
+    ]  # fmt: skip
+    assert set(stale["reason"]) == {f"benchmark {NAME!r} no longer declared in {declared}"}
+    assert all("giant-experiments prune" in r and "declare benchmark" in r for r in stale["rerun"])
+    # sync names its partition, prune deletes it (as an experiment's): the stored results stay
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    monkeypatch.setattr(DagsterInstance, "get", staticmethod(lambda: instance))
+    assert experiments_cli(["sync", "--file", str(declared)]) == 0
+    assert f"benchmarks no longer declared (kept; `giant-experiments prune` deletes them): {NAME}" in (
+        capsys.readouterr().out
+    )
+    assert experiments_cli(["prune", "--file", str(declared)]) == 0
+    assert f"deleted 1 partition(s) of removed benchmarks: {NAME}" in capsys.readouterr().out
+    assert sorted(instance.get_dynamic_partitions(BENCHMARK)) == sorted(BENCHMARK_NAMES)
+    assert store.exists("benchmark_metrics", f"random/{NAME}")
+    assert experiments_cli(["prune", "--file", str(declared)]) == 0  # the built-ins are never pruned
+    assert "deleted 0 partition(s) of removed benchmarks: none" in capsys.readouterr().out
 
 
 GRADES = {"g1": ("a.tiff", 0), "g2": ("b.tiff", 2), "g3": ("c.tiff", 2), "g4": ("d.tiff", 3)}
