@@ -16,6 +16,10 @@ An experiment names a plug-in as ``agent: "package.module:factory"``; the platfo
   ``view.sha256`` is its digest, ``view.record(step)`` writes its box, level, size and digest on a step;
 - ``kit.model_step(index, reply, action)``: a ``Step`` with the reply's text, tokens and cost.
 
+The factory may carry ``expected_calls(options, model) -> {model name: calls per run}`` (a whole number
+or ``[fewest, most]``; ``model`` is the experiment's): ``giant-experiments estimate`` prices each model's
+calls at that model's own price. Without it the estimate says the plug-in's calls are unknown.
+
 A run's steps are what the viewer, the QuPath export and the review read: record each image sent on a
 step (``"thumbnail"`` for the overview, ``"crop"`` for a crop), the model calls with ``model_step``, and
 end with an ``"answer"`` step. An exception fails that run only (recorded with the run); a

@@ -5,9 +5,10 @@ with JPEG 2000 tiles (compression 33005, lossless), and as DICOM-WSI (wsidicomiz
 baseline JPEG (quality 90) and with JPEG 2000 (lossless) frames. DICOM JPEG-LS is not listed: OpenSlide 4
 refuses its transfer syntax (1.2.840.10008.1.2.4.80), so no platform read exists to time.
 
-- **exact**: the platform's read (``access.read_scaled`` at ``views.choose_level``: the JPEG tiles or
-  DICOM JPEG frames directly where ``slides.tiles`` covers the slide, else OpenSlide ``read_region``),
-  then Lanczos;
+- **exact**: the platform's read (``access.read_scaled`` at ``views.choose_level``: the JPEG or Aperio
+  JPEG 2000 RGB tiles, or DICOM JPEG frames, directly where ``slides.tiles`` covers the slide, else
+  OpenSlide ``read_region``), then Lanczos;
+
 - **floor**: only the covering tiles (frames) decoded with imagecodecs (libjpeg-turbo, OpenJPEG), stitched
   and cut in numpy, then the same Lanczos. Its pixels are compared with the exact read (``max|diff|``).
 

@@ -4,7 +4,8 @@ The experiment's model (``kit.model``) sees the slide's overview and the questio
 as a JSON crop action; the region is cropped as GIANT crops it. The answering model
 (``agent_options.answerer``, ``kit.chat_model``) then gets the question with the crops only, never the
 overview, and its reply is the answer. ``agent_options.regions`` (1 to 8, default 1): proposals asked
-for, one after the other, until the proposer answers instead of cropping.
+for, one after the other, until the proposer answers instead of cropping. ``make_agent.expected_calls``
+declares the calls of one run per model, which ``giant-experiments estimate`` prices at each model's price.
 
 It imports nothing of the platform but ``giant_assets.kit``.
 """
@@ -94,3 +95,15 @@ class TwoModelAgent:
 def make_agent(kit: Kit) -> TwoModelAgent:
     """The factory an experiment names: ``agent: two_model_agent:make_agent``."""
     return TwoModelAgent(kit)
+
+
+def expected_calls(options: dict[str, Any], model: str) -> dict[str, Any]:
+    """The model calls of one run, per model: 1 to ``regions`` proposals by the experiment's ``model``,
+    then one answer by the answerer."""
+    answerer, regions = _options(options)
+    if answerer == model:
+        return {model: [2, regions + 1]}
+    return {model: [1, regions], answerer: 1}
+
+
+make_agent.expected_calls = expected_calls  # type: ignore[attr-defined]

@@ -18,6 +18,11 @@ rehearsal at a local server never calibrates the provider's API), the measured m
 per run, output and input tokens per call, latency) replace the assumed ones and the range narrows to
 +-25 % around them (``Estimate.measured_runs`` says how many runs that rests on).
 
+A plug-in agent is estimated from the calls per run its factory declares for each model it calls
+(``expected_calls``, docs/plugins.md), each model's tokens by the protocol's shape and priced at that
+model's own price; a plug-in that declares none has unknown calls, cost and time (never a silent
+undercount). Its finished runs do not calibrate it (a run's tokens mix its models).
+
 Batch prices: OpenAI's Batch API, Anthropic's Message Batches and the Gemini Batch API bill every
 token class at half the synchronous rate (``BATCH_DISCOUNT``); a batch round may take up to 24 h, and
 a GIANT run needs one round per step.
@@ -36,7 +41,7 @@ from giant_assets.agents.pricing import HOW_TO_PRICE, PriceTable, image_tokens
 from giant_assets.core.secrets import public_url
 from giant_assets.experiments.api_contracts import vendor_model
 from giant_assets.experiments.itemsample import sample_items
-from giant_assets.experiments.plugins import is_plugin
+from giant_assets.experiments.plugins import PluginError, declared_calls, is_plugin
 from giant_assets.experiments.spec import NAVIGATING, PROVIDER_BASE_URLS, Experiment
 from giant_assets.runs.replies import SUFFIX as REPLIES_SUFFIX
 
@@ -202,6 +207,8 @@ def estimate(
     runs_total = items * exp.runs_per_item
     pending = max(0, runs_total - runs_done)
     question = mean_prompt_chars / 4
+    if is_plugin(exp.agent):
+        return _plugin_estimate(exp, benchmark_name, runs_total, runs_done, question, prices)
     notes: list[str] = []
     calls_run = _calls_per_run(exp)
     reasoning = _reasoning_range(exp)
@@ -272,6 +279,70 @@ def estimate(
         measured_runs=measured.runs if measured else 0,
         notes=notes,
     )
+
+
+def _plugin_estimate(
+    exp: Experiment, benchmark_name: str, runs_total: int, runs_done: int, question: float, prices: PriceTable
+) -> Estimate:
+    """``estimate`` of a plug-in: each model its declared calls per run, its tokens, its own price."""
+    from giant_assets.agents.pricing import experiment_prices
+
+    pending = max(0, runs_total - runs_done)
+    unknown = Span(math.nan, math.nan)
+    zero = Span(0.0, 0.0)
+    out = Estimate(exp.name, benchmark_name, runs_total // max(exp.runs_per_item, 1), runs_total,
+                   min(runs_done, runs_total), unknown, unknown, unknown, unknown, unknown, unknown, unknown,
+                   0, False)  # fmt: skip
+    try:
+        declared = declared_calls(exp.agent, exp.agent_options or {}, exp.model)
+    except PluginError as exc:
+        out.notes.append(f"{exc}: its model calls, cost and time are unknown (docs/plugins.md says how to "
+                         "declare them)")  # fmt: skip
+        return out
+    reasoning = _reasoning_range(exp)
+    latency = Span(*LATENCY_S[_reasons(exp)])
+    calls = tokens = cached = output = usd = zero
+    per_run = by_rate = zero
+    others = []
+    for model, (low, high) in declared.items():
+        own = model == exp.model
+        one = exp if own else exp.model_copy(update={"model": model, "prices": None, "deployment": ""})
+        in_low, cached_low = _run_tokens(one, low, question)
+        in_high, cached_high = _run_tokens(one, high, question)
+        m_calls = Span(low, high) * pending
+        m_in, m_cached = Span(in_low, in_high) * pending, Span(cached_low, cached_high) * pending
+        m_out = Span((VISIBLE_OUTPUT_TOKENS[0] + reasoning[0]) * m_calls.low,
+                     (VISIBLE_OUTPUT_TOKENS[1] + reasoning[1]) * m_calls.high)  # fmt: skip
+        found = (prices if own else experiment_prices(one)).lookup(model)
+        if found is None:
+            out.notes.append(f"no price for model {model!r}: USD unknown. {HOW_TO_PRICE}")
+            usd = unknown
+        else:
+            price = found[1]
+            usd = usd + Span(price.usd(int(m_in.low), int(m_out.low), int(m_cached.low)),
+                             price.usd(int(m_in.high), int(m_out.high), int(m_cached.high)))  # fmt: skip
+        calls, tokens, cached, output = calls + m_calls, tokens + m_in, cached + m_cached, output + m_out
+        per_run = per_run + Span(low, high)
+        rated = m_calls * (60.0 / exp.requests_per_minute)  # each model has its own rate limit
+        by_rate = Span(max(by_rate.low, rated.low), max(by_rate.high, rated.high))
+        others += [] if own or not high else [model]
+        out.notes.append(f"{exp.agent}: {Span(low, high).fmt()} call(s) of {model} per run, as it declares")
+    runs_at_once = min(exp.concurrency, max(pending, 1))
+    by_concurrency = Span(per_run.low * latency.low, per_run.high * latency.high) * (pending / runs_at_once)
+    out.calls, out.input_tokens, out.cached_tokens, out.output_tokens = calls, tokens, cached, output
+    out.usd, out.priced = usd, not math.isnan(usd.low)
+    out.hours = Span(max(by_concurrency.low, by_rate.low), max(by_concurrency.high, by_rate.high)) * (
+        1 / 3600
+    )
+    if others:  # batch mode sends the experiment's model only (kit.chat_model is refused there)
+        out.usd_batch = unknown
+        out.notes.append(f"batch mode cannot send {', '.join(others)} (only the experiment's model): "
+                         "no batch price")  # fmt: skip
+    else:
+        out.usd_batch = usd * BATCH_DISCOUNT
+    own_calls = declared.get(exp.model, (0, 0))[1]
+    out.batch_rounds = own_calls if pending else 0
+    return out
 
 
 def measure(rows: Iterable[Mapping[str, Any]], *, agent: str, model: str) -> Measured | None:
@@ -388,7 +459,7 @@ def estimate_experiment(
     from giant_assets.runs.records import RETRYABLE
 
     wanted = set(benchmarks) if benchmarks else None
-    measured = calibrate(journals_dir, exp) if exp.calls_model else None
+    measured = calibrate(journals_dir, exp) if exp.calls_model and not is_plugin(exp.agent) else None
     out = []
     for name, group in items.groupby("benchmark_name", sort=True):
         if wanted is not None and name not in wanted:
@@ -425,7 +496,7 @@ def estimate_experiment(
             measured=measured,
         )
         one.without_slide = len(group) - len(readable)
-        if measured is None and exp.calls_model:
+        if measured is None and exp.calls_model and not is_plugin(exp.agent):
             one.notes.append(
                 f"no finished run of {exp.agent}/{exp.model} at {exp.endpoint} in the journals yet: the "
                 "protocol's token model alone"

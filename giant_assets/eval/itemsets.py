@@ -8,8 +8,9 @@ every other cell is set aside, one row per (experiment, benchmark), with its sta
 
 - ``stale``: computed over another item set (another CSV, a changed question, slide or label) or before
   item sets were fingerprinted (no fingerprint): re-run the cell (``rerun`` is the command);
-- ``removed``: the experiment is no longer declared in the experiments file: declare it again to show
-  and re-score it, or ``giant-experiments prune`` to drop its partitions (its files stay).
+- ``removed``: the experiment, or the declared benchmark, is no longer declared in the experiments file:
+  declare it again to show and re-score it, or ``giant-experiments prune`` to drop its partitions (its
+  files stay).
 """
 
 from __future__ import annotations
@@ -72,16 +73,22 @@ def _fingerprints(frame: pd.DataFrame) -> pd.Series:
 
 
 def cell_status(
-    frame: pd.DataFrame, current: Mapping[str, str], declared: Collection[str] | None
+    frame: pd.DataFrame,
+    current: Mapping[str, str],
+    declared: Collection[str] | None,
+    benchmarks: Collection[str] | None = None,
 ) -> pd.Series:
     """Per row of ``frame`` (experiment, benchmark_name, item_set_fingerprint): current, stale or removed.
 
-    ``declared`` None: every experiment counts as declared.
+    ``declared`` None: every experiment counts as declared; ``benchmarks`` (the registry's names) None:
+    every benchmark does, else a row of another benchmark (a removed declaration) is removed.
     """
     fps = _fingerprints(frame)
     wanted = frame["benchmark_name"].astype(str).map(current)
     stale = fps.isna() | wanted.isna() | (fps != wanted)
     status = pd.Series(CURRENT, index=frame.index, dtype=object).mask(stale, STALE)
+    if benchmarks is not None:
+        status = status.mask(~frame["benchmark_name"].astype(str).isin(set(benchmarks)), REMOVED)
     if declared is not None:
         status = status.mask(~frame["experiment"].astype(str).isin(set(declared)), REMOVED)
     return status
@@ -106,7 +113,12 @@ def rerun_command(experiment: str, benchmark: str) -> str:
     )
 
 
-def _reason(status: str, fp: str | None, now: str | None, benchmark: str, n: int, m: int, file: str) -> str:
+def _reason(
+    status: str, fp: str | None, now: str | None, benchmark: str, n: int, m: int, file: str, gone: bool
+) -> str:
+    """``gone``: the cell's experiment is still declared, so what was removed is its benchmark."""
+    if status == REMOVED and gone:
+        return f"benchmark {benchmark!r} no longer declared in {file or 'the experiments file'}"
     if status == REMOVED:
         return f"experiment no longer declared in {file or 'the experiments file'}"
     if now is None:
@@ -116,7 +128,12 @@ def _reason(status: str, fp: str | None, now: str | None, benchmark: str, n: int
     return f"computed over another item set ({n} items, {fp[:12]}); today's has {m} items ({now[:12]})"
 
 
-def _rerun(status: str, experiment: str, benchmark: str, now: str | None, file: str) -> str:
+def _rerun(status: str, experiment: str, benchmark: str, now: str | None, file: str, gone: bool) -> str:
+    if status == REMOVED and gone:
+        return (
+            f"declare benchmark {benchmark!r} again in {file or 'the experiments file'} (then materialize "
+            "benchmark_items) to show it, or `giant-experiments prune` to drop its partitions (files stay)"
+        )
     if status == REMOVED:
         return (
             f"declare {experiment!r} again in {file or 'the experiments file'} (its settings: "
@@ -133,17 +150,19 @@ def split_current(
     benchmark_items: pd.DataFrame,
     declared: Collection[str] | None,
     experiments_file: str = "",
+    benchmarks: Collection[str] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(rows of current cells of declared experiments, one set-aside row per other cell).
+    """(rows of current cells of declared experiments and benchmarks, one set-aside row per other cell).
 
     ``frame``: ``benchmark_metrics`` rows (one per cell, with ``n_items``) or ``item_predictions`` rows
-    (one per item). The set-aside rows have SET_ASIDE_COLUMNS, ordered by experiment and benchmark.
+    (one per item); ``benchmarks``: the benchmarks declared now (None: every one counts as declared). The
+    set-aside rows have SET_ASIDE_COLUMNS, ordered by experiment and benchmark.
     """
     current = current_item_sets(benchmark_items)
     counts = benchmark_items["benchmark_name"].astype(str).value_counts().to_dict()
     if frame.empty:
         return frame, pd.DataFrame(columns=list(SET_ASIDE_COLUMNS))
-    status = cell_status(frame, current, declared)
+    status = cell_status(frame, current, declared, benchmarks)
     kept = frame[status == CURRENT].reset_index(drop=True)
     aside = frame.assign(_status=status, _fp=_fingerprints(frame))[status != CURRENT]
     rows = []
@@ -151,6 +170,8 @@ def split_current(
         experiment, benchmark = str(experiment), str(benchmark)
         state, fp, now = group["_status"].iloc[0], group["_fp"].iloc[0], current.get(benchmark)
         fp = fp if isinstance(fp, str) else None
+        gone = benchmarks is not None and benchmark not in benchmarks
+        gone = gone and (declared is None or experiment in declared)
         n = int(group["n_items"].iloc[0]) if "n_items" in group else len(group)
         m = int(counts.get(benchmark, 0))
         rows.append(
@@ -163,8 +184,8 @@ def split_current(
                 "n_items": n,
                 "n_items_now": m,
                 "partition": f"{benchmark}|{experiment}",
-                "reason": _reason(state, fp, now, benchmark, n, m, experiments_file),
-                "rerun": _rerun(state, experiment, benchmark, now, experiments_file),
+                "reason": _reason(state, fp, now, benchmark, n, m, experiments_file, gone),
+                "rerun": _rerun(state, experiment, benchmark, now, experiments_file, gone),
             }
         )
     return kept, pd.DataFrame(rows, columns=list(SET_ASIDE_COLUMNS))

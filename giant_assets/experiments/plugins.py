@@ -24,6 +24,9 @@ MAX_DEPTH = 16  # nesting of agent_options (mappings and lists)
 MAX_NODES = 10_000  # values in all of agent_options
 MAX_TEXT = 10_000  # characters of one string (a key included)
 MAX_INT = 2**53  # integers a JSON reader keeps exactly
+CALLS_ATTRIBUTE = "expected_calls"  # on the factory: the model calls of one run, per model
+MAX_CALLS = 1000  # model calls of one run, per model, a declaration may give
+MAX_MODELS = 16
 
 
 class PluginError(ValueError):
@@ -105,7 +108,10 @@ def _kind(value: Any) -> str:
 
 
 def _short(value: Any) -> str:
-    text = repr(value) if not isinstance(value, int) or abs(value) < 10**20 else "(a long integer)"
+    try:  # repr of a 5,000-digit integer (even inside a list) raises ValueError
+        text = repr(value) if not isinstance(value, int) or abs(value) < 10**20 else "(a long integer)"
+    except ValueError:
+        text = f"a {type(value).__name__} holding a long integer"
     return text if len(text) <= 60 else text[:60] + "..."
 
 
@@ -127,6 +133,20 @@ def plugin_identity(agent: str) -> dict[str, Any]:
     except OSError as exc:
         raise PluginError(f"plug-in {agent!r}: module {module!r}: {origin} cannot be read ({exc})") from exc
     return identity | {"sha256": digest}
+
+
+def unimportable(agent: str) -> str | None:
+    """The short state of a plug-in whose module cannot be found (its code cannot be identified, so it
+    has no config hash and cannot run), or None; what ``list`` and ``status`` show instead of raising.
+    Finds the module as ``plugin_identity`` does, without importing it (``check`` imports it, and says why
+    it fails)."""
+    if not is_plugin(agent):
+        return None
+    try:
+        plugin_identity(agent)
+    except PluginError:
+        return f"plug-in cannot be imported: module {agent.split(':', 1)[0]!r}"
+    return None
 
 
 def _module_file(agent: str, module: str) -> str:
@@ -155,6 +175,45 @@ def load_factory(agent: str) -> Callable[..., Any]:
     if not callable(factory):
         raise PluginError(f"plug-in {agent!r}: module {module!r} has no callable {name!r}")
     return factory
+
+
+def declared_calls(agent: str, options: dict[str, Any], model: str) -> dict[str, tuple[int, int]]:
+    """The model calls one run of the plug-in makes, per model name: (fewest, most), as its factory's
+    ``expected_calls(options, model)`` declares them (``model``: the experiment's). A ``PluginError``
+    when the plug-in declares none, or declares something else than such a mapping."""
+    factory = load_factory(agent)
+    declare = getattr(factory, CALLS_ATTRIBUTE, None)
+    if declare is None:
+        raise PluginError(
+            f"plug-in {agent!r} declares no expected calls (no {CALLS_ATTRIBUTE} on its factory)"
+        )
+    if not callable(declare):
+        raise PluginError(f"plug-in {agent!r}: {CALLS_ATTRIBUTE} is not a function")
+    try:
+        value = declare(check_options(options), model)
+    except Exception as exc:  # its code may raise anything
+        raise PluginError(f"plug-in {agent!r}: {CALLS_ATTRIBUTE} raised {_why(exc)}") from None
+    return _calls(agent, value)
+
+
+def _calls(agent: str, value: Any) -> dict[str, tuple[int, int]]:
+    """A declaration checked: {model name: n or [low, high]}, whole numbers 0..MAX_CALLS, low <= high."""
+    where = f"plug-in {agent!r}: {CALLS_ATTRIBUTE}"
+    if not isinstance(value, dict) or not 1 <= len(value) <= MAX_MODELS:
+        raise PluginError(f"{where} must return a mapping of 1 to {MAX_MODELS} model names to calls per run")
+    out: dict[str, tuple[int, int]] = {}
+    for name, calls in value.items():
+        if not isinstance(name, str) or not name.strip() or len(name) > 200:
+            raise PluginError(f"{where}: a model name is a text of 1 to 200 characters, not {_short(name)}")
+        pair = list(calls) if isinstance(calls, list | tuple) else [calls, calls]
+        whole = all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_CALLS for n in pair)
+        if len(pair) != 2 or not whole or pair[0] > pair[1]:
+            raise PluginError(
+                f"{where}: model {name[:80]!r}: calls per run are a whole number 0..{MAX_CALLS} or "
+                f"[fewest, most], not {_short(calls)}"
+            )
+        out[name] = (pair[0], pair[1])
+    return out
 
 
 def _why(exc: BaseException) -> str:

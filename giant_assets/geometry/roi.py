@@ -13,7 +13,7 @@ Viewed boxes of zero area never hit.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -195,14 +195,15 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
     raise ValueError(f"{path}: unsupported reference file type {suffix!r}, expected .csv or .json")
 
 
-def _parse_row(row: dict[str, Any], where: str) -> dict[str, Any]:
+def _parse_row(row: dict[str, Any], where: str, benchmarks: tuple[str, ...]) -> dict[str, Any]:
     missing = [c for c in REFERENCE_COLUMNS[:-1] if c not in row or row[c] in ("", None)]
     if missing:
         raise ValueError(f"{where}: missing field(s) {missing}")
     name = str(row["benchmark_name"])
-    if name not in BENCHMARK_NAMES:
+    if name not in benchmarks:
         raise ValueError(
-            f"{where}: field 'benchmark_name': unknown {name!r}, expected one of {BENCHMARK_NAMES}"
+            f"{where}: field 'benchmark_name': unknown {name[:80]!r}, expected one of "
+            f"{', '.join(benchmarks)} (a declared benchmark is known while the experiments file declares it)"
         )
     coords = row["coords"]
     if isinstance(coords, str):
@@ -233,20 +234,22 @@ def _parse_row(row: dict[str, Any], where: str) -> dict[str, Any]:
     }
 
 
-def load_reference_regions(path: str | Path) -> pd.DataFrame:
+def load_reference_regions(path: str | Path, benchmarks: Iterable[str] = BENCHMARK_NAMES) -> pd.DataFrame:
     """Read reference regions from CSV (coords as a JSON string) or JSON (a list of objects).
 
     Columns: benchmark_name, benchmark_id, region_id, kind ("box" | "polygon" | "multipolygon"), coords
     (box [x, y, w, h] XYWH, polygon [[x, y], ...] or GeoJSON MultiPolygon coordinates, level-0 pixels),
-    label (optional; missing -> NA). Raises ValueError naming the file, row and field of the first bad
+    label (optional; missing -> NA). ``benchmarks`` are the names a row may give (the registry's: the
+    built-ins and the declared ones). Raises ValueError naming the file, row and field of the first bad
     row; region_id must be unique per (benchmark_name, benchmark_id).
     """
     path = Path(path)
+    known = tuple(benchmarks)
     rows = _read_rows(path)
     parsed = []
     for i, row in enumerate(rows, start=1):
         where = f"{path}: row {i}" + (f" (line {i + 1})" if path.suffix.lower() == ".csv" else "")
-        parsed.append(_parse_row(row, where))
+        parsed.append(_parse_row(row, where, known))
     frame = pd.DataFrame(parsed, columns=list(REFERENCE_COLUMNS))
     dup = frame.duplicated(["benchmark_name", "benchmark_id", "region_id"], keep="first")
     if dup.any():

@@ -9,7 +9,8 @@ giant-experiments estimate NAME --csv PATH   # ... of every question of a MultiP
 giant-experiments status [NAME]    # one line per experiment; with NAME, its cells (retry for the failed)
 giant-experiments batches [NAME] [--cancel]   # provider batches still open (batch mode); cancel them
 giant-experiments stop NAME [--benchmark B]  # cancel NAME's backfills, queued and running runs
-giant-experiments prune            # delete the partitions of experiments no longer declared (files stay)
+giant-experiments prune            # delete partitions of experiments/benchmarks no longer declared
+
 """
 
 from __future__ import annotations
@@ -21,11 +22,19 @@ from typing import TYPE_CHECKING
 
 from giant_assets.core.helptext import plain
 from giant_assets.experiments.declared import ExperimentsFileError, unbudgeted
-from giant_assets.experiments.plugins import is_plugin, load_factory
+from giant_assets.experiments.plugins import (
+    PluginError,
+    declared_calls,
+    is_plugin,
+    load_factory,
+    unimportable,
+)
 from giant_assets.platform.resources import ExperimentsResource
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
+
+    from giant_assets.experiments.spec import Experiment
 
 COMMANDS = {
     "check": "validate the experiments file: every field of every experiment and declared benchmark, and "
@@ -35,12 +44,14 @@ COMMANDS = {
     "ADC) and refuse what cannot work (a placeholder or full request URI as azure_endpoint, an unset key "
     "variable); with NAMEs, the sign-in, budget, price and prompt files of those experiments only",
     "list": "one line per declared experiment under a header: name, agent, provider, model (Azure: its "
-    "deployment), endpoint (the API root its calls go to; - offline), runs per item, config hash",
+    "deployment), endpoint (the API root its calls go to; - offline), runs per item, config hash (a "
+    "plug-in whose module cannot be found has none: '- (plug-in cannot be imported: module X)')",
     "sync": "add every declared experiment, and every benchmark (the five built-ins and the declared "
     "ones), as a Dagster partition of the instance at $DAGSTER_HOME (what experiments_sensor does every "
-    "30 s under `make ui`; never removes one) and name the partitions of experiments no longer declared",
-    "prune": "delete the Dagster partitions of experiments no longer declared (their files under the "
-    "data folder stay; the leaderboard then no longer lists them as removed)",
+    "30 s under `make ui`; never removes one) and name the partitions of experiments and benchmarks no "
+    "longer declared",
+    "prune": "delete the Dagster partitions of experiments and of declared benchmarks no longer declared "
+    "(their files under the data folder stay; the leaderboard then no longer lists them as removed)",
     "estimate": "cost and time of what experiment NAME has left to run, per benchmark (ranges from the "
     "protocol's token model, calibrated by finished runs of the same model), and which questions it priced "
     "(the bundled sample or the ingested CSV); --csv PATH prices every question of a MultiPathQA CSV "
@@ -111,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         return _stop(declared, args.name, args.benchmark, resource.benchmark_names())
     else:
         from giant_assets.platform.sensors import (
+            prune_benchmarks,
             prune_experiments,
+            removed_benchmarks,
             removed_experiments,
             sync_benchmarks,
             sync_experiments,
@@ -123,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "prune":
             pruned = prune_experiments(instance, resource)
             print(f"deleted {len(pruned)} partition(s) of removed experiments: {', '.join(pruned) or 'none'}")
+            gone = prune_benchmarks(instance, resource)
+            print(f"deleted {len(gone)} partition(s) of removed benchmarks: {', '.join(gone) or 'none'}")
             return 0
         added = sync_experiments(instance, resource)
         print(f"added {len(added)} experiment partition(s): {', '.join(added) or 'none new'}")
@@ -133,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"partitions of experiments no longer declared (kept; `giant-experiments prune` deletes "
                 f"them): {', '.join(removed)}"
+            )
+        gone = removed_benchmarks(instance, resource)
+        if gone:
+            print(
+                f"partitions of benchmarks no longer declared (kept; `giant-experiments prune` deletes "
+                f"them): {', '.join(gone)}"
             )
     return 0
 
@@ -151,6 +172,7 @@ def _check(resource: ExperimentsResource, declared: dict, names: list[str]) -> i
             exp.config_hash()  # reads the prompt files it names
             if is_plugin(exp.agent):
                 load_factory(exp.agent)  # imports the plug-in's module: refused here, not mid-run
+                _batchable(exp)
         except ValueError as exc:
             print(f"error: {resource.file}: experiment {name!r}: {exc}", file=sys.stderr)
             return 1
@@ -165,6 +187,24 @@ def _check(resource: ExperimentsResource, declared: dict, names: list[str]) -> i
     which = f"{len(chosen)} of {len(declared)}" if names else f"{len(declared)}"
     print(f"{resource.file}: {which} experiment(s), {benchmarks} declared benchmark(s), all valid")
     return 0
+
+
+def _batchable(exp: Experiment) -> None:
+    """Refuse a plug-in in batch mode that declares calls to another model than the experiment's
+    (``kit.chat_model`` cannot join the provider's batches); a ``PluginError`` saying so."""
+    if not exp.batch:
+        return
+    try:
+        declared = declared_calls(exp.agent, exp.agent_options or {}, exp.model)
+    except PluginError:
+        return  # no declaration: a second model is refused when the plug-in asks for it
+    others = [m for m, (_, most) in declared.items() if m != exp.model and most]
+    if others:
+        raise PluginError(
+            f"plug-in {exp.agent!r} declares calls to {', '.join(map(repr, others))} besides the "
+            f"experiment's model {exp.model!r}: batch: true sends only the experiment's model through the "
+            "provider's batches (run it without batch: true)"
+        )
 
 
 def _benchmark_problems(resource: ExperimentsResource) -> list[str]:
@@ -197,8 +237,9 @@ def _list_lines(declared: dict) -> list[str]:
         if online and exp.provider == "azure" and exp.deployment and exp.deployment != exp.model:
             model = f"{model} (deployment {exp.deployment})"
         provider = exp.provider if online else "-"
+        config_hash = f"- ({why})" if (why := unimportable(exp.agent)) else exp.config_hash()
         rows.append((name, exp.agent, provider, model, exp.endpoint or "-", str(exp.runs_per_item),
-                     exp.config_hash()))  # fmt: skip
+                     config_hash))  # fmt: skip
     return ["\t".join(row) for row in rows]
 
 
@@ -256,6 +297,10 @@ def _estimate(declared: dict, name: str | None, benchmarks: list[str] | None, cs
         known = ", ".join(sorted(declared))
         print(f"error: estimate needs a declared experiment name (one of: {known})", file=sys.stderr)
         return 2
+    why = unimportable(declared[name].agent)
+    if why:
+        print(f"error: experiment {name!r}: {why} (`giant-experiments check` says why)", file=sys.stderr)
+        return 1
     store = ParquetStore(data_dir())
     if csv:
         source: Path | None = Path(csv).expanduser().resolve()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -10,7 +10,7 @@ import pandas as pd
 from dagster import ConfigurableResource
 
 from giant_assets.benchmarks.declaration import Declaration
-from giant_assets.benchmarks.registry import benchmark_names
+from giant_assets.benchmarks.registry import BUILT_IN_NAMES, benchmark_names
 from giant_assets.core.settings import (
     CSV_PATH_ENV,
     CSV_SOURCE_ENV,
@@ -127,10 +127,13 @@ class MultiPathQAResource(ConfigurableResource):
             return ensure_sample_slides(data_dir / "sample_wsi").resolve()
         raise ValueError(f"no WSI root: set the dataset resource's wsi_root or the {WSI_ROOT_ENV} env var")
 
-    def reference_regions(self) -> tuple[str, pd.DataFrame | None]:
-        """(path, regions) of the reference regions in use; ("", None) when there are none."""
+    def reference_regions(
+        self, benchmarks: Iterable[str] = BUILT_IN_NAMES
+    ) -> tuple[str, pd.DataFrame | None]:
+        """(path, regions) of the reference regions in use; ("", None) when there are none. A row may
+        name any of ``benchmarks`` (pass ``ExperimentsResource.benchmark_names()`` for the declared)."""
         path = reference_regions_path(self.regions_path, self.kind)
-        return (path, load_reference_regions(path)) if path else ("", None)
+        return (path, load_reference_regions(path, benchmarks)) if path else ("", None)
 
 
 class ExperimentsResource(ConfigurableResource):

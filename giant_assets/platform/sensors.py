@@ -83,6 +83,19 @@ def prune_experiments(instance: DagsterInstance, experiments: ExperimentsResourc
     return removed
 
 
+def removed_benchmarks(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+    """Benchmark partitions whose benchmark is no longer declared (never a built-in: always declared)."""
+    return sorted(set(instance.get_dynamic_partitions(BENCHMARK)) - set(experiments.benchmark_names()))
+
+
+def prune_benchmarks(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+    """Delete the partitions of benchmarks no longer declared; returns their names. Files stay."""
+    removed = removed_benchmarks(instance, experiments)
+    for name in removed:
+        instance.delete_dynamic_partition(BENCHMARK, name)
+    return removed
+
+
 @sensor(minimum_interval_seconds=sensor_interval(30), default_status=DefaultSensorStatus.RUNNING)
 def experiments_sensor(context: SensorEvaluationContext, experiments: ExperimentsResource):
     """Adds a partition for every experiment and every benchmark (built-in or declared) of the experiments

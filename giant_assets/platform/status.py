@@ -15,7 +15,9 @@ the predictions asset logs as it goes):
 - ``complete``: scored over today's items;
 - ``reviewed``: a path review (agent ``path_review``) whose runs are journalled: reviews are not scored,
   so it never turns ``complete``; the ``path_review`` asset parses the regions;
-- ``to do``: nothing scored yet (not started, stopped by the budget, or killed): how far its journal got.
+- ``to do``: nothing scored yet (not started, stopped by the budget, or killed): how far its journal got;
+- ``unusable``: a plug-in agent whose module cannot be found (``plug-in cannot be imported: module X``):
+  no config hash, so no journal to read; ``giant-experiments check`` says why.
 
 Only a failed cell carries the command that retries it (a stale one the command that re-runs it): a cell
 never started needs no retry. ``experiment_lines`` folds the cells into one line per experiment.
@@ -43,9 +45,10 @@ from giant_assets.eval.itemsets import (
     rerun_command,
 )
 from giant_assets.eval.progress import JournalProgress, journal_progress
+from giant_assets.experiments.plugins import unimportable
 from giant_assets.experiments.spec import Experiment
 
-RUNNING, WAITING, FAILED, STALE, COMPLETE, REVIEWED, TO_DO = (
+RUNNING, WAITING, FAILED, STALE, COMPLETE, REVIEWED, TO_DO, UNUSABLE = (
     "running",
     "waiting",
     "failed",
@@ -53,8 +56,9 @@ RUNNING, WAITING, FAILED, STALE, COMPLETE, REVIEWED, TO_DO = (
     "complete",
     "reviewed",
     "to do",
+    "unusable",
 )
-STATES = (COMPLETE, REVIEWED, RUNNING, WAITING, FAILED, STALE, TO_DO)
+STATES = (COMPLETE, REVIEWED, RUNNING, WAITING, FAILED, STALE, TO_DO, UNUSABLE)
 PARTITION_TAG = "dagster/partition"
 WAITING_STATUSES = (DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, *IN_PROGRESS_RUN_STATUSES)
 REASON_CHARS = 600
@@ -88,7 +92,8 @@ def experiment_lines(states: list[CellState]) -> list[str]:
         mine = [s for s in states if s.experiment == name]
         counts = ", ".join(f"{n} {state}" for state in STATES if (n := sum(s.state == state for s in mine)))
         spent = usd_text(sum(s.spent_usd for s in mine))
-        lines.append(f"{name:<24} {len(mine)} cell(s): {counts}; {spent} spent")
+        why = next((s.detail for s in mine if s.state == UNUSABLE), "")
+        lines.append(f"{name:<24} {len(mine)} cell(s): {counts}; {spent} spent" + (f"; {why}" if why else ""))
     return lines
 
 
@@ -104,7 +109,11 @@ def grid_states(
     scored = _scored_cells(metrics, items, set(declared))
     out = []
     for name in names or sorted(declared):
+        why = unimportable(declared[name].agent)
         for benchmark in sorted(items["benchmark_name"].astype(str).unique()):
+            if why:
+                out.append(CellState(name, benchmark, UNUSABLE, why))
+                continue
             progress = journal_progress(declared[name], benchmark, items, data_dir / "journals")
             state = _state(instance, declared[name], benchmark, progress, scored.get((name, benchmark)))
             state.spent_usd = progress.cost_usd

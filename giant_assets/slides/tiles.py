@@ -1,4 +1,5 @@
-"""Read a slide region straight from its JPEG tiles (tifffile + imagecodecs) where that equals OpenSlide.
+"""Read a slide region straight from its JPEG (or JPEG 2000) tiles (tifffile + imagecodecs) where that
+equals OpenSlide.
 
 OpenSlide's ``read_region`` costs several times the JPEG decoding of the tiles it covers (it paints
 them into a premultiplied ARGB buffer; see docs/perf.md). For the pyramids it can equal exactly,
@@ -6,6 +7,9 @@ the region is instead decoded here from the covering tiles only and cut out in n
 
 - vendor ``aperio`` (SVS) or ``generic-tiff``; the OpenSlide level is a tiled TIFF page of the same size,
   JPEG-compressed, 8-bit, 3 samples, contiguous (RGB or YCbCr JPEG);
+- or vendor ``aperio`` with JPEG 2000 RGB tiles (compression 33005): OpenSlide and imagecodecs decode
+  them with the same OpenJPEG, lossy (9/7 wavelet) codestreams included, pixel for pixel. Aperio's
+  YCbCr JPEG 2000 (33003) is left to OpenSlide, which converts those components with its own arithmetic;
 - or vendor ``dicom``: the level is one baseline-JPEG TILED_FULL instance of the series, one fragment per
   frame (``slides.dicom_tiles``);
 - the handle is an ``openslide.OpenSlide`` itself (a wrapper, e.g. a test spy recording reads, reads
@@ -30,6 +34,7 @@ import openslide
 
 DIRECT_VENDORS = ("aperio", "generic-tiff", "dicom")
 JPEG = 7  # TIFF compression tag value
+APERIO_JP2K_RGB = 33005  # JPEG 2000 codestreams of RGB components (Aperio)
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,8 @@ class TileReader:
 def _levels(path: str, slide: openslide.OpenSlide) -> list[_Level | None]:
     import tifffile  # imported here: most modules importing this one never read a slide
 
+    aperio = slide.properties.get(openslide.PROPERTY_NAME_VENDOR) == "aperio"
+    compressions = (JPEG, APERIO_JP2K_RGB) if aperio else (JPEG,)
     levels: list[_Level | None] = []
     with tifffile.TiffFile(path) as tif:
         pages = [p for p in tif.pages if isinstance(p, tifffile.TiffPage) and p.is_tiled]
@@ -98,12 +105,12 @@ def _levels(path: str, slide: openslide.OpenSlide) -> list[_Level | None]:
             same = [p for p in pages if (p.imagewidth, p.imagelength) == tuple(size)]
             page = same[0] if len(same) == 1 else None
             ok = page is not None and (
-                page.compression == JPEG
+                page.compression in compressions
                 and page.bitspersample == 8
                 and page.samplesperpixel == 3
                 and page.planarconfig == 1
                 and page.imagedepth == 1
-                and int(page.photometric) in (2, 6)  # RGB, YCbCr
+                and int(page.photometric) in ((2, 6) if page.compression == JPEG else (2,))  # RGB, YCbCr
             )
             levels.append(
                 _Level(

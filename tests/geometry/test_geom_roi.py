@@ -1,5 +1,6 @@
 import json
 
+import pandas as pd
 import pytest
 import shapely
 
@@ -138,3 +139,46 @@ def test_bad_files(tmp_path):
     (tmp_path / "r2.json").write_text('{"x": 1}')
     with pytest.raises(ValueError, match="expected a list of region objects"):
         load_reference_regions(tmp_path / "r2.json")
+
+
+def test_a_declared_benchmarks_regions_load_and_score_like_a_built_ins(tmp_path):
+    """Regions of a declared benchmark load when the registry names it (and only then), and are scored
+    as a built-in's are: numbers against shapely."""
+    from giant_assets.benchmarks.declaration import Declaration
+    from giant_assets.benchmarks.registry import benchmark_names
+    from giant_assets.eval.roi import score_trajectories
+
+    path = tmp_path / "refs.csv"
+    path.write_text(
+        HEADER + 'lesion-check,c1,r1,polygon,"[[100, 100], [500, 100], [100, 400]]",lesion\n'
+        'tcga,q1,r1,box,"[0, 0, 10, 10]",\n'
+    )
+    with pytest.raises(ValueError, match=r"row 1 \(line 2\): field 'benchmark_name': unknown 'lesion-check'"):
+        load_reference_regions(path)  # the built-ins alone: not known
+    names = benchmark_names(
+        {"lesion-check": Declaration("lesion-check", tmp_path / "i.csv", "label", "accuracy")}
+    )
+    frame = load_reference_regions(path, names)
+    assert frame["benchmark_name"].tolist() == ["lesion-check", "tcga"]
+
+    viewed = [(0, 0, 50, 50), (150, 150, 200, 100), (90, 90, 420, 320)]
+    steps = pd.DataFrame(
+        [
+            {"benchmark_name": "lesion-check", "benchmark_id": "c1", "config_hash": "h", "run_index": 0,
+             "step": i, "action": "crop", "box_x": x, "box_y": y, "box_w": w, "box_h": h}
+            for i, (x, y, w, h) in enumerate(viewed)
+        ]
+    )  # fmt: skip
+    runs = steps[["benchmark_name", "benchmark_id", "config_hash", "run_index"]].drop_duplicates()
+    (row,) = score_trajectories(steps, runs, frame).to_dict(orient="records")
+    triangle = shapely.Polygon([(100, 100), (500, 100), (100, 400)])
+    views = [shapely.box(x, y, x + w, y + h) for x, y, w, h in viewed]
+    ious = [v.intersection(triangle).area / v.union(triangle).area for v in views]
+    assert ious[0] == 0 and 0 < ious[1] < ious[2]
+    assert row["best_iou"] == pytest.approx(max(ious), abs=1e-12)
+    assert row["n_viewed"] == 3 and row["n_references"] == 1
+    covered = shapely.unary_union(views).intersection(triangle).area / triangle.area
+    assert row["coverage_fraction"] == pytest.approx(covered, abs=1e-12)
+    # view 2 (150..350 x 150..250) lies inside the triangle for more than half its area: the first hit
+    assert views[1].intersection(triangle).area / views[1].area > 0.5
+    assert (bool(row["hit"]), int(row["first_hit_step"])) == (True, 2)

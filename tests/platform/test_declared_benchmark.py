@@ -1,6 +1,7 @@
 """A benchmark declared in the experiments file, run end to end with no code change: generated pyramidal
 TIFF slides, an items CSV with its own column names, the ``random`` agent and GIANT at the scripted
-loopback model, through predictions -> item_predictions -> benchmark_metrics -> leaderboard."""
+loopback model, through predictions -> item_predictions -> benchmark_metrics -> leaderboard, and
+roi_evaluation against the declared benchmark's own reference regions."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import shapely
 from dagster import AssetSelection, DagsterInstance, materialize
 from sklearn.metrics import f1_score
 
@@ -17,17 +19,33 @@ from giant_assets.core.storage import ParquetStore
 from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.platform.definitions import ALL_ASSETS
+from giant_assets.platform.experiments_cli import main as experiments_cli
 from giant_assets.platform.partitions import BENCHMARK, result_key
 from giant_assets.slides.synthetic import LESION, TISSUE, Blob, SlideDesign, write_pyramidal_slide
 from tests.support.dagster_env import add_experiments, resources_for
 
 NAME = "lesion-check"
-CELL = AssetSelection.assets("predictions", "trajectory_steps", "item_predictions", "benchmark_metrics")
+CELL = AssetSelection.assets(
+    "predictions", "trajectory_steps", "item_predictions", "benchmark_metrics", "roi_evaluation"
+)
 BOARD = AssetSelection.assets("leaderboard", "leaderboard_long", "leaderboard_stale")
 QUESTION = "Is there a lesion in this slide?"
 # case id -> (slide, label); the options are ["yes", "no"], so the truth is 1 for yes, 2 for no
 CASES = {"c1": ("a.tiff", "yes"), "c2": ("b.tiff", "no"), "c3": ("c.tiff", "Yes"), "c4": ("d.tiff", "no")}
 TRUTH = {"c1": 1, "c2": 2, "c3": 1, "c4": 2}
+# reference regions of the declared benchmark: the lesion's box on c1, a triangle on c2's tissue
+REGIONS = {"c1": [580, 310, 240, 180], "c2": [[500, 300], [1000, 300], [500, 700]]}
+
+
+def _regions(path: Path) -> Path:
+    rows = [
+        {"benchmark_name": NAME, "benchmark_id": "c1", "region_id": "lesion", "kind": "box",
+         "coords": REGIONS["c1"]},
+        {"benchmark_name": NAME, "benchmark_id": "c2", "region_id": "tri", "kind": "polygon",
+         "coords": REGIONS["c2"]},
+    ]  # fmt: skip
+    path.write_text(json.dumps(rows))
+    return path
 
 
 def _slides(root: Path) -> None:
@@ -63,13 +81,18 @@ def _declare(tmp_path: Path, base_url: str) -> Path:
     return path
 
 
-def test_a_declared_benchmark_runs_end_to_end(tmp_path: Path, sample_wsi_root: Path) -> None:
+def test_a_declared_benchmark_runs_end_to_end(
+    tmp_path: Path, sample_wsi_root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     _slides(tmp_path / "wsi")
     data = tmp_path / "data"
     instance = DagsterInstance.ephemeral()
     with ScriptedModelServer(rule=demo_policy) as server:
         declared = _declare(tmp_path, server.openai_base_url)
-        resources = resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root))
+        regions = _regions(tmp_path / "regions.json")
+        resources = resources_for(
+            data, experiments_file=declared, wsi_root=str(sample_wsi_root), regions_path=str(regions)
+        )
         add_experiments(instance, "random", "scripted-giant")
 
         def run(selection: AssetSelection, key=None) -> None:
@@ -120,6 +143,52 @@ def test_a_declared_benchmark_runs_end_to_end(tmp_path: Path, sample_wsi_root: P
         assert board.loc[experiment, NAME] == f"{row['boot_mean_pct']:.1f} ± {row['boot_std_pct']:.1f}"
     assert set(board.loc[board["source"] == "paper", NAME]) == {""}  # the paper never ran it
     assert np.isfinite(metrics["boot_std_pct"]).all()
+
+    # roi_evaluation scored the declared benchmark's regions: best IoU of the crops, against shapely
+    refs = {
+        "c1": shapely.box(580, 310, 820, 490),
+        "c2": shapely.Polygon(REGIONS["c2"]),
+    }
+    roi = store.read("roi_evaluation", [f"scripted-giant/{NAME}"]).set_index("benchmark_id")
+    assert sorted(roi.index) == ["c1", "c2"]  # the items with regions, one run each
+    for done in runs.itertuples():
+        if done.benchmark_id not in refs:
+            continue
+        (box,) = [s["box"] for s in json.loads(done.trajectory_json) if s["action"] == "crop"]
+        x, y, w, h = box
+        view, ref = shapely.box(x, y, x + w, y + h), refs[done.benchmark_id]
+        assert roi.loc[done.benchmark_id, "best_iou"] == pytest.approx(
+            view.intersection(ref).area / view.union(ref).area, abs=1e-12
+        )
+    assert roi.loc["c1", "best_iou"] > 0.1 and bool(roi.loc["c1", "hit"])  # GIANT looked at the lesion
+    random_roi = store.read("roi_evaluation", [f"random/{NAME}"])
+    assert len(random_roi) == 2 and (random_roi["n_viewed"] == 0).all()  # viewed nothing: scored misses
+
+    # the declaration removed: its results leave the leaderboard, set aside as removed, files kept
+    text = declared.read_text()
+    declared.write_text(text[: text.index("benchmarks:")])
+    run(BOARD)
+    board = store.read("leaderboard")
+    assert NAME not in board.columns and "tcga_expert_vqa" in board.columns
+    stale = store.read("leaderboard_stale")
+    assert stale[["experiment", "benchmark_name", "status"]].values.tolist() == [
+        ["random", NAME, "removed"], ["scripted-giant", NAME, "removed"]
+    ]  # fmt: skip
+    assert set(stale["reason"]) == {f"benchmark {NAME!r} no longer declared in {declared}"}
+    assert all("giant-experiments prune" in r and "declare benchmark" in r for r in stale["rerun"])
+    # sync names its partition, prune deletes it (as an experiment's): the stored results stay
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    monkeypatch.setattr(DagsterInstance, "get", staticmethod(lambda: instance))
+    assert experiments_cli(["sync", "--file", str(declared)]) == 0
+    assert f"benchmarks no longer declared (kept; `giant-experiments prune` deletes them): {NAME}" in (
+        capsys.readouterr().out
+    )
+    assert experiments_cli(["prune", "--file", str(declared)]) == 0
+    assert f"deleted 1 partition(s) of removed benchmarks: {NAME}" in capsys.readouterr().out
+    assert sorted(instance.get_dynamic_partitions(BENCHMARK)) == sorted(BENCHMARK_NAMES)
+    assert store.exists("benchmark_metrics", f"random/{NAME}")
+    assert experiments_cli(["prune", "--file", str(declared)]) == 0  # the built-ins are never pruned
+    assert "deleted 0 partition(s) of removed benchmarks: none" in capsys.readouterr().out
 
 
 GRADES = {"g1": ("a.tiff", 0), "g2": ("b.tiff", 2), "g3": ("c.tiff", 2), "g4": ("d.tiff", 3)}

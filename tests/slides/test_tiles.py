@@ -29,6 +29,24 @@ def _textured_jpeg_tiff(path: Path, levels: int = 3) -> Path:
     return path
 
 
+def _textured_j2k_svs(path: Path, compression: int, levels: int = 2) -> Path:
+    """An Aperio SVS of lossy JPEG 2000 tiles (irreversible 9/7 wavelet at 30 dB PSNR) over noisy
+    texture; 33005 codes RGB (with OpenJPEG's colour transform), 33003 Aperio's YCbCr."""
+    rng = np.random.default_rng(11)
+    base = rng.integers(0, 256, (768, 1024, 3), dtype=np.uint8)
+    coding = {"level": 30, "reversible": False, "mct": compression == 33005}
+    with tifffile.TiffWriter(path) as tw:
+        for lv in range(levels):
+            im = np.ascontiguousarray(base[:: 2**lv, :: 2**lv])
+            head = "Aperio Image Library v12.0.15\r\n1024x768 [0,0 1024x768] (256x256) J2K"
+            if lv:
+                head = f"Aperio Image Library v12.0.15\r\n1024x768 -> {im.shape[1]}x{im.shape[0]} - "
+            tw.write(im, tile=(256, 256), photometric="rgb", compression=compression, compressionargs=coding,
+                     metadata=None, description=f"{head}|AppMag = 20|MPP = 0.5000",
+                     subfiletype=1 if lv else 0)  # fmt: skip
+    return path
+
+
 @pytest.fixture(scope="module")
 def slides(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("tiles")
@@ -36,6 +54,8 @@ def slides(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "svs": write_pyramidal_slide(d / "slide.svs", ONE_LESION_DESIGN, levels=4, svs=True),
         "jpeg-tiff": _textured_jpeg_tiff(d / "textured.tiff"),
         "zlib-tiff": write_pyramidal_slide(d / "slide.tiff", ONE_LESION_DESIGN, levels=4),
+        "j2k-svs": _textured_j2k_svs(d / "j2k.svs", 33005),
+        "j2k-ycbcr-svs": _textured_j2k_svs(d / "j2k_ycbcr.svs", 33003),
     }
 
 
@@ -59,7 +79,7 @@ def _openslide_rgb(slide: openslide.OpenSlide, loc, level, size) -> np.ndarray:
     return rgba[..., :3]
 
 
-@pytest.mark.parametrize("name", ["svs", "jpeg-tiff"])
+@pytest.mark.parametrize("name", ["svs", "jpeg-tiff", "j2k-svs"])
 def test_direct_reads_equal_openslide(slides: dict[str, Path], name: str) -> None:
     rng = random.Random(3)
     with open_slide(slides[name]) as slide:
@@ -92,6 +112,10 @@ def test_views_unchanged_by_the_direct_read(slides: dict[str, Path]) -> None:
 def test_openslide_reads_what_the_tiles_cannot(slides: dict[str, Path], tmp_path: Path) -> None:
     with open_slide(slides["zlib-tiff"]) as slide:  # not JPEG
         assert tile_reader(slide) is None
+    with open_slide(slides["j2k-ycbcr-svs"]) as slide:  # Aperio's YCbCr JPEG 2000: OpenSlide converts it
+        assert tile_reader(slide) is None
+        assert slide.read_region((0, 0), 0, (8, 8)).size == (8, 8)
+
     with open_slide(slides["svs"]) as slide:
         assert read_direct(slide, (1, 0), 1, (100, 100)) is None  # not a whole level-1 pixel
         assert read_direct(slide, (4000, 0), 0, (200, 100)) is None  # past the right edge

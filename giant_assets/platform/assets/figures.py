@@ -29,7 +29,14 @@ def paper_figures(
     from giant_assets.report.paper_figures import write_figures
 
     declared = experiments.all()
-    shown, _ = split_current(benchmark_metrics, benchmark_items, set(declared), str(experiments.file))
+    shown, _ = split_current(
+        benchmark_metrics,
+        benchmark_items,
+        set(declared),
+        str(experiments.file),
+        experiments.benchmark_names(),
+    )
+
     points = figure_points(shown, declared)
     paths = write_figures(points, storage.root / "results" / "figures")
     ours = points[points["source"] == "ours"]

@@ -92,7 +92,8 @@ def leaderboard(
 
     declared = set(experiments.all())
     benchmark_metrics = without_experiments(benchmark_metrics, _unscored(experiments))
-    shown, stale = split_current(benchmark_metrics, benchmark_items, declared, str(experiments.file))
+    names = experiments.benchmark_names()  # a removed declaration's results: set aside, kept
+    shown, stale = split_current(benchmark_metrics, benchmark_items, declared, str(experiments.file), names)
     failed = failed_cells(
         context.instance, storage.root, experiments.all(), benchmark_items, set(stale["partition"])
     )
@@ -102,7 +103,7 @@ def leaderboard(
     out_dir = storage.root / "results"
     chart = leaderboard_chart_png(long, out_dir / "leaderboard.png")
     status = (
-        cell_status(benchmark_metrics, current_item_sets(benchmark_items), declared)
+        cell_status(benchmark_metrics, current_item_sets(benchmark_items), declared, names)
         if len(benchmark_metrics)
         else None
     )
@@ -182,7 +183,10 @@ def experiment_comparisons(
     the ``set_aside`` metadata (and the run's log) with what to re-run (eval/itemsets.py)."""
     declared = set(experiments.all())
     item_predictions = without_experiments(item_predictions, _unscored(experiments))
-    rows, stale = split_current(item_predictions, benchmark_items, declared, str(experiments.file))
+    rows, stale = split_current(
+        item_predictions, benchmark_items, declared, str(experiments.file), experiments.benchmark_names()
+    )
+
     table = compare_experiments(rows)
     shown = [c for c in COMPARISON_COLUMNS_SHOWN if c in table.columns]
     disagree = disagreeing_items(rows)  # over today's items only, as the pairs

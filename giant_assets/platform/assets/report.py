@@ -24,9 +24,11 @@ from giant_assets.report.viewer import item_pages, served_url, write_benchmark
 PREVIEW_ROWS = 8
 
 
-def _regions(dataset: MultiPathQAResource, benchmark: str) -> pd.DataFrame | None:
+def _regions(
+    dataset: MultiPathQAResource, experiments: ExperimentsResource, benchmark: str
+) -> pd.DataFrame | None:
     """The reference regions of ``benchmark``, from the very source ``roi_evaluation`` scores against."""
-    _, regions = dataset.reference_regions()
+    _, regions = dataset.reference_regions(experiments.benchmark_names())
     return None if regions is None else regions[regions["benchmark_name"] == benchmark]
 
 
@@ -68,7 +70,7 @@ def trajectory_pictures(
         shutil.rmtree(folder)
     items = benchmark_items[benchmark_items["benchmark_name"] == benchmark]
     started = time.perf_counter()
-    regions = _regions(dataset, benchmark)
+    regions = _regions(dataset, experiments, benchmark)
     runs = predictions
     if config.render == "selected":
         runs = selected_runs(rescore(predictions, items, spec.panda_null_grade), item_predictions)
@@ -172,7 +174,9 @@ def trajectory_viewer(
     spec = experiments.get(experiment)
     refuse_foreign_runs(experiment, benchmark, predictions, items)  # never old answers under new questions
     runs = rescore(predictions, items, spec.panda_null_grade)
-    pages = item_pages(runs, item_predictions, items, trajectory_pictures, _regions(dataset, benchmark))
+    pages = item_pages(
+        runs, item_predictions, items, trajectory_pictures, _regions(dataset, experiments, benchmark)
+    )
     viewer_root = confined_path(storage.root, "viewer")
     site = write_benchmark(
         confined_path(viewer_root, experiment), benchmark, pages, spec.model_dump(mode="json")

@@ -5,7 +5,7 @@ from dagster import AssetExecutionContext, MetadataValue, asset
 
 from giant_assets.eval.roi import ROI_COLUMNS, score_trajectories
 from giant_assets.platform.partitions import cell, results_partitions
-from giant_assets.platform.resources import MultiPathQAResource
+from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource
 
 
 @asset(partitions_def=results_partitions, group_name="evaluate", kinds={"shapely"})
@@ -14,14 +14,15 @@ def roi_evaluation(
     trajectory_steps: pd.DataFrame,
     predictions: pd.DataFrame,
     dataset: MultiPathQAResource,
+    experiments: ExperimentsResource,
 ) -> pd.DataFrame:
     """Per run: best IoU of a viewed crop with a reference region, whether any hit, steps to first hit.
 
     Reference regions come from the dataset resource (``regions_path``), the same source the trajectory
-    pictures use.
+    pictures use; a row may name a built-in or a declared benchmark.
     """
     name, benchmark = cell(context)
-    path, regions = dataset.reference_regions()
+    path, regions = dataset.reference_regions(experiments.benchmark_names())
     if regions is None:
         context.log.info(
             "no reference regions configured (regions_path / GIANT_REGIONS_PATH): nothing to score"
