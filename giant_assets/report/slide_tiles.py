@@ -124,22 +124,26 @@ class SlideTiles:
         except SlideError as exc:
             log.warning("deep zoom: %s", exc)
             return None
+        evicted = []
         with self._lock:
             if key in self._slides:  # opened by another thread meanwhile
-                slide.close()
-                return self._slides[key]
-            self._slides[key] = slide
+                evicted.append(slide)
+                slide = self._slides[key]
+            else:
+                self._slides[key] = slide
             while len(self._slides) > self._max_open:
-                _, old = self._slides.popitem(last=False)
-                old.close()
+                evicted.append(self._slides.popitem(last=False)[1])
+        for old in evicted:  # outside the lock: close waits for the reads under way
+            old.close()
         return slide
 
     def _forget(self, key: str, slide: DeepZoomSlide) -> None:
         """Close ``slide`` and drop it, unless another thread already replaced it."""
         with self._lock:
-            if self._slides.get(key) is slide:
-                del self._slides[key]
-                slide.close()
+            if self._slides.get(key) is not slide:
+                return
+            del self._slides[key]
+        slide.close()
 
     def _keep(self, address: tuple[str, int, int, int], data: bytes) -> None:
         with self._lock:
@@ -154,6 +158,7 @@ class SlideTiles:
     def close(self) -> None:
         """Close every open slide."""
         with self._lock:
-            for slide in self._slides.values():
-                slide.close()
+            slides = list(self._slides.values())
             self._slides.clear()
+        for slide in slides:
+            slide.close()

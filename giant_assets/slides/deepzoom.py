@@ -9,7 +9,8 @@ placed at a level-0 box needs no offset.
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from openslide.deepzoom import DeepZoomGenerator
@@ -26,13 +27,21 @@ class NoSuchTile(LookupError):
     """A level, column or row outside the slide's Deep Zoom pyramid."""
 
 
+class SlideClosed(RuntimeError):
+    """The slide was closed (evicted from a cache) before this read began."""
+
+
 @dataclass
 class DeepZoomSlide:
-    """One open slide and its Deep Zoom pyramid; ``close`` releases the file."""
+    """One open slide and its Deep Zoom pyramid; ``close`` releases the file once the reads under way
+    are done (closing an OpenSlide handle in the middle of a read crashes the process)."""
 
     path: str
     _slide: object
     _dz: DeepZoomGenerator
+    _readers: int = 0
+    _closed: bool = False
+    _cond: threading.Condition = field(default_factory=threading.Condition)
 
     @classmethod
     def open(cls, path: str | Path) -> DeepZoomSlide:
@@ -62,10 +71,25 @@ class DeepZoomSlide:
         cols, rows = self._dz.level_tiles[level]
         if not (0 <= col < cols and 0 <= row < rows):
             raise NoSuchTile(f"tile {col}_{row} is not in level {level}'s {cols} x {rows} tiles")
-        image = self._dz.get_tile(level, (col, row))  # OpenSlide reads are thread-safe
+        with self._cond:
+            if self._closed:
+                raise SlideClosed(self.path)
+            self._readers += 1
+        try:
+            image = self._dz.get_tile(level, (col, row))  # OpenSlide reads are thread-safe
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
         buffer = io.BytesIO()
         image.convert("RGB").save(buffer, "JPEG", quality=QUALITY)
         return buffer.getvalue()
 
     def close(self) -> None:
+        """Refuse new reads, wait for those under way, then close the file."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._cond.wait_for(lambda: self._readers == 0)
         self._slide.close()  # type: ignore[attr-defined]

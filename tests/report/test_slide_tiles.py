@@ -181,3 +181,21 @@ def test_a_tile_that_does_not_decode_is_a_503_and_the_rest_still_serve(tmp_path:
     key = slide_key(path)
     assert tiles.answer(f"/slides/{key}_files/0/0_0.jpeg").status == 503  # read from the damaged level
     assert tiles.answer(f"/slides/{key}_files/10/0_0.jpeg").status == 200  # level 0 is intact
+
+
+def test_slides_evicted_while_read_by_other_threads_are_closed_after_the_reads(tiff: str, tmp_path) -> None:
+    """Two slides, one kept open, four threads alternating between them: every eviction closes a slide
+    that another thread may be reading (closing it mid-read would abort the process)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    other = str(write_pyramidal_slide(tmp_path / "o.tiff", DESIGN, levels=3))
+    tiles, _ = _tiles(tiff, other, open_slides=1, tile_bytes=0)  # no tile cache: every request reads
+    paths = [
+        f"/slides/{slide_key(p)}_files/{MAX_LEVEL}/{k % 8}_{k % 6}.jpeg"
+        for k in range(40)
+        for p in (tiff, other)
+    ]
+    with ThreadPoolExecutor(4) as pool:
+        statuses = list(pool.map(lambda p: tiles.answer(p).status, paths))
+    assert set(statuses) <= {200, 503} and statuses.count(200) > len(paths) // 2
+    tiles.close()
