@@ -9,7 +9,7 @@ export PYTHONWARNINGS := ignore:Function `asset_materialize_command` is supersed
 export GIANT_DATA_DIR ?= $(CURDIR)/data
 VIEW_PORT ?= 8765
 
-.PHONY: demo cluster-demo test ui scripted-model view lint perf bench clean
+.PHONY: demo deep-zoom cluster-demo test ui scripted-model view lint perf bench clean
 
 # Two installs, each once per pyproject.toml change: the platform (what `make demo`, `make ui` and
 # `make view` run: ~1.25 GB) and the test tools on top of it (`make test`, `make lint`, `make perf`,
@@ -45,7 +45,7 @@ $(OSD)/openseadragon.min.js: frontend/package.json frontend/package-lock.json
 	cp -r $(OSD_BUILD)/images $(OSD)/images
 	@touch $@
 
-$(RUN_STAMP): pyproject.toml $(OSD)/openseadragon.min.js
+$(RUN_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(call INDEX_CHECK,the platform,1.25 GB)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -57,20 +57,26 @@ $(DEV_STAMP): $(RUN_STAMP)
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $(DEV_STAMP)
 
-demo: $(RUN_STAMP)
+# deep zoom for the pages the demo, the UI and the viewer show: tried, not required (without npm or its
+# registry they show the static overview); the tests require it
+deep-zoom:
+	@$(MAKE) --no-print-directory $(OSD)/openseadragon.min.js || echo "make: going on without deep zoom:" \
+	"the viewer and review pages show the static overview (install node 20 + npm and run make again)" >&2
+
+demo: $(RUN_STAMP) deep-zoom
 	$(BIN)/python -m giant_assets.demo
 
 # PostgreSQL + Redis from wheels, two Celery workers, the daemon, one shared rate limit (docs/scale-out.md)
 cluster-demo: $(DEV_STAMP)
 	$(BIN)/python -m giant_assets.cluster
 
-test: $(DEV_STAMP)
+test: $(DEV_STAMP) $(OSD)/openseadragon.min.js
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 # the Dagster UI and daemon (dagster-webserver + dagster-daemon, what `dagster dev` ran) and the demo's
 # scripted model on 127.0.0.1:47321, so the demo-* experiments re-run from the UI; the UI's viewer
 # links point at `make view` on VIEW_PORT (GIANT_VIEWER_URL overrides)
-ui: $(RUN_STAMP)
+ui: $(RUN_STAMP) deep-zoom
 	GIANT_VIEWER_URL="$${GIANT_VIEWER_URL:-http://127.0.0.1:$(VIEW_PORT)/}" $(BIN)/python -m giant_assets.demo.ui -w workspace.yaml
 
 # the scripted model alone (no key, no network), on the demo-* experiments' port; Ctrl-C stops it
@@ -79,7 +85,7 @@ scripted-model: $(RUN_STAMP)
 
 # the trajectory viewer (data/viewer/), served on loopback only by giant-view, which draws a page's
 # missing pictures on its first visit: VIEW_PORT=9000 make view
-view: $(RUN_STAMP)
+view: $(RUN_STAMP) deep-zoom
 	@test -d "$(GIANT_DATA_DIR)/viewer" || { echo "no $(GIANT_DATA_DIR)/viewer yet: run make demo (or materialize trajectory_viewer)"; exit 1; }
 	$(BIN)/python -m giant_assets.report.viewer.serve --port $(VIEW_PORT) --dir "$(GIANT_DATA_DIR)/viewer"
 
