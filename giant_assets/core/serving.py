@@ -4,11 +4,14 @@ argument checked by argparse, a listen backlog that takes a burst of clients, an
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import signal
 import socketserver
 import sys
+from collections.abc import Iterable
 from http.server import ThreadingHTTPServer
 
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 BACKLOG = 1024  # connections the kernel queues before accept(); the default 5 drops a burst's SYNs
 
 
@@ -40,3 +43,17 @@ def serve_until_stopped(server: socketserver.BaseServer) -> None:
         pass
     finally:
         server.server_close()
+
+def allowed_hosts(host: str, port: int, names: Iterable[str] = ()) -> frozenset[str]:
+    """The Host header values a request to this server may carry (lower case, with the port)."""
+    shown = f"[{host}]" if ":" in host else host
+    chosen = {shown.lower(), *(n.strip().lower() for n in names)}
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host.lower() == "localhost"
+    if loopback:
+        chosen |= set(LOOPBACK_NAMES)
+    chosen -= {"0.0.0.0", "[::]"}  # a wildcard address is no name a browser uses
+    hosts = {f"{name}:{port}" for name in chosen}
+    return frozenset(hosts | (chosen if port == 80 else set()))

@@ -8,12 +8,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from giant_assets.report.viewer.serve import serve_in_thread
+from giant_assets.report.viewer.serve import make_server, serve_in_thread
 
 COMMAND = [sys.executable, "-m", "giant_assets.report.viewer.serve"]
 
@@ -67,3 +68,37 @@ def test_paths_no_file_can_have_get_400_or_404_without_a_traceback(
         server.shutdown()
         thread.join(10)
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_request_naming_another_host_is_refused_dns_rebinding(tmp_path: Path) -> None:
+    """A page on evil.example that rebinds its name to 127.0.0.1 sends ``Host: evil.example:PORT``: the
+    trajectories and the slides' tiles are not its to read; loopback names and --name ones are served."""
+    (tmp_path / "index.html").write_text("<p>experiments</p>")
+    server = make_server(tmp_path, 0, names=["viewer.lab.internal"])
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    host, port = server.server_address[:2]
+    try:
+        for method, named, status in [
+            ("GET", f"evil.example:{port}", 403),
+            ("HEAD", f"evil.example:{port}", 403),
+            ("GET", "", 403),
+            ("GET", f"127.0.0.1:{port + 1}", 403),  # another port is another origin
+            ("GET", f"localhost:{port}", 200),
+            ("GET", f"LOCALHOST:{port}", 200),
+            ("GET", f"[::1]:{port}", 200),
+            ("GET", f"viewer.lab.internal:{port}", 200),
+        ]:
+            conn = http.client.HTTPConnection(host, port, timeout=10)
+            conn.putrequest(method, "/index.html", skip_host=True)
+            if named:
+                conn.putheader("Host", named)
+            conn.endheaders()
+            answer = conn.getresponse()
+            body = answer.read()
+            assert answer.status == status, named
+            assert (b"experiments" in body) == (status == 200 and method == "GET"), named
+            conn.close()
+    finally:
+        server.shutdown()
+        thread.join(10)

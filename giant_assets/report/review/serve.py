@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import io
-import ipaddress
 import json
 import logging
 import re
@@ -42,7 +41,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from giant_assets.core.serving import BurstHTTPServer
+from giant_assets.core.serving import BurstHTTPServer, allowed_hosts
 from giant_assets.eval.reviews import (
     ReviewError,
     ReviewFiles,
@@ -64,7 +63,6 @@ COOKIE = "giant_review"
 MAX_BODY = 256 * 1024
 CSRF_HEADER = "X-Review-CSRF"
 CSRF_MARKER = b'<meta name="review-csrf" content="">'
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 STATIC = ("review.html", "review.js", "review.css")
 CSP = "default-src 'self'; img-src 'self'; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
 _UNIT = re.compile(r"^/api/unit/([0-9a-f]{1,64})(?:/overview\.png|/region/(\d{1,4})\.jpg)?$")
@@ -366,20 +364,6 @@ class ReviewServer(BurstHTTPServer):
         super().server_close()
         self.tiles.close()
 
-
-def allowed_hosts(host: str, port: int, names: Iterable[str] = ()) -> frozenset[str]:
-    """The Host header values a request to this server may carry (lower case, with the port)."""
-    shown = f"[{host}]" if ":" in host else host
-    chosen = {shown.lower(), *(n.strip().lower() for n in names)}
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host.lower() == "localhost"
-    if loopback:
-        chosen |= set(LOOPBACK_NAMES)
-    chosen -= {"0.0.0.0", "[::]"}  # a wildcard address is no name a browser uses
-    hosts = {f"{name}:{port}" for name in chosen}
-    return frozenset(hosts | (chosen if port == 80 else set()))
 
 
 def serve_in_thread(files: ReviewFiles, port: int = 0) -> tuple[ReviewServer, threading.Thread]:

@@ -19,12 +19,13 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from giant_assets.core.helptext import plain
-from giant_assets.core.serving import port_number, serve_until_stopped
+from giant_assets.core.serving import allowed_hosts, port_number, serve_until_stopped
 from giant_assets.core.settings import DATA_DIR_ENV, env
 from giant_assets.report.slide_tiles import PREFIX, SlideTiles
 from giant_assets.report.vendor import SCRIPT_URL, URL_PREFIX, static_file
@@ -70,18 +71,28 @@ class ViewerHandler(SimpleHTTPRequestHandler):
     server: ViewerServer
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        if self._deep_zoom():
+        if self._foreign_host() or self._deep_zoom():
             return
         if not self._refused():
             self._render_if_pending()
             super().do_GET()
 
     def do_HEAD(self) -> None:  # noqa: N802
-        if self._deep_zoom():
+        if self._foreign_host() or self._deep_zoom():
             return
         if not self._refused():
             self._render_if_pending()
             super().do_HEAD()
+
+    def _foreign_host(self) -> bool:
+        """Refuse (403) a request naming a Host this server was not started with: a DNS-rebinding page
+        names its own, and would otherwise read the trajectories and the slides' tiles."""
+        host = (self.headers.get("Host") or "").strip().lower()
+        if host in self.server.allowed_hosts:
+            return False
+        why = f"Host {host[:80]!r} is not this server's (start it with --name to allow a name)"
+        self.send_error(403, why)
+        return True
 
     def _deep_zoom(self) -> bool:
         """Answer a tile, a descriptor or an OpenSeadragon file; False for any other path."""
@@ -152,8 +163,9 @@ class ViewerHandler(SimpleHTTPRequestHandler):
 class ViewerServer(ThreadingHTTPServer):
     """The viewer's server; ``tiles`` answers its deep zoom requests."""
 
-    def __init__(self, folder: Path, host: str, port: int) -> None:
+    def __init__(self, folder: Path, host: str, port: int, names: Iterable[str] = ()) -> None:
         super().__init__((host, port), partial(ViewerHandler, directory=str(folder)))
+        self.allowed_hosts = allowed_hosts(host, self.server_address[1], names)
         self.tiles = SlideTiles(SiteSlides(folder))
 
     def server_close(self) -> None:
@@ -161,9 +173,12 @@ class ViewerServer(ThreadingHTTPServer):
         self.tiles.close()
 
 
-def make_server(folder: Path, port: int = DEFAULT_PORT, host: str = "127.0.0.1") -> ViewerServer:
-    """A server of ``folder`` (not started); ``port`` 0 picks a free one (``server.server_address``)."""
-    return ViewerServer(folder, host, port)
+def make_server(
+    folder: Path, port: int = DEFAULT_PORT, host: str = "127.0.0.1", names: Iterable[str] = ()
+) -> ViewerServer:
+    """A server of ``folder`` (not started); ``port`` 0 picks a free one (``server.server_address``);
+    requests must name it as ``host``, a loopback name when ``host`` is loopback, or one of ``names``."""
+    return ViewerServer(folder, host, port, names)
 
 
 def serve_in_thread(folder: Path, port: int = 0) -> tuple[ViewerServer, threading.Thread]:
@@ -184,6 +199,13 @@ def main(argv: list[str] | None = None) -> int:
         "--port", type=port_number, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})"
     )
     parser.add_argument("--bind", default="127.0.0.1", help="address (default 127.0.0.1: this machine only)")
+    parser.add_argument(
+        "--name",
+        action="append",
+        default=[],
+        help="a host name browsers use to reach the server (repeat); requests naming any other host are "
+        "refused (loopback names are allowed when serving loopback)",
+    )
     args = parser.parse_args(argv)
     if not args.dir.is_dir():
         print(
@@ -193,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
-        server = make_server(args.dir, args.port, args.bind)
+        server = make_server(args.dir, args.port, args.bind, args.name)
     except OSError as exc:
         print(f"giant-view: cannot listen on {args.bind}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
