@@ -1,8 +1,11 @@
-"""The JPEG frame grids of a DICOM-WSI's pyramid levels, for ``slides.tiles``' direct reads.
+"""The JPEG and JPEG 2000 frame grids of a DICOM-WSI's pyramid levels, for ``slides.tiles``' direct reads.
 
 A level is covered when exactly one instance of the slide's series (in the folder OpenSlide opened) has
-the level's size and is a baseline JPEG (1.2.840.10008.1.2.4.50), 8-bit, 3-sample, TILED_FULL volume
-of one focal plane and one optical path, whose encapsulated pixel data holds one fragment per frame.
+the level's size and is a baseline JPEG (1.2.840.10008.1.2.4.50) or a JPEG 2000 (.90 lossless, .91
+lossy) of photometric RGB, YBR_ICT or YBR_RCT (any colour transform is inside the codestream, undone by
+OpenJPEG as OpenSlide's own decode does: identical pixels, tests/slides/test_formats.py), 8-bit,
+3-sample, TILED_FULL volume of one focal plane and one optical path, whose encapsulated pixel data holds
+one fragment per frame.
 Frame positions come from the Basic Offset Table (or, when it is empty, from the fragment headers);
 the pixel data itself is never loaded here.
 """
@@ -20,6 +23,8 @@ from giant_assets.slides.formats import dicom_instances
 from giant_assets.slides.tiles import _Level
 
 JPEG_BASELINE = "1.2.840.10008.1.2.4.50"
+JPEG_2000 = ("1.2.840.10008.1.2.4.90", "1.2.840.10008.1.2.4.91")
+J2K_PHOTOMETRIC = ("RGB", "YBR_ICT", "YBR_RCT")
 _PIXEL_DATA_HEADER = bytes.fromhex("e07f10004f420000ffffffff")  # (7FE0,0010) OB, undefined length
 _ITEM, _SEQ_END = bytes.fromhex("feff00e0"), bytes.fromhex("feffdde0")
 
@@ -27,6 +32,11 @@ _ITEM, _SEQ_END = bytes.fromhex("feff00e0"), bytes.fromhex("feffdde0")
 def _decode(data: bytes, index: int, jpegtables: bytes | None = None) -> tuple[np.ndarray]:
     """One JPEG frame as tifffile's tile decoder returns a tile: ((1, h, w, 3) array,)."""
     return (imagecodecs.jpeg8_decode(data)[None],)
+
+
+def _decode_j2k(data: bytes, index: int, jpegtables: bytes | None = None) -> tuple[np.ndarray]:
+    """One JPEG 2000 frame, as ``_decode`` returns a JPEG one."""
+    return (imagecodecs.jpeg2k_decode(data)[None],)
 
 
 def _frames(fp, start: int, n: int) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
@@ -80,8 +90,15 @@ def _level_of(path: Path, series: str) -> tuple[tuple[int, int], _Level | None] 
             return None
         size = (int(ds.TotalPixelMatrixColumns), int(ds.TotalPixelMatrixRows))
         tw, th, n = int(ds.Columns), int(ds.Rows), int(ds.get("NumberOfFrames", 1))
+        syntax, photometric = (
+            str(ds.file_meta.TransferSyntaxUID),
+            str(ds.get("PhotometricInterpretation", "")),
+        )
+        decode = _decode if syntax == JPEG_BASELINE else None
+        if syntax in JPEG_2000 and photometric in J2K_PHOTOMETRIC:
+            decode = _decode_j2k
         ok = (
-            str(ds.file_meta.TransferSyntaxUID) == JPEG_BASELINE
+            decode is not None
             and int(ds.SamplesPerPixel) == 3
             and int(ds.BitsAllocated) == 8
             and int(ds.get("PlanarConfiguration", 0)) == 0
@@ -93,7 +110,7 @@ def _level_of(path: Path, series: str) -> tuple[tuple[int, int], _Level | None] 
         frames = _frames(fp, fp.tell(), n) if ok else None
     if frames is None:
         return size, None
-    return size, _Level(size[0], size[1], tw, th, frames[0], frames[1], None, _decode, str(path))
+    return size, _Level(size[0], size[1], tw, th, frames[0], frames[1], None, decode, str(path))
 
 
 def dicom_levels(path: str, slide: openslide.OpenSlide) -> list[_Level | None]:

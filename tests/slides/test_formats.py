@@ -208,12 +208,29 @@ def test_a_leica_scn_with_bounds_is_read_in_openslides_full_frame(tmp_path):
         assert empty.max() == 0
 
 
-def test_the_dicom_jpeg_frames_are_read_directly_with_openslides_pixels(dicom_root):
-    """``slides.tiles`` decodes the DICOM's JPEG frames itself (the fast exact path), pixel-equal to
-    OpenSlide's ``read_region`` at every level, across frame edges and at the level's edge."""
+@pytest.fixture(scope="module")
+def j2k_dicom(tmp_path_factory) -> Path:
+    """A DICOM-WSI of lossy JPEG 2000 frames (1.2.840.10008.1.2.4.91, 30 dB, YBR_ICT), two levels."""
+    from wsidicom.codec import Jpeg2kSettings
+
+    folder = tmp_path_factory.mktemp("j2k") / "case"
+    written = write_dicom_wsi(folder, DESIGN, levels=2, encoding=Jpeg2kSettings(levels=[30]))
+    import pydicom
+
+    ds = pydicom.dcmread(written[0], stop_before_pixels=True)
+    assert (str(ds.file_meta.TransferSyntaxUID), ds.PhotometricInterpretation) == (
+        "1.2.840.10008.1.2.4.91", "YBR_ICT"
+    )  # fmt: skip
+    return folder
+
+
+@pytest.mark.parametrize("which", ["jpeg", "jpeg2000"])
+def test_the_dicom_frames_are_read_directly_with_openslides_pixels(dicom_root, j2k_dicom, which):
+    """``slides.tiles`` decodes the DICOM's JPEG (or lossy JPEG 2000) frames itself (the fast exact path),
+    pixel-equal to OpenSlide's ``read_region`` at every level, across frame edges and at the level's edge."""
     from giant_assets.slides.tiles import read_direct, tile_reader
 
-    with open_slide(dicom_root / "slides" / "case1") as slide:
+    with open_slide(dicom_root / "slides" / "case1" if which == "jpeg" else j2k_dicom) as slide:
         reader = tile_reader(slide)
         assert reader is not None and all(level is not None for level in reader.levels)
         for level in range(slide.level_count):

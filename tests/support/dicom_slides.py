@@ -11,8 +11,11 @@ from giant_assets.slides.synthetic import SlideDesign, write_pyramidal_slide
 JPEG_QUALITY = 90  # of the DICOM's baseline JPEG frames (transfer syntax 1.2.840.10008.1.2.4.50)
 
 
-def write_dicom_wsi(folder: Path, design: SlideDesign, levels: int = 3, tile: int = 256) -> list[Path]:
-    """Write ``design`` as a DICOM-WSI (one .dcm instance per pyramid level, JPEG frames) in ``folder``."""
+def write_dicom_wsi(
+    folder: Path, design: SlideDesign, levels: int = 3, tile: int = 256, encoding: object = None
+) -> list[Path]:
+    """Write ``design`` as a DICOM-WSI (one .dcm instance per pyramid level) in ``folder``: baseline JPEG
+    frames, or ``encoding`` (a wsidicom codec setting, e.g. ``Jpeg2kSettings``)."""
     from wsidicom.codec import JpegSettings
     from wsidicomizer import WsiDicomizer
     from wsidicomizer.wsidicomizer import SourceIdentifier
@@ -29,7 +32,7 @@ def write_dicom_wsi(folder: Path, design: SlideDesign, levels: int = 3, tile: in
             include_overview=False,
             include_thumbnail=False,
             workers=1,
-            encoding=JpegSettings(quality=JPEG_QUALITY),
+            encoding=encoding or JpegSettings(quality=JPEG_QUALITY),
             preferred_source=SourceIdentifier.TIFFSLIDE,  # pure Python: needs no libturbojpeg
         )
     return sorted(Path(p) for p in written)
