@@ -25,8 +25,8 @@ from giant_assets.platform.definitions import defs
 from tests.report.browser import Browser, chromium_path, file_url
 
 # one worker runs the whole module (xdist group), so the session-scoped demo runs once per suite; its
-# first test's time includes the demo's (~110 s on two idle cores, several minutes on a loaded machine)
-pytestmark = [pytest.mark.xdist_group("demo"), pytest.mark.timeout(700)]
+# first test's time includes the demo's (~2 min on two idle cores, up to 10 min on a loaded machine)
+pytestmark = [pytest.mark.xdist_group("demo"), pytest.mark.timeout(1000)]
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_KEY = "sk-demo-test-4a7e19c2SECRET0000000000"  # what the demo sends the loopback model
@@ -56,7 +56,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path) -> tup
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,  # ~2 min on two idle cores; 9-10 min measured with the machine's load at 10
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     assert DEMO_KEY not in out.stdout + out.stderr
