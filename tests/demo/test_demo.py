@@ -357,16 +357,19 @@ def test_the_bundled_review_follows_its_rules_and_agrees_with_sklearn_and_krippe
 
 
 def test_the_demo_lists_the_slides_it_found(demo: tuple[Path, str]) -> None:
-    """slide_inventory per benchmark, counted by hand from the sample: one gtex and one tcga slide are
-    missing, one panda slide is corrupt, the lesion items' five slides are there."""
+    """slide_inventory, counted by hand from the sample CSV and demo/lesion_items.csv: one gtex and one
+    tcga slide are missing, one panda slide is corrupt, two tcga_slidebench items share a slide, and the
+    lesion items' five slides are all among the sample's (one file counted once in ``all``)."""
     data, stdout = demo
     inventory = sql(data, "select * from slide_inventory").set_index("benchmark_name")
-    counts = inventory[["questions", "found", "missing", "unreadable"]].T.to_dict("list")
-    assert {name: counts[name] for name in ("gtex", "tcga", "panda", "tcga_slidebench", "demo-lesion")} == {
-        "gtex": [3, 2, 1, 0], "tcga": [3, 2, 1, 0], "panda": [3, 2, 0, 1], "tcga_slidebench": [3, 3, 0, 0],
-        "demo-lesion": [5, 5, 0, 0],
+    counts = inventory[["questions", "slides", "found", "missing", "unreadable"]].T.to_dict("list")
+    assert counts == {
+        "gtex": [3, 3, 2, 1, 0], "tcga": [3, 3, 2, 1, 0], "panda": [3, 3, 2, 0, 1],
+        "tcga_slidebench": [3, 2, 2, 0, 0], "tcga_expert_vqa": [2, 2, 2, 0, 0],
+        "demo-lesion": [5, 5, 5, 0, 0], "all": [19, 12, 9, 2, 1],
     }  # fmt: skip
-    assert "slide_inventory" in stdout
+    said = "slide_inventory: 12 slides named by 19 questions, 9 found, 2 missing, 1 unreadable"
+    assert said in stdout
 
 
 def test_the_plug_in_answers_the_declared_benchmark_in_a_sixth_column(demo: tuple[Path, str]) -> None:
