@@ -1,6 +1,8 @@
 """`make demo` end to end in a temp data dir: four experiments over the five benchmarks side by side,
 GIANT trajectories with pictures and a viewer, ROI evaluation checked against shapely, the leaderboard
-and comparisons, and the graded export equal to benchmark_metrics."""
+and comparisons, and the graded export equal to benchmark_metrics; the demo's own declarations
+(demo/overlay.yaml): slide_inventory, the example plug-in on the declared demo-lesion benchmark (the
+sixth column) and the GIANT steps sweep in the iteration figure."""
 
 from __future__ import annotations
 
