@@ -13,7 +13,7 @@ VIEW_PORT ?= 8765
 
 # Two installs, each once per pyproject.toml change: the platform (what `make demo`, `make ui` and
 # `make view` run: ~1.25 GB) and the test tools on top of it (`make test`, `make lint`, `make perf`,
-# `make cluster-demo`: ~0.15 GB more). Both come from the Python package index (PyPI): the first
+# `make cluster-demo`: ~0.2 GB more). Both come from the Python package index (PyPI): the first
 # install needs it; nothing after it does. INDEX_CHECK fails fast, saying so, when the index cannot be
 # reached (pip itself would retry for about a minute, then name one package). The platform's install
 # also needs the npm registry once, for OpenSeadragon (below).
@@ -53,7 +53,7 @@ $(RUN_STAMP): pyproject.toml
 	@touch $(RUN_STAMP)
 
 $(DEV_STAMP): $(RUN_STAMP)
-	@$(call INDEX_CHECK,the test tools,0.15 GB)
+	@$(call INDEX_CHECK,the test tools,0.2 GB)
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $(DEV_STAMP)
 

@@ -3,13 +3,18 @@
 Runs real Dagster materializations against the instance in $DAGSTER_HOME (so they show in `make ui`),
 writing Parquet + DuckDB under $GIANT_DATA_DIR (default ./data):
 
-1. sync the experiments declared in experiments.yaml as partitions; ingest the sample CSV and resolve
-   its generated slides;
-2. four experiments over all five benchmarks: `random`, and against a scripted model on loopback (no
-   network; a throwaway key in GIANT_DEMO_API_KEY takes the path a real key would and is stored
-   nowhere) GIANT (`demo-giant`, tool protocol, 2 runs per item) and the thumbnail and patch baselines:
-   runs, trajectory steps, votes, metrics, ROI evaluation against the sample's reference regions,
-   trajectory pictures and the static trajectory viewer;
+1. write experiments.yaml's declarations and the demo's own (demo/overlay.yaml: the declared benchmark
+   `demo-lesion`, the example plug-in `demo-two-model`, the sweep `demo-steps-*`) into
+   <data>/demo-experiments.yaml and run on that file (experiments.yaml is not changed); sync them as
+   partitions; ingest the sample CSV and the lesion items, resolve their generated slides and list them
+   (`slide_inventory`);
+2. four experiments over the five MultiPathQA benchmarks: `random`, and against a scripted model on
+   loopback (no network; a throwaway key in GIANT_DEMO_API_KEY takes the path a real key would and is
+   stored nowhere) GIANT (`demo-giant`, tool protocol, 2 runs per item) and the thumbnail and patch
+   baselines: runs, trajectory steps, votes, metrics, ROI evaluation against the sample's reference
+   regions, trajectory pictures and the static trajectory viewer; the example two-model plug-in
+   (examples/two_model_agent) on `demo-lesion`; GIANT with 1, 2 and 5 steps on tcga_slidebench (the
+   iteration figure's points);
 3. the path review (`demo-path-review`) on gtex and tcga: reported regions set against the crops viewed;
    the leaderboard beside the paper's rows and paired comparisons between experiments;
 4. a bundled review: two scripted reviewers rate the demo-giant runs through the review's real files
@@ -27,13 +32,23 @@ import shlex
 import shutil
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from dagster import AssetSelection, DagsterInstance, materialize
 
-from giant_assets.core.settings import DAGSTER_HOME_ENV, DEMO_KEY_ENV, PRICES_ENV, data_dir, env
+from giant_assets.core.settings import (
+    DAGSTER_HOME_ENV,
+    DEMO_KEY_ENV,
+    EXPERIMENTS_ENV,
+    PRICES_ENV,
+    data_dir,
+    env,
+)
 from giant_assets.core.storage import ParquetStore
+from giant_assets.demo.overlay import COMPOSED_NAME, compose, overlay_path
 from giant_assets.demo.reviewers import REVIEWERS, bundle_review
 from giant_assets.demo.scripted import DEMO_MODEL, ScriptedModelServer, demo_policy, scripted_model_at
 from giant_assets.demo.scripted.policy import READABLE_DARK
@@ -43,6 +58,7 @@ from giant_assets.eval.leaderboard import leaderboard_markdown
 from giant_assets.eval.reviews import DEMO_REVIEW_FOLDER
 from giant_assets.grading.submissions import partition_key_for
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
+from giant_assets.multipathqa.inventory import ALL_BENCHMARKS
 from giant_assets.platform.assets.grading import SUBMISSIONS_DIR, submission_partitions
 from giant_assets.platform.definitions import ALL_ASSETS, ALL_CHECKS, CELL_ASSETS, RESOURCES
 from giant_assets.platform.partitions import result_key
@@ -52,7 +68,8 @@ from giant_assets.platform.sensors import sync_experiments
 # real key takes, so the run shows that keys reach only the Authorization header (never logs or tables)
 # Dagster's per-event DEBUG lines would bury the demo's own output; they stay in the run logs (`make ui`)
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-# the demo is small: every run's pictures drawn up front, so its viewer opens complete from file://
+# the demo is small: every run's pictures drawn up front, so its viewers open complete from file://
+# (measured: 17 s of a 446 s demo on a loaded machine, 11 s of it demo-giant's, whose viewer it names)
 DRAW_ALL = {"ops": {"trajectory_pictures": {"config": {"render": "all"}}}}
 GRADED = ("demo-giant", "tcga")
 REVIEWED_RUNS = "demo-giant"  # the bundled review's experiment
@@ -60,6 +77,13 @@ REVIEWED_RUNS = "demo-giant"  # the bundled review's experiment
 # stable port, so their base URL, hence config hash, is the same across demo runs: a second `make demo`
 # reuses their journals instead of asking the model again
 EXPERIMENTS = ("random", "demo-giant", "demo-thumbnail", "demo-patch")
+# the demo's own declarations (demo/overlay.yaml, beside the given experiments file: demo/overlay.py):
+# the example plug-in on the declared lesion benchmark, and a GIANT iteration sweep on one benchmark for
+# the paper's accuracy-vs-iterations figure
+PLUGIN, LESION = "demo-two-model", "demo-lesion"
+SWEEP, SWEPT = ("demo-steps-1", "demo-steps-2", "demo-steps-5"), "tcga_slidebench"
+OVERLAID = (PLUGIN, *SWEEP)
+PLUGIN_PATH = Path(__file__).resolve().parents[2] / "examples"  # examples/two_model_agent of the clone
 PER_CELL = AssetSelection.assets(*CELL_ASSETS)
 # the path review, on gtex and tcga as the released run: its runs and review tables only (it answers no
 # benchmark question, so it has no metrics and no leaderboard row)
@@ -73,18 +97,48 @@ ACROSS = AssetSelection.assets(
 )
 
 
+@contextmanager
+def _partitions_looked_up_once(instance: DagsterInstance) -> Iterator[None]:
+    """Within one run, each dynamic partition key is looked up in the instance once.
+
+    Dagster checks that both partition keys of a cell (experiment, benchmark) exist for every input and
+    output of every step, each time opening the SQLite event log anew: ~170 look-ups per cell, a third
+    of the demo's time (measured with cProfile). Nothing adds partitions while the demo's run executes,
+    so the first answer stays true for the run; the next run asks again.
+    """
+    ask = instance.has_dynamic_partition
+    seen: dict[tuple[str, str], bool] = {}
+
+    def has_dynamic_partition(partitions_def_name: str, partition_key: str) -> bool:
+        key = (partitions_def_name, partition_key)
+        if key not in seen:
+            seen[key] = ask(partitions_def_name, partition_key)
+        return seen[key]
+
+    before = vars(instance).get("has_dynamic_partition")  # None: the class's method
+    instance.has_dynamic_partition = has_dynamic_partition  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        if before is None:
+            del instance.has_dynamic_partition
+        else:
+            instance.has_dynamic_partition = before  # type: ignore[method-assign]
+
+
 def _run(
     title: str, selection: AssetSelection, instance: DagsterInstance, run_config: dict | None = None, **kwargs
 ) -> None:
     started = time.monotonic()
-    result = materialize(
-        [*ALL_ASSETS, *ALL_CHECKS],
-        selection=selection,
-        resources=RESOURCES,
-        instance=instance,
-        run_config=(run_config or {}) | QUIET,
-        **kwargs,
-    )
+    with _partitions_looked_up_once(instance):
+        result = materialize(
+            [*ALL_ASSETS, *ALL_CHECKS],
+            selection=selection,
+            resources=RESOURCES,
+            instance=instance,
+            run_config=(run_config or {}) | QUIET,
+            **kwargs,
+        )
     if not result.success:
         sys.exit(f"demo step failed: {title}")
     print(f"  ok  {title} ({time.monotonic() - started:.1f}s)", flush=True)
@@ -94,7 +148,7 @@ def _demo_port(experiments) -> int:
     """The port the demo's model experiments name in their base_url (DEMO_PORT in experiments.yaml; a
     copy of the file naming another port, e.g. a test's free one, moves the demo's model there)."""
     declared = experiments.all()
-    urls = [declared[name].base_url for name in (*EXPERIMENTS, REVIEW) if declared[name].base_url]
+    urls = [declared[name].base_url for name in (*EXPERIMENTS, REVIEW, *OVERLAID) if declared[name].base_url]
     ports = {urlsplit(url).port or DEMO_PORT for url in urls}
     if len(ports) != 1:
         sys.exit(
@@ -142,7 +196,7 @@ def _rebind_after_upgrade(root: Path, experiments) -> None:
         read_binding,
     )
 
-    for name in (*EXPERIMENTS, REVIEW):
+    for name in (*EXPERIMENTS, REVIEW, *OVERLAID):
         experiment = experiments.get(name)
         try:
             bind(experiment, root)
@@ -168,8 +222,8 @@ def _rebind_after_upgrade(root: Path, experiments) -> None:
             )
 
 
-def _experiment(instance: DagsterInstance, name: str) -> None:
-    for benchmark in BENCHMARK_NAMES:
+def _experiment(instance: DagsterInstance, name: str, benchmarks: tuple[str, ...] = BENCHMARK_NAMES) -> None:
+    for benchmark in benchmarks:
         title = f"{name}: runs, steps, votes, metrics, ROI, pictures, viewer for {benchmark}"
         _run(title, PER_CELL, instance, DRAW_ALL, partition_key=result_key(name, benchmark))
 
@@ -196,13 +250,23 @@ def main() -> None:
     instance = DagsterInstance.get()
     root = data_dir()
     experiments = RESOURCES["experiments"]
+    given = experiments.file
+    os.environ[EXPERIMENTS_ENV] = str(compose(given, root / COMPOSED_NAME))  # read by every step below
     print(
-        f"giant-assets demo: data in {root}, Dagster home {home}, experiments {experiments.file}", flush=True
+        f"giant-assets demo: data in {root}, Dagster home {home}, experiments {given} and the demo's "
+        f"own ({overlay_path().name}) in {experiments.file}",
+        flush=True,
     )
+    sys.path.insert(0, str(PLUGIN_PATH))  # the example plug-in, as docs/plugins.md has it on PYTHONPATH
     added = sync_experiments(instance, experiments)
     print(f"  ok  experiments synced as partitions ({len(added)} new)", flush=True)
-    ingest = AssetSelection.assets("multipathqa_csv", "benchmark_items")
-    _run("ingest the bundled sample CSV and resolve its slides", ingest | ingest.checks(), instance)
+    ingest = AssetSelection.assets("multipathqa_csv", "benchmark_items", "slide_inventory")
+    _run(
+        f"ingest the bundled sample CSV and the {LESION} items, resolve and list their slides",
+        ingest | ingest.checks(),
+        instance,
+    )
+    _report_inventory(ParquetStore(root))
     prices = root / "demo_prices.yaml"  # the scripted model is free; shows GIANT_PRICES at work
     prices.write_text(f"{DEMO_MODEL}: {{input_per_mtok: 0.0, output_per_mtok: 0.0}}\n")
     os.environ.setdefault(PRICES_ENV, str(prices))
@@ -212,6 +276,9 @@ def main() -> None:
     try:
         for name in EXPERIMENTS:
             _experiment(instance, name)
+        _experiment(instance, PLUGIN, (LESION,))
+        for name in SWEEP:
+            _experiment(instance, name, (SWEPT,))
         for benchmark in REVIEWED:
             title = f"{REVIEW}: runs, steps, reported regions vs crops viewed for {benchmark}"
             _run(title, REVIEW_CELL, instance, partition_key=result_key(REVIEW, benchmark))
@@ -310,6 +377,17 @@ def _report(root: Path, submission: Path) -> None:
     print(f"Exports per experiment (benchmark_id,prediction): {root / 'exports'}")
     viewer = root / "viewer" / GRADED[0] / "index.html"
     print(f"Trajectory viewer (open in a browser, or `make view` on a remote machine): {viewer.as_uri()}")
+
+
+def _report_inventory(store: ParquetStore) -> None:
+    """One line of slide_inventory: the slides the items name, found, missing or unreadable."""
+    every = store.read("slide_inventory").set_index("benchmark_name").loc[ALL_BENCHMARKS]
+    print(
+        f"  ok  slide_inventory: {every['slides']} slides named by {every['questions']} questions, "
+        f"{every['found']} found, {every['missing']} missing, {every['unreadable']} unreadable "
+        "(the sample's on purpose; per benchmark in the table)",
+        flush=True,
+    )
 
 
 def _report_review(store: ParquetStore) -> None:

@@ -5,6 +5,7 @@ and ``giant-experiments check`` refusing a plug-in that cannot be imported, nami
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import sys
 from pathlib import Path
@@ -184,3 +185,28 @@ def test_check_refuses_a_plugin_that_cannot_be_imported(
     assert "Traceback" not in err
     good = declare(tmp_path, agent=LAB, base_url="http://127.0.0.1:9/v1")
     assert check(good, capsys) == (0, "")
+
+
+def test_the_installed_distributions_are_read_once_per_python_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hashing a plug-in experiment again does not read every installed distribution's files again
+    (~0.6 s each time); a changed Python path is read afresh (the test above relies on it)."""
+    from giant_assets.experiments import plugins
+
+    reads: list[int] = []
+    real = importlib.metadata.packages_distributions
+
+    def counted() -> dict:
+        reads.append(1)
+        return real()
+
+    monkeypatch.setattr(importlib.metadata, "packages_distributions", counted)
+    plugins._top_level_distributions.cache_clear()
+    exp = Experiment(name="c", agent="json:loads", model="m")  # a module from no distribution
+    assert exp.config_hash() == exp.config_hash() == exp.config_hash()
+    assert len(reads) == 1
+    monkeypatch.syspath_prepend(str(tmp_path))
+    exp.config_hash()
+    assert len(reads) == 2
+    plugins._top_level_distributions.cache_clear()

@@ -25,6 +25,9 @@ from giant_assets.demo.scripted.review import is_review_request, review_reply
 _SLIDE_SIZE = re.compile(r"(\d+) [x×] (\d+) (?:level-0 )?pixels")
 _SLIDE_AREA = re.compile(r"occupies image pixels x (\d+)\.\.(\d+), y (\d+)\.\.(\d+)")
 _OPTION = re.compile(r"^\s*(\d+)\.\s+\S", re.MULTILINE)
+# the demo's declared benchmark (demo/lesion_items.csv): a yes/no question about a lesion
+_LESION_QUESTION = re.compile(r"^Is there a lesion\b", re.MULTILINE)
+_YES_NO = re.compile(r"^\s*(\d+)\.\s+(yes|no)\s*$", re.MULTILINE | re.IGNORECASE)
 DARK_LUMA = 110  # lesion-like: well below tissue (~180) and background (~240)
 LABEL_BLACK_LUMA = 30  # the guide labels' black boxes (lesions are ~65)
 # the lesion is readable when it covers this share of the last image: measured on the sample slides,
@@ -53,6 +56,9 @@ def demo_policy(request: RecordedRequest) -> Reply:
             return crop_reply(*box, prose="The darkest, most cellular area is worth a closer look.")
     images = [b for t in request.turns for b in t.images]
     dark = _dark_fraction(images[-1]) if images else 0.0
+    lesion = _lesion_answer(prompt, dark)
+    if lesion is not None:
+        return lesion
     known = _known_answer(f"{system}\n{prompt}", prompt, first_user.images) if dark >= READABLE_DARK else None
     if "isup_grade" in prompt:
         grade = known if known is not None else 0 if dark == 0 else min(5, 1 + int(dark * 8))
@@ -64,6 +70,19 @@ def demo_policy(request: RecordedRequest) -> Reply:
     n_options = len(_OPTION.findall(prompt))
     choice = (digest + int(dark * 10)) % n_options + 1 if n_options else 1
     return answer_reply(str(choice), prose="Based on the architecture seen,")
+
+
+def _lesion_answer(prompt: str, dark: float) -> Reply | None:
+    """The demo's lesion question: "yes" when a lesion fills at least READABLE_DARK of the last image
+    (whatever region the question names: the model does not know where that image lies), else "no"."""
+    if not _LESION_QUESTION.search(prompt):
+        return None
+    options = {m[2].lower(): int(m[1]) for m in _YES_NO.finditer(prompt)}
+    seen = dark >= READABLE_DARK
+    choice = options.get("yes" if seen else "no")
+    if choice is None:
+        return None
+    return answer_reply(choice, prose=f"Dark dense cells fill {dark:.0%} of the view.")
 
 
 def _known_answer(context: str, prompt: str, first_images: tuple[bytes, ...]) -> int | None:
