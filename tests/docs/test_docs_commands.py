@@ -137,7 +137,7 @@ RUNS: tuple[Run, ...] = (
         subs=FIRST_ROW,
     ),
     Run(
-        r"^ls data/results/gpt5-giant data/predictions/gpt5-giant$",
+        r"^ls data/results/gpt5-giant ",
         (r"^results\.json$", r"^tcga\.parquet$"),
         subs=FIRST_ROW,
     ),

@@ -19,7 +19,7 @@ import pytest
 from markdown_it import MarkdownIt
 from mdit_py_plugins.anchors import anchors_plugin
 
-from tests.docs.commands import SHORT_PATH
+from tests.docs.commands import SHORT_PATH, docs_files
 
 REPO = Path(__file__).resolve().parents[2]
 WORD_BUDGET = 2500
@@ -114,6 +114,13 @@ def test_the_short_path_fits_the_word_budget() -> None:
 def test_every_docs_page_is_reachable_from_the_readme() -> None:
     assert len(doc_pages(REPO)) > 15 and (REPO / "docs" / "design" / "README.md") in doc_pages(REPO)
     assert not orphans(REPO), f"pages no linked page links to: {orphans(REPO)}"
+
+
+def test_the_commands_test_reads_every_page_short_path_first() -> None:
+    """tests/docs/test_docs_commands.py runs the commands of every page here, docs/design/ included."""
+    scanned = docs_files(REPO)
+    assert set(doc_pages(REPO)) | {REPO / "README.md"} == set(scanned)
+    assert scanned[: len(SHORT_PATH)] == [REPO / page for page in SHORT_PATH]
 
 
 def test_every_relative_link_and_anchor_resolves() -> None:
