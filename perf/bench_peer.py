@@ -2,7 +2,8 @@
 benchmark``) against ours (``dagster asset materialize --select predictions``, image_read exact and fast):
 the same slides (one .svs copy per item), the same loopback scripted model in its own process, fixed
 latency L, C=16, 2 calls per item (overview, one crop, answer). Target (issue 24): with image_read fast,
-CPU per item at most ``TARGET`` x the peer's and items/s not below it.
+CPU per item at most ``TARGET`` x the peer's and items/s not below it (measured:
+docs/design/peer-comparison.md).
 
 The peer is not part of this project: install it yourself in a virtualenv of its own (its README) and
 point ``GIANT_PEER_CLI`` at its ``giant`` command; without it this benchmark says so and does nothing.

@@ -16,7 +16,7 @@ REGIONS_ENV = "GIANT_REGIONS_PATH"  # reference regions for ROI scores and traje
 HF_ENDPOINT_ENV = "HF_ENDPOINT"  # HuggingFace mirror/endpoint (HF_TOKEN is read by huggingface_hub)
 DAGSTER_HOME_ENV = "DAGSTER_HOME"  # the Dagster instance (the Makefile sets ./dagster_home)
 # Dagster 1.13 warns on every `dagster asset materialize` that `dg launch` (dagster-dg-cli, not used here)
-# supersedes it; the Makefile, the README and every materialize command the platform prints set this filter
+# supersedes it; the Makefile, the docs and every materialize command the platform prints set this filter
 SUPERSEDED_WARNING_FILTER = "ignore:Function `asset_materialize_command` is superseded:FutureWarning"
 DEMO_KEY_ENV = "GIANT_DEMO_API_KEY"  # the throwaway key the demo sends its loopback model
 RATE_LIMIT_REDIS_URL_ENV = "GIANT_RATE_LIMIT_REDIS_URL"  # share the provider rate limit through Redis

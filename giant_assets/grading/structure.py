@@ -11,7 +11,7 @@ translation (Kabsch algorithm), then:
 
 The official TM-score and LGA programs search many superpositions to maximise their scores; the single
 least-squares superposition used here gives the same value for near-identical structures and a lower
-bound otherwise (documented in the README). N must be at least 3.
+bound otherwise (documented in docs/grading.md). N must be at least 3.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The shell commands of the README and docs/*.md: every ```bash / sh / shell fence, split as bash parses it.
+"""The shell commands of the README, docs/*.md and docs/design/*.md: every ```bash / sh / shell fence, split
+as bash parses it.
 
 Fences follow CommonMark (https://spec.commonmark.org/0.31.2/#fenced-code-blocks) for top-level blocks: a
 fence opens only at line start after at most 3 spaces, a backtick fence's info string holds no backtick
@@ -144,8 +145,16 @@ def blocks_in(path: Path, root: Path) -> list[Block]:
     ]
 
 
+# The short path a newcomer reads in an hour (its word budget: tests/docs/test_docs_structure.py)
+SHORT_PATH = ("README.md", "docs/getting-started.md")
+
+
 def docs_files(root: Path) -> list[Path]:
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    """The pages whose commands the docs test runs: the short path first, in reading order (its commands
+    fetch and check the slides that later pages' commands find in place), then the others by name."""
+    first = [root / page for page in SHORT_PATH]
+    rest = sorted([*(root / "docs").glob("*.md"), *(root / "docs" / "design").glob("*.md")])
+    return [*first, *(p for p in rest if p not in first)]
 
 
 def all_blocks(root: Path) -> list[Block]:

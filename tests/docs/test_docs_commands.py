@@ -66,6 +66,7 @@ class Run:
     block_output: bool = False  # a background command: look in the whole transcript
     after_first: bool = False  # reads what FIRST makes: waits for it (its block may start before)
     check: Callable[[Command, str], None] | None = None
+    file: str = ""  # only this page's commands (the same command on two pages may expect different output)
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class NotRun:
     pattern: str
     reason: str
     covered_by: str = ""  # tests/...py::test_name that exercises it instead
+    file: str = ""
 
 
 def _synopsis_options_exist(command: Command, output: str) -> None:
@@ -93,8 +95,15 @@ SANDBOX = {  # the substitutions made for every command, beside the per-command 
     "tests/platform/test_local_server_run.py does",
 }
 
+FETCH_SUB = (
+    "--wsi-root $GIANT_WSI_ROOT",
+    "--wsi-root $GIANT_WSI_ROOT --base-url {gdc}",
+    "the GDC API -> tests/support/gdc_server.py on loopback",
+)
+FIRST_ROW = (("gpt5-giant", "random", "gpt5-giant's cell is only queued here: random's, which FIRST scored"),)
+
 RUNS: tuple[Run, ...] = (
-    # README.md
+    # README.md, docs/getting-started.md and docs/reproduce-table1.md (the short path first: docs_files)
     Run(
         r"duckdb -readonly data/giant\.duckdb \"select experiment, benchmark_name",
         (r"│ random\s+│ tcga\s+│", r"│ random\s+│ gtex\s+│"),
@@ -103,15 +112,7 @@ RUNS: tuple[Run, ...] = (
     Run(r"^\.venv/bin/hf download tbuckley/MultiPathQA", (r"data/MultiPathQA\.csv",)),
     Run(r"^export GIANT_WSI_ROOT=/data/wsi$", subs=(("/data/wsi", "{wsi}", "the sandbox's WSI root"),)),
     Run(
-        r"giant-fetch-slides --csv \$GIANT_CSV_PATH",
-        (r"downloaded {n_tcga}, .*failed 0",),
-        subs=(
-            (
-                "--wsi-root $GIANT_WSI_ROOT",
-                "--wsi-root $GIANT_WSI_ROOT --base-url {gdc}",
-                "the GDC API -> tests/support/gdc_server.py on loopback",
-            ),
-        ),
+        r"giant-fetch-slides --csv \$GIANT_CSV_PATH", (r"downloaded {n_tcga}, .*failed 0",), subs=(FETCH_SUB,)
     ),
     Run(r"giant-check-data --csv \$GIANT_CSV_PATH", CHECKED),
     Run(
@@ -132,6 +133,17 @@ RUNS: tuple[Run, ...] = (
     Run(r"^row\(\) \{"),
     Run(r"^ALL="),
     Run(r"^row gpt5", (r"Launched backfill job",)),
+    Run(r"-j evaluate_cell --noprompt\s+--partitions \"tcga\|gpt5-giant\"$", (r"Launched backfill job",)),
+    Run(
+        r"^\.venv/bin/giant-sql \"select experiment, benchmark_name, paper_format, cost_usd_billed from",
+        (r"\brandom\b.*\btcga\b.*±",),
+        subs=FIRST_ROW,
+    ),
+    Run(
+        r"^ls data/results/gpt5-giant ",
+        (r"^results\.json$", r"^tcga\.parquet$"),
+        subs=FIRST_ROW,
+    ),
     Run(r"^\.venv/bin/giant-sql \"select \* from leaderboard\"$", (r"\brandom\b",), after_first=True),
     Run(
         r"^\.venv/bin/giant-sql \"select partition, status, reason, rerun from leaderboard_stale\"$",
@@ -186,20 +198,14 @@ RUNS: tuple[Run, ...] = (
     Run(r"^kill %1$"),
     # docs/data-and-slides.md
     Run(
-        r"^giant-check-data --csv MultiPathQA\.csv --wsi-root /data/wsi",
+        r"^giant-check-data --csv data/MultiPathQA\.csv --wsi-root /data/wsi",
         CHECKED,
-        subs=(
-            ("MultiPathQA.csv", "data/MultiPathQA.csv", "the CSV the README's hf download wrote"),
-            ("/data/wsi", "{wsi}", "the sandbox's WSI root"),
-        ),
+        subs=(("/data/wsi", "{wsi}", "the sandbox's WSI root"),),
     ),
     Run(
-        r"^giant-fetch-slides --csv MultiPathQA\.csv --wsi-root /data/wsi",
+        r"^giant-fetch-slides --csv data/MultiPathQA\.csv --wsi-root /data/wsi",
         (r"downloaded 0, already complete 0, already under the root {n_tcga}, failed 0",),
-        subs=(
-            ("MultiPathQA.csv", "data/MultiPathQA.csv", "the CSV the README's hf download wrote"),
-            ("/data/wsi", "{wsi} --base-url {gdc}", "the sandbox's WSI root; GDC on loopback"),
-        ),
+        subs=(("/data/wsi", "{wsi} --base-url {gdc}", "the sandbox's WSI root; GDC on loopback"),),
     ),
     # docs/experiments.md
     Run(
@@ -251,7 +257,24 @@ RUNS: tuple[Run, ...] = (
     Run(r"--partition \"panda\|vllm-qwen3vl-giant\"$", (SUCCESS,)),
 )
 
+SAME_AS_GETTING_STARTED = (
+    "the same command, as written, runs from docs/getting-started.md in this sandbox first"
+)
+
 NOT_RUN: tuple[NotRun, ...] = (
+    *(  # Reproduce Table 1 repeats the short path's first steps word for word: run once, there
+        NotRun(pattern, SAME_AS_GETTING_STARTED, file="docs/reproduce-table1.md")
+        for pattern in (
+            r"^\.venv/bin/hf download tbuckley/MultiPathQA",
+            r"giant-fetch-slides --csv \$GIANT_CSV_PATH --wsi-root \$GIANT_WSI_ROOT$",
+            r"giant-check-data --csv \$GIANT_CSV_PATH --wsi-root \$GIANT_WSI_ROOT --missing-out missing\.csv",
+            r"^\.venv/bin/giant-experiments sync$",
+            r"dagster asset materialize .* --select multipathqa_csv,benchmark_items$",
+            r"^\.venv/bin/giant-experiments estimate gpt5-giant$",
+            r"^\.venv/bin/giant-experiments status gpt5-giant$",
+            r"^\.venv/bin/giant-sql \"select \* from leaderboard\"$",
+        )
+    ),
     NotRun(
         r"^make demo$",
         "the whole demo, about 90 s: its own test runs it",
@@ -312,8 +335,14 @@ NOT_RUN: tuple[NotRun, ...] = (
 # AFTER_FIRST_1. 2: BESIDE_FIRST (its commands marked after_first wait for FIRST). 3: every other block in
 # file order, then, once FIRST is done, AFTER_FIRST. The instance's databases exist before any of them.
 FIRST = ("docs/experiments.md", r"^for b in tcga gtex panda")
-AFTER_FIRST_1 = (("README.md", r"duckdb -readonly data/giant\.duckdb"),)
-BESIDE_FIRST = (("README.md", r"^row\(\) \{"),)
+AFTER_FIRST_1 = (
+    ("README.md", r"duckdb -readonly data/giant\.duckdb"),
+    ("docs/getting-started.md", r"^ls data/results/"),
+)
+BESIDE_FIRST = (  # getting started's sync and ingest, then Reproduce Table 1's rows (which need the sync)
+    ("docs/getting-started.md", r"--partitions \"tcga\|gpt5-giant\"$"),
+    ("docs/reproduce-table1.md", r"^row\(\) \{"),
+)
 AFTER_FIRST = (
     ("docs/agent-protocol.md", r"--partition \"panda\|gpt5-giant\""),
     ("docs/open-models.md", r"--partition \"panda\|vllm-qwen3vl-giant\""),
@@ -342,7 +371,7 @@ def block_key(file: str, pattern: str) -> str:
 
 def entry_for(command: Command) -> Run | NotRun | None:
     for entry in (*NOT_RUN, *RUNS):
-        if re.search(entry.pattern, command.text):
+        if entry.file in ("", command.file) and re.search(entry.pattern, command.text):
             return entry
     return None
 
@@ -667,4 +696,7 @@ def test_the_commands_left_what_the_docs_say(ran: Ran) -> None:
     want = {("gpt5-giant", b) for b in ("tcga", "gtex", "panda", "tcga_slidebench", "tcga_expert_vqa")}
     want |= {(e, b) for e in ("gpt5-thumbnail", "gpt5-patch") for b in ("tcga", "gtex", "panda")}
     want |= {("gpt5-giant-x5", b) for _, b in want if _ == "gpt5-giant"}
-    assert sorted(r.tags["dagster/partition"] for r in queued) == sorted(result_key(e, b) for e, b in want)
+    getting_started = [("gpt5-giant", "tcga")]  # its one cell, queued again by Reproduce Table 1's row
+    assert sorted(r.tags["dagster/partition"] for r in queued) == sorted(
+        result_key(e, b) for e, b in [*want, *getting_started]
+    )

@@ -1,5 +1,5 @@
-"""`dagster asset materialize` as the README runs it prints no SupersessionWarning: Dagster 1.13 warns on
-every call that `dg launch` supersedes the command; the README's (and the Makefile's) PYTHONWARNINGS
+"""`dagster asset materialize` as the docs run it prints no SupersessionWarning: Dagster 1.13 warns on
+every call that `dg launch` supersedes the command; the docs' (and the Makefile's) PYTHONWARNINGS
 filter silences exactly that warning. Oracle: the same call without the filter prints it."""
 
 from __future__ import annotations
@@ -12,16 +12,23 @@ import sys
 from pathlib import Path
 
 from giant_assets.core.settings import SUPERSEDED_WARNING_FILTER
+from tests.docs.commands import docs_files
 
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER = Path(sys.executable).with_name("dagster")
 
 
 def readme_filter() -> str:
-    (line,) = [
-        ln for ln in (REPO / "README.md").read_text().splitlines() if ln.startswith("export PYTHONWARNINGS=")
+    """The filter the docs export (getting started, Reproduce Table 1, experiments): one and the same."""
+    lines = [
+        ln
+        for page in docs_files(REPO)
+        for ln in page.read_text().splitlines()
+        if ln.startswith("export PYTHONWARNINGS=")
     ]
-    return shlex.split(line.split("=", 1)[1], comments=True)[0]
+    filters = {shlex.split(line.split("=", 1)[1], comments=True)[0] for line in lines}
+    assert len(lines) >= 2 and len(filters) == 1, filters
+    return filters.pop()
 
 
 def materialize_stderr(tmp_path: Path, **extra: str) -> str:
