@@ -44,6 +44,7 @@ def serve_until_stopped(server: socketserver.BaseServer) -> None:
     finally:
         server.server_close()
 
+
 def allowed_hosts(host: str, port: int, names: Iterable[str] = ()) -> frozenset[str]:
     """The Host header values a request to this server may carry (lower case, with the port)."""
     shown = f"[{host}]" if ":" in host else host

@@ -365,7 +365,6 @@ class ReviewServer(BurstHTTPServer):
         self.tiles.close()
 
 
-
 def serve_in_thread(files: ReviewFiles, port: int = 0) -> tuple[ReviewServer, threading.Thread]:
     """Start a loopback server in a daemon thread (tests); ``server.shutdown()`` stops it."""
     server = ReviewServer(files, port=port)
