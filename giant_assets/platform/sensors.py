@@ -75,25 +75,26 @@ def removed_experiments(instance: DagsterInstance, experiments: ExperimentsResou
     return sorted(set(instance.get_dynamic_partitions(EXPERIMENT)) - set(experiments.all()))
 
 
-def prune_experiments(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
-    """Delete the partitions of experiments no longer declared; returns their names. Files stay."""
-    removed = removed_experiments(instance, experiments)
-    for name in removed:
-        instance.delete_dynamic_partition(EXPERIMENT, name)
-    return removed
-
-
 def removed_benchmarks(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
     """Benchmark partitions whose benchmark is no longer declared (never a built-in: always declared)."""
     return sorted(set(instance.get_dynamic_partitions(BENCHMARK)) - set(experiments.benchmark_names()))
 
 
+def _prune(instance: DagsterInstance, dimension: str, removed: list[str]) -> list[str]:
+    """Delete the partitions ``removed`` of ``dimension``; returns them. Files stay."""
+    for name in removed:
+        instance.delete_dynamic_partition(dimension, name)
+    return removed
+
+
+def prune_experiments(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+    """Delete the partitions of experiments no longer declared; returns their names. Files stay."""
+    return _prune(instance, EXPERIMENT, removed_experiments(instance, experiments))
+
+
 def prune_benchmarks(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
     """Delete the partitions of benchmarks no longer declared; returns their names. Files stay."""
-    removed = removed_benchmarks(instance, experiments)
-    for name in removed:
-        instance.delete_dynamic_partition(BENCHMARK, name)
-    return removed
+    return _prune(instance, BENCHMARK, removed_benchmarks(instance, experiments))
 
 
 @sensor(minimum_interval_seconds=sensor_interval(30), default_status=DefaultSensorStatus.RUNNING)
