@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
 
-from giant_assets.multipathqa.sample import ensure_sample_slides
+# The suite compiles the package's and tests' modules once, into git-ignored __pycache__ folders, even where
+# PYTHONDONTWRITEBYTECODE is set (as in some shells and CI images): otherwise each of the suite's hundreds
+# of Python subprocesses (every dagster/giant-* command) compiles the package again (~0.7 CPU-seconds) and
+# each xdist worker rewrites the asserts of every test module again (~16 CPU-seconds). Set before the
+# package's first import below; the environment change reaches every subprocess the tests start.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+from giant_assets.multipathqa.sample import ensure_sample_slides  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
