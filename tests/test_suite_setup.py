@@ -1,0 +1,19 @@
+"""The suite's own set-up (tests/conftest.py) that keeps it fast: compiled modules are kept."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_the_suite_and_its_subprocesses_write_bytecode() -> None:
+    # PYTHONDONTWRITEBYTECODE, where the shell sets it, would make every dagster/giant-* process the tests
+    # start compile the package again, and each worker rewrite every test module again
+    child = subprocess.run(
+        [sys.executable, "-c", "import sys; print(sys.flags.dont_write_bytecode, sys.dont_write_bytecode)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert child.stdout.split() == ["0", "False"]
+    assert sys.dont_write_bytecode is False
