@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -38,3 +39,10 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.mkdir()
     monkeypatch.setenv("GIANT_DATA_DIR", str(path))
     return path
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Move everything imported so far (Dagster, pandas, the model SDKs, every test module) to the
+    garbage collector's permanent generation: its full collections during the run then scan only what the
+    tests make, not the millions of objects the imports left (~3.5 of every 100 CPU-seconds otherwise)."""
+    gc.freeze()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 
@@ -17,3 +18,7 @@ def test_the_suite_and_its_subprocesses_write_bytecode() -> None:
     )
     assert child.stdout.split() == ["0", "False"]
     assert sys.dont_write_bytecode is False
+
+
+def test_what_collection_imported_is_frozen_out_of_the_collector() -> None:
+    assert gc.get_freeze_count() > 100_000  # Dagster, pandas and the test modules: far more objects
