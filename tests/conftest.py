@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import gc
+import os
+import sys
 from pathlib import Path
 
 import pytest
 
-from giant_assets.multipathqa.sample import ensure_sample_slides
+# The suite compiles the package's and tests' modules once, into git-ignored __pycache__ folders, even where
+# PYTHONDONTWRITEBYTECODE is set (as in some shells and CI images): otherwise each of the suite's hundreds
+# of Python subprocesses (every dagster/giant-* command) compiles the package again (~0.7 CPU-seconds) and
+# each xdist worker rewrites the asserts of every test module again (~16 CPU-seconds). Set before the
+# package's first import below; the environment change reaches every subprocess the tests start.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+from giant_assets.multipathqa.sample import ensure_sample_slides  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -28,3 +39,10 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.mkdir()
     monkeypatch.setenv("GIANT_DATA_DIR", str(path))
     return path
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Move everything imported so far (Dagster, pandas, the model SDKs, every test module) to the
+    garbage collector's permanent generation: its full collections during the run then scan only what the
+    tests make, not the millions of objects the imports left (~3.5 of every 100 CPU-seconds otherwise)."""
+    gc.freeze()

@@ -567,13 +567,16 @@ def _parse(stdout: str, ran: Ran) -> None:
 
 
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
+def ran(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path) -> Ran:
     sandbox = tmp_path_factory.mktemp("clone")
     (sandbox / ".venv").symlink_to(Path(sys.prefix))
     (sandbox / "examples").symlink_to(REPO / "examples")  # the recipes docs/table1-recipes.md uses
     (sandbox / "dagster_home").mkdir()
     shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", sandbox / "dagster_home" / "dagster.yaml")
-    sample_wsi = ensure_sample_slides(sandbox / "data" / "sample_wsi")  # what ingest would generate
+    # what ingest would generate: the worker's generated set copied (its version marker included, so
+    # ingest's own ensure_sample_slides keeps it), not generated a second time (~6 CPU-seconds)
+    shutil.copytree(sample_wsi_root, sandbox / "data" / "sample_wsi")
+    sample_wsi = ensure_sample_slides(sandbox / "data" / "sample_wsi")
     _create_instance_databases(sandbox / "dagster_home")
     wsi = sandbox / "wsi"
     published, tcga = _published_csv(sample_wsi, wsi)

@@ -7,6 +7,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -79,27 +81,43 @@ def daemon_home(home: Path, **run_monitoring: int) -> Path:
     return home
 
 
+DAEMON_STOPPED = b"Daemon threads shut down."  # dagster-daemon's last line once SIGTERM stopped its daemons
+
+
 @contextmanager
 def dagster_daemon(env: dict[str, str], cwd: Path) -> Iterator[subprocess.Popen]:
-    """A real ``dagster-daemon run`` of the code location in its own session, stopped (SIGTERM, then
-    SIGKILL after 20 s) with everything it started when the block ends. Its sensors tick every
-    SENSOR_TICK_S seconds (GIANT_SENSOR_INTERVAL_S) instead of their 15 to 30, unless ``env`` sets it."""
+    """A real ``dagster-daemon run`` of the code location in its own session, stopped with everything it
+    started when the block ends: SIGTERM, then SIGKILL once it says its daemons stopped (after that it only
+    waits ~10 s for its code server to exit), or after 20 s. Its sensors tick every SENSOR_TICK_S seconds
+    (GIANT_SENSOR_INTERVAL_S) instead of their 15 to 30, unless ``env`` sets it."""
     daemon = subprocess.Popen(
         [Path(sys.executable).with_name("dagster-daemon"), "run", "-m", "giant_assets.platform.definitions"],
         env={SENSOR_INTERVAL_ENV: str(SENSOR_TICK_S)} | env,
         cwd=cwd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,  # its log (a handler that flushes each line)
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    stopped = threading.Event()
+
+    def read_log() -> None:  # drains the daemon's log (a full pipe would block it), watching for its end
+        for line in daemon.stdout:
+            if DAEMON_STOPPED in line:
+                stopped.set()
+
+    reader = threading.Thread(target=read_log, daemon=True)
+    reader.start()
     try:
         yield daemon
     finally:
         with contextlib.suppress(ProcessLookupError):  # a test may have killed the group already
             os.killpg(daemon.pid, signal.SIGTERM)
-        try:
-            daemon.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(daemon.pid, signal.SIGKILL)
-            daemon.wait()
+        deadline = time.monotonic() + 20
+        while not stopped.is_set() and daemon.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(daemon.pid, signal.SIGKILL)
+        daemon.wait()
+        reader.join(timeout=2)  # the pipe ends with the group; a child outside it would keep it open
+        if not reader.is_alive():
+            daemon.stdout.close()
