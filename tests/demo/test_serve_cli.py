@@ -79,15 +79,25 @@ def test_the_command_is_installed_as_giant_scripted_model() -> None:
     assert scripts["giant-scripted-model"] == "giant_assets.demo.serve_cli:main"
 
 
-def test_the_demo_rebinds_its_own_experiments_after_a_protocol_upgrade(tmp_path, capsys) -> None:
+def _with_the_demos_own(given: Path, folder: Path, monkeypatch: pytest.MonkeyPatch):
+    """``given`` composed with the demo's own declarations, as ``make demo`` runs it (the example plug-in
+    importable, as the demo puts it on the path)."""
+    from giant_assets.demo.overlay import COMPOSED_NAME, compose
+    from giant_assets.demo.pipeline import PLUGIN_PATH
+    from giant_assets.platform.resources import ExperimentsResource
+
+    monkeypatch.syspath_prepend(str(PLUGIN_PATH))
+    return ExperimentsResource(path=str(compose(given, folder / COMPOSED_NAME)))
+
+
+def test_the_demo_rebinds_its_own_experiments_after_a_protocol_upgrade(tmp_path, capsys, monkeypatch) -> None:
     """A data dir kept from an older giant-assets: the demo's experiments were bound under protocol 2."""
     import json
 
     from giant_assets.demo.pipeline import EXPERIMENTS, _rebind_after_upgrade
     from giant_assets.experiments.binding import ExperimentConflict, bind, binding_path
-    from giant_assets.platform.resources import ExperimentsResource
 
-    experiments = ExperimentsResource()
+    experiments = _with_the_demos_own(REPO / "experiments.yaml", tmp_path / "composed", monkeypatch)
     for name in EXPERIMENTS:
         bind(experiments.get(name), tmp_path)
     stale = binding_path(tmp_path, "demo-giant")
@@ -102,7 +112,9 @@ def test_the_demo_rebinds_its_own_experiments_after_a_protocol_upgrade(tmp_path,
     assert json.loads(stale.read_text())["config_hash"] == experiments.get("demo-giant").config_hash()
 
 
-def test_the_demo_rebinds_its_own_experiments_after_a_scripted_policy_change(tmp_path, capsys) -> None:
+def test_the_demo_rebinds_its_own_experiments_after_a_scripted_policy_change(
+    tmp_path, capsys, monkeypatch
+) -> None:
     """A data dir where the older scripted policy ran (model scripted-demo): rebound to the new model name,
     whose settings hash to other journals; any other change of a demo experiment still stops the demo."""
     import json
@@ -110,9 +122,8 @@ def test_the_demo_rebinds_its_own_experiments_after_a_scripted_policy_change(tmp
     from giant_assets.demo.pipeline import EXPERIMENTS, _rebind_after_upgrade
     from giant_assets.demo.scripted import DEMO_MODEL
     from giant_assets.experiments.binding import ExperimentConflict, bind, binding_path
-    from giant_assets.platform.resources import ExperimentsResource
 
-    experiments = ExperimentsResource()
+    experiments = _with_the_demos_own(REPO / "experiments.yaml", tmp_path / "composed", monkeypatch)
     for name in EXPERIMENTS:
         bind(experiments.get(name), tmp_path)
     stale = binding_path(tmp_path, "demo-thumbnail")
@@ -163,18 +174,20 @@ def test_the_demo_uses_a_scripted_model_on_its_port_and_refuses_another_program(
         other.server_close()
 
 
-def test_the_demo_serves_its_model_on_the_port_its_experiments_name(tmp_path) -> None:
+def test_the_demo_serves_its_model_on_the_port_its_experiments_name(tmp_path, monkeypatch) -> None:
     """experiments.yaml's demo-* experiments name DEMO_PORT; a copy naming another port (the demo test's
     free one) moves the demo's model there; two different ports among them stop the demo."""
     from giant_assets.demo.pipeline import _demo_port
     from giant_assets.demo.serve_cli import DEMO_PORT
-    from giant_assets.platform.resources import ExperimentsResource
 
-    assert _demo_port(ExperimentsResource(path=str(REPO / "experiments.yaml"))) == DEMO_PORT == 47321
+    def composed(given: Path):
+        return _with_the_demos_own(given, tmp_path / "composed", monkeypatch)
+
+    assert _demo_port(composed(REPO / "experiments.yaml")) == DEMO_PORT == 47321
     text = (REPO / "experiments.yaml").read_text()
     moved = tmp_path / "experiments.yaml"
     moved.write_text(text.replace(":47321/", ":50123/"))
-    assert _demo_port(ExperimentsResource(path=str(moved))) == 50123
+    assert _demo_port(composed(moved)) == 50123
     moved.write_text(text.replace(":47321/", ":50123/", 1))
     with pytest.raises(SystemExit, match=r"different scripted-model ports \[47321, 50123\]"):
-        _demo_port(ExperimentsResource(path=str(moved)))
+        _demo_port(composed(moved))
