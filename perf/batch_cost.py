@@ -39,6 +39,7 @@ from giant_assets.demo.scripted import (
 from giant_assets.experiments.spec import Experiment
 from giant_assets.runs.agent_api import AgentItem
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from tests.support.batching import answer_all
 
 ITEMS = {"tcga": 221, "gtex": 191, "panda": 197, "tcga_slidebench": 197, "tcga_expert_vqa": 128}
 PROMPT_CHARS = {"tcga": 1500, "gtex": 900, "panda": 700, "tcga_slidebench": 400, "tcga_expert_vqa": 400}
@@ -104,7 +105,7 @@ def batch_rounds_demo(items: int = 24) -> None:
                 for i in range(items)]  # fmt: skip
         with ScriptedModelServer(rule=_navigate) as direct:
             chat = OpenAIResponsesModel("gpt-5", base_url=direct.openai_base_url, reasoning_effort="high")
-            sync = asyncio.run(_direct(GiantAgent(chat, max_steps=STEPS, image_size=1000), work))
+            sync = asyncio.run(answer_all(GiantAgent(chat, max_steps=STEPS, image_size=1000), work, None))
         with ScriptedModelServer(rule=_navigate) as model, BatchAPIServer(model, polls_to_finish=2) as api:
             passes = 0
             while True:
@@ -114,7 +115,7 @@ def batch_rounds_demo(items: int = 24) -> None:
                                         log=lambda _: None)  # fmt: skip
                 agent = GiantAgent(chat, max_steps=STEPS, image_size=1000)
                 agent.prices = agent.prices.scaled(BATCH_DISCOUNT)  # as attach() sets it
-                results = asyncio.run(_pass(agent, chat.batch, work))
+                results = asyncio.run(answer_all(agent, work, chat.batch))
                 if not any(isinstance(r, BatchPending) for r in results) or passes > 3 * STEPS:
                     break
             per_round = [len(b.lines) for b in api.batches.values()]
@@ -139,24 +140,3 @@ def batch_rounds_demo(items: int = 24) -> None:
         "either way, so this checks that batch mode pays batch prices on every billed token, "
         "not a provider's bill)"
     )
-
-
-async def _direct(agent: GiantAgent, work: list[AgentItem]) -> list:
-    try:
-        return await asyncio.gather(*(agent.answer(i, 0) for i in work))
-    finally:
-        await agent.aclose()
-
-
-async def _pass(agent: GiantAgent, batch: BatchRound, work: list[AgentItem]) -> list:
-    async def one(item: AgentItem):
-        async with batch.run():
-            try:
-                return await agent.answer(item, 0)
-            except BatchPending as pending:
-                return pending
-
-    try:
-        return await asyncio.gather(*(one(i) for i in work))
-    finally:
-        await agent.aclose()

@@ -5,7 +5,6 @@ a tile outside the pyramid and a hostile path are 404; OpenSeadragon's files are
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
 
 import pytest
@@ -19,15 +18,6 @@ def review(tmp_path, sample_wsi_root):
     yield from served_review(tmp_path, sample_wsi_root)
 
 
-def _get(port: int, path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request("GET", path, headers=headers)
-    response = conn.getresponse()
-    body = response.read()
-    conn.close()
-    return response.status, dict(response.getheaders()), body
-
-
 def test_tiles_need_a_reviewer_and_this_servers_host(review, sample_wsi_root) -> None:
     files, port, tokens = review
     path = str(sample_wsi_root / SLIDE)
@@ -37,16 +27,16 @@ def test_tiles_need_a_reviewer_and_this_servers_host(review, sample_wsi_root) ->
     status, _, body = request(port, "GET", f"/api/unit/{unit}", token=tokens["ana"])
     assert status == 200 and json.loads(body)["dzi"] == dzi and path not in body.decode()
     bearer = {"Authorization": f"Bearer {tokens['ana']}"}
-    status, headers, body = _get(port, dzi, bearer)
+    status, headers, body = request(port, "GET", dzi, headers=bearer)
     assert status == 200 and b'Width="4096" Height="3072"' in body
     assert headers["Cache-Control"] == "private, max-age=3600"
     assert headers["Content-Security-Policy"].startswith("default-src 'self'")
     tile = dzi.replace(".dzi", "_files/12/0_0.jpeg")
-    status, headers, body = _get(port, tile, bearer)
+    status, headers, body = request(port, "GET", tile, headers=bearer)
     assert status == 200 and headers["Content-Type"] == "image/jpeg" and body[:2] == b"\xff\xd8"
-    assert _get(port, tile, {})[0] == 401
-    assert _get(port, tile, {"Authorization": "Bearer forged"})[0] == 403
-    status, _, body = _get(port, tile, bearer | {"Host": "evil.example:80"})
+    assert request(port, "GET", tile, headers={})[0] == 401
+    assert request(port, "GET", tile, headers={"Authorization": "Bearer forged"})[0] == 403
+    status, _, body = request(port, "GET", tile, headers=bearer | {"Host": "evil.example:80"})
     assert status == 403 and b"not this server" in body  # DNS rebinding: the same Host check as the API
     for hostile in (
         f"/slides/{slide_key(path + 'x')}.dzi",  # a slide the queue does not hold
@@ -54,12 +44,12 @@ def test_tiles_need_a_reviewer_and_this_servers_host(review, sample_wsi_root) ->
         dzi.replace(".dzi", "_files/1e308/0_0.jpeg"),
         "/slides/..%2f..%2fetc%2fpasswd",
     ):
-        assert _get(port, hostile, bearer)[0] == 404, hostile
+        assert request(port, "GET", hostile, headers=bearer)[0] == 404, hostile
 
 
 def test_the_pages_scripts_are_served_and_nothing_else_under_static(review) -> None:
     _, port, _ = review
-    status, headers, body = _get(port, "/static/deepzoom.js", {})
+    status, headers, body = request(port, "GET", "/static/deepzoom.js", headers={})
     assert status == 200 and headers["Content-Type"].startswith("text/javascript")
     assert b"GiantDeepZoom" in body
     for path in (
@@ -67,7 +57,7 @@ def test_the_pages_scripts_are_served_and_nothing_else_under_static(review) -> N
         "/static/vendor/openseadragon/openseadragon.js",
         "/static/x.js",
     ):
-        assert _get(port, path, {})[0] == 404, path
+        assert request(port, "GET", path, headers={})[0] == 404, path
 
 
 def test_a_drawn_region_is_checked_against_the_slide_even_when_the_items_lack_its_size(review) -> None:

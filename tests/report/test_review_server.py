@@ -84,9 +84,11 @@ def served_review(tmp_path: Path, sample_wsi_root: Path):
         server.server_close()
 
 
-def request(port: int, method: str, path: str, token: str | None = None, body=None, cookie=None):
+def request(
+    port: int, method: str, path: str, token: str | None = None, body=None, cookie=None, headers=None
+):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    headers = ({"Authorization": f"Bearer {token}"} if token else {}) | (headers or {})
     if cookie:
         headers["Cookie"] = cookie
     data = None if body is None else json.dumps(body).encode()
