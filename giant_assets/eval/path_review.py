@@ -28,6 +28,7 @@ from giant_assets.core.jsonscan import MAX_PARSED_CHARS, json_objects
 from giant_assets.geometry.boxes import box_iou, xywh_to_xyxy
 from giant_assets.geometry.numbers import MAX_COORDINATE
 from giant_assets.runs.records import RUN_KEY
+from giant_assets.runs.viewed import viewed_rows
 
 EXPECTED_REGIONS = 5
 MIN_IOU = 0.5  # a reported region is one the agent viewed when a crop overlaps it this much
@@ -214,7 +215,7 @@ def review_frames(steps: pd.DataFrame, runs: pd.DataFrame) -> tuple[pd.DataFrame
     trajectory_steps table): the answering step's text parsed, its regions set against the crops of the
     same attempt. A run without a final reply (it failed) gets an answer row naming its error."""
     answer_steps = steps[steps["action"].eq("answer")] if len(steps) else steps
-    crops = steps[steps["action"].eq("crop") & steps["box_w"].notna()] if len(steps) else steps
+    crops = viewed_rows(steps)  # the regions viewed (runs.viewed), as the viewer and the review count them
     overviews = steps[steps["action"].eq("thumbnail") & steps["box_w"].notna()] if len(steps) else steps
     sizes = {
         (*key, row.attempt): (float(row.box_x + row.box_w), float(row.box_y + row.box_h))

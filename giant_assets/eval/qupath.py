@@ -2,7 +2,8 @@
 pathologist's own annotations back as reference regions (``roi_evaluation``, the geometry evaluators).
 
 Export: one FeatureCollection per slide, ``<out>/<slide file name>.geojson`` (the name QuPath gives its
-own exports), holding every crop of every run of the slide's items (class ``GIANT crop``) and, for a
+own exports), holding every region viewed by every run of the slide's items (``runs.viewed``: crops, a
+patch baseline's patches; class ``GIANT crop``) and, for a
 path-review experiment, the regions its runs reported (class ``GIANT reported region``), read from the
 stored ``path_review_regions`` table (:func:`stored_reported_regions`) or given as plain level-0 boxes
 with properties (:func:`reported_features`).
@@ -43,6 +44,7 @@ from giant_assets.geometry.qupath import (
 )
 from giant_assets.geometry.roi import REFERENCE_COLUMNS
 from giant_assets.runs.records import parse_trajectory
+from giant_assets.runs.viewed import viewed_steps
 
 CROP_CLASS, CROP_COLOR = "GIANT crop", (255, 140, 0)
 REPORTED_CLASS, REPORTED_COLOR = "GIANT reported region", (0, 160, 255)
@@ -79,14 +81,13 @@ def _metadata(props: Mapping[str, Any]) -> dict[str, str]:
 
 
 def crop_features(predictions: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:
-    """Per benchmark_id, one annotation per crop the agent viewed, in run and step order."""
+    """Per benchmark_id, one annotation per region the agent viewed (``runs.viewed``: a crop, a patch
+    baseline's patch), in run and step order."""
     out: dict[str, list[dict[str, Any]]] = {}
     rows = predictions.sort_values(["benchmark_id", "run_index"])
     for run in rows.itertuples(index=False):
-        for step in parse_trajectory(run.trajectory_json):
-            box = step.get("box")
-            if step.get("action") != "crop" or not box:
-                continue
+        for step in viewed_steps(parse_trajectory(run.trajectory_json)):
+            box = step["box"]
             reason = str(step.get("text") or step.get("reasoning") or "")
             props = {
                 "benchmark_id": str(run.benchmark_id),

@@ -39,6 +39,7 @@ from giant_assets.geometry.boxes import level0_box_problem
 from giant_assets.multipathqa.prompts import asked_question
 from giant_assets.runs.extraction import PANDA
 from giant_assets.runs.records import parse_trajectory
+from giant_assets.runs.viewed import viewed_steps
 
 REGION_RATINGS = ("relevant", "partly", "not relevant")
 ANSWER_RATINGS = ("correct", "partly", "wrong")
@@ -47,9 +48,6 @@ MAX_COMMENT = 4000
 MAX_DRAWN = 20
 REVIEW_FOLDER = "reviews"  # <data>/reviews: the real review
 DEMO_REVIEW_FOLDER = "reviews-demo"  # the demo's scripted reviewers, apart from any real reviewer's
-# the steps whose boxes a reviewer rates: crops (GIANT, the random-region ablation, a plug-in's) and the
-# patch baseline's patches; a thumbnail (the whole slide) is no region to rate
-REGION_ACTIONS = ("crop", "patch")
 
 
 class ReviewError(ValueError):
@@ -176,10 +174,9 @@ def build_units(
         if item is None:
             raise ReviewError(f"{experiment}: item {run.benchmark_name}/{run.benchmark_id} not in the items")
         steps = parse_trajectory(run.trajectory_json)
-        regions = [
+        regions = [  # the regions a reviewer rates (runs.viewed); a thumbnail (the whole slide) is none
             {"box": [int(v) for v in s["box"]], "step": int(s["index"]), "reason": str(s.get("text") or "")}
-            for s in steps
-            if s.get("action") in REGION_ACTIONS and s.get("box")
+            for s in viewed_steps(steps)
         ]
         regions = reported_by_run.get((str(run.benchmark_id), int(run.run_index)), regions)
         units.append(

@@ -1,4 +1,4 @@
-"""Score each trajectory's viewed crops against reference regions (plain pandas over geometry.roi)."""
+"""Score each trajectory's viewed regions against reference regions (plain pandas over geometry.roi)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from giant_assets.core.settings import REGIONS_ENV, env
 from giant_assets.geometry.roi import evaluate_viewed_regions, regions_from_frame
 from giant_assets.multipathqa.sample import sample_regions_path
 from giant_assets.runs.records import RUN_KEY
+from giant_assets.runs.viewed import viewed_rows
 
 ROI_COLUMNS = [
     *RUN_KEY,
@@ -32,11 +33,12 @@ def reference_regions_path(configured: str, dataset_source: str) -> str:
 def score_trajectories(steps: pd.DataFrame, runs: pd.DataFrame, regions: pd.DataFrame) -> pd.DataFrame:
     """One row per run of an item that has reference regions: best IoU, hit, steps until first hit.
 
-    ``steps`` is the ``trajectory_steps`` table (crop rows carry box_x/y/w/h); ``runs`` lists every run
-    (so a run that viewed nothing still gets a row, scored as a miss).
+    ``steps`` is the ``trajectory_steps`` table; its viewed regions (``runs.viewed``: crops, a patch
+    baseline's patches) are scored; ``runs`` lists every run (so a run that viewed nothing still gets a
+    row, scored as a miss).
     """
     by_item = {key: frame for key, frame in regions.groupby(["benchmark_name", "benchmark_id"])}
-    crops = steps[steps["action"].eq("crop") & steps["box_w"].notna()] if len(steps) else steps
+    crops = viewed_rows(steps)
     viewed_by_run = (
         {key: frame.sort_values("step") for key, frame in crops.groupby(RUN_KEY)} if len(crops) else {}
     )

@@ -21,11 +21,11 @@ import pandas as pd
 from PIL import Image, ImageDraw, ImageFont
 
 from giant_assets.core.paths import confined_path
-from giant_assets.eval.reviews import REGION_ACTIONS
 from giant_assets.experiments.spec import Experiment
 from giant_assets.geometry.roi import Region, regions_from_frame
 from giant_assets.report.sent_images import SentImage, render_sent_images, renders_sent_images
 from giant_assets.runs.records import RUN_KEY, parse_trajectory
+from giant_assets.runs.viewed import viewed_steps
 from giant_assets.slides.access import InvalidRegion, SlideError, Thumbnail, crop, open_slide, thumbnail
 
 VIEWED = (0, 160, 255)
@@ -47,11 +47,6 @@ PICTURE_COLUMNS = {
     "sha256": "object",  # a sent image's SHA-256; null for the map and for re-read crops
     "verified": "boolean",  # equal to the digest the trajectory recorded; null: nothing recorded
 }
-
-
-def viewed_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The steps that viewed a box (a crop, a patch baseline's patch), in trajectory order."""
-    return [s for s in steps if s.get("action") in REGION_ACTIONS and s.get("box")]
 
 
 def extent_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -78,7 +73,8 @@ def _draw_region(draw: ImageDraw.ImageDraw, region: Region, to_px) -> None:
         draw.line(ring, fill=REFERENCE, width=3)
 
 
-def _saw_something(steps: list[dict[str, Any]]) -> bool:
+def saw_something(steps: list[dict[str, Any]]) -> bool:
+    """The run has a picture to draw: it saw the slide (a thumbnail, a viewed region, a baseline's view)."""
     return any(s.get("action") == "thumbnail" for s in steps) or bool(
         viewed_steps(steps) or extent_steps(steps)
     )
@@ -152,7 +148,7 @@ def draw_runs(
     checked against the recorded digests); other runs get each viewed box re-read without guides. A
     box the slide refused (the model was told so) gets a numbered outline but no picture.
     """
-    if not any(_saw_something(steps) for steps, _, _ in runs):
+    if not any(saw_something(steps) for steps, _, _ in runs):
         return [[] for _ in runs]
     sent: list[list[SentImage] | None] = [None] * len(runs)
     if renders_sent_images(experiment):
@@ -162,7 +158,7 @@ def draw_runs(
     try:
         base = thumbnail(slide, OVERVIEW_SIZE, guides=False)
         return [
-            _draw_on_slide(slide, base, steps, out_dir, refs, images) if _saw_something(steps) else []
+            _draw_on_slide(slide, base, steps, out_dir, refs, images) if saw_something(steps) else []
             for (steps, out_dir, refs), images in zip(runs, sent, strict=True)
         ]
     finally:

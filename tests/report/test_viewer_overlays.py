@@ -45,7 +45,7 @@ def test_viewed_boxes_are_numbered_in_step_order_and_baselines_and_references_ar
 )  # fmt: skip
 def test_a_step_box_that_is_no_box_is_not_drawn_and_does_not_take_a_number(box) -> None:
     steps = [{"index": 0, "action": "crop", "box": box}, {"index": 1, "action": "crop", "box": [0, 0, 9, 9]}]
-    assert run_overlays(steps, []) == [{"kind": "crop", "n": 2, "step": 1, "box": [0.0, 0.0, 9.0, 9.0]}]
+    assert run_overlays(steps, []) == [{"kind": "crop", "n": 1, "step": 1, "box": [0.0, 0.0, 9.0, 9.0]}]
 
 
 def test_the_item_page_names_its_dzi_and_carries_each_runs_overlays(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from giant_assets.report.trajectory_images import saw_something
 from giant_assets.runs.records import parse_trajectory
 
 # step fields shown in their own place on the page; any other field with a value is listed generically
@@ -101,7 +102,7 @@ def attach_pictures(run: dict[str, Any], pictures: dict[Any, dict[str, Any]]) ->
         picture = pictures.get(step["index"])
         step["picture"] = (picture or {}).get("path")
         step["picture_check"] = _check(picture, step["image_sha256"])
-    run["pictures_pending"] = not pictures and any(s["action"] in ("thumbnail", "crop") for s in run["steps"])
+    run["pictures_pending"] = not pictures and saw_something(run["steps"])
 
 
 def _check(picture: dict[str, Any] | None, recorded: list[str]) -> dict[str, Any] | None:
