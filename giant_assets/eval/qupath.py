@@ -29,6 +29,7 @@ import shapely
 from giant_assets.core.files import atomic_write_bytes
 from giant_assets.core.paths import confined_path
 from giant_assets.core.storage import ParquetStore
+from giant_assets.eval.path_review import review_frames
 from giant_assets.geometry.numbers import MAX_COORDINATE
 from giant_assets.geometry.qupath import (
     GEOJSON_SUFFIXES,
@@ -43,7 +44,7 @@ from giant_assets.geometry.qupath import (
     strip_extension,
 )
 from giant_assets.geometry.roi import REFERENCE_COLUMNS
-from giant_assets.runs.records import parse_trajectory
+from giant_assets.runs.records import parse_trajectory, steps_frame
 from giant_assets.runs.viewed import viewed_steps
 
 CROP_CLASS, CROP_COLOR = "GIANT crop", (255, 140, 0)
@@ -261,6 +262,16 @@ def regions_from_table(table: pd.DataFrame) -> list[dict[str, Any]]:
             region["experiment"] = str(row.experiment)
         out.append(region)
     return out
+
+
+def reported_regions_of(predictions: pd.DataFrame) -> list[dict[str, Any]]:
+    """The valid regions a path-review experiment's runs (``predictions`` rows) reported, computed from
+    their trajectories exactly as ``path_review_regions`` stores them (``eval.path_review.review_frames``):
+    for a reader holding the runs but not that table (the trajectory viewer)."""
+    if not len(predictions):
+        return []
+    regions, _ = review_frames(steps_frame(predictions), predictions)
+    return regions_from_table(regions)
 
 
 def stored_reported_regions(store: ParquetStore, experiment: str, benchmark: str) -> list[dict[str, Any]]:

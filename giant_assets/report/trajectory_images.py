@@ -1,7 +1,7 @@
 """Pictures of where an agent looked: per run a map (thumbnail, numbered viewed boxes in blue, reference
-regions in green), then each image as the model received it (GIANT: re-rendered by the agent's own
-code, guides included, checked against the recorded digest) or, for other agents, each viewed box
-re-read from the slide.
+regions in green, a path review's reported regions R1, R2... in orange), then each image as the model
+received it (GIANT: re-rendered by the agent's own code, guides included, checked against the recorded
+digest) or, for other agents, each viewed box re-read from the slide.
 
 Layout: ``<root>/<benchmark>/<benchmark_id>/run<k>/overview.png`` and ``step<i>.jpg`` (the bytes sent;
 ``.png`` for a re-read crop or a PNG-sending experiment; ``i`` the step's index, unique across a run's
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 from PIL import Image, ImageDraw, ImageFont
@@ -25,11 +25,12 @@ from giant_assets.experiments.spec import Experiment
 from giant_assets.geometry.roi import Region, regions_from_frame
 from giant_assets.report.sent_images import SentImage, render_sent_images, renders_sent_images
 from giant_assets.runs.records import RUN_KEY, parse_trajectory
-from giant_assets.runs.viewed import viewed_steps
+from giant_assets.runs.viewed import finite_box, viewed_steps
 from giant_assets.slides.access import InvalidRegion, SlideError, Thumbnail, crop, open_slide, thumbnail
 
 VIEWED = (0, 160, 255)
 REFERENCE = (40, 200, 40)
+REPORTED = (255, 140, 0)  # a path review's reported regions, orange as on the review page
 OVERVIEW_SIZE = 768
 CROP_SIZE = 384
 PREVIEW_SIZE = 320  # long side of the pictures embedded in asset metadata (a few kB each)
@@ -80,22 +81,46 @@ def saw_something(steps: list[dict[str, Any]]) -> bool:
     )
 
 
+class RunWork(NamedTuple):
+    """One run to draw: its steps, the folder of its pictures, the item's reference regions and the
+    level-0 boxes [x, y, w, h] a path review reported (drawn R1, R2... in orange)."""
+
+    steps: list[dict[str, Any]]
+    out_dir: Path
+    references: Iterable[Region] = ()
+    reported: Sequence[Sequence[float]] = ()
+
+
+def _outline(
+    draw: ImageDraw.ImageDraw, corners: list[float], colour, label: str, font, limit: int, below: bool = False
+) -> None:
+    """A box's outline and its label on white, inside its top-left corner (``below``: under its
+    bottom-left one, clear of a crop's number on the same box); corners clamped to +-``limit`` pixels (a
+    reply's box far outside the slide must not overflow the drawing)."""
+    x0, y0, x1, y1 = (min(max(v, -limit), limit) for v in corners)
+    draw.rectangle([x0, y0, x1, y1], outline=colour, width=2)
+    if label:
+        at = (x0 + 3, y1 + 2) if below else (x0 + 3, y0 + 2)
+        draw.rectangle(draw.textbbox(at, label, font=font), fill=(255, 255, 255))
+        draw.text(at, label, fill=colour, font=font)
+
+
 def _draw_on_slide(
     slide,
     base: Thumbnail,
-    steps: list[dict[str, Any]],
-    out_dir: Path,
-    references: Iterable[Region],
+    work: RunWork,
     sent: list[SentImage] | None = None,
 ) -> list[dict[str, Any]]:
     """One run's pictures on an open slide whose overview thumbnail ``base`` is already read: the map,
     then the images ``sent`` to the model when given, else each viewed box re-read without guides."""
+    steps, out_dir, references = work.steps, work.out_dir, work.references
     out_dir.mkdir(parents=True, exist_ok=True)
     records: list[dict[str, Any]] = []
     image = base.image.convert("RGB")  # a fresh copy to draw on
     draw = ImageDraw.Draw(image)
     font = _font(16)
     (ox, oy), (sx, sy) = base.offset, base.scale
+    limit = 4 * max(image.size)
 
     def to_px(x: float, y: float) -> tuple[float, float]:
         return ox + x * sx, oy + y * sy
@@ -105,12 +130,14 @@ def _draw_on_slide(
     for step in extent_steps(steps):  # what a thumbnail baseline saw: its outline, unnumbered
         x, y, w, h = step["box"]
         draw.rectangle([*to_px(x, y), *to_px(x + w, y + h)], outline=VIEWED, width=2)
+    for number, box in enumerate(work.reported, start=1):
+        if (shown := finite_box(box)) is not None:
+            x, y, w, h = shown
+            corners = [*to_px(x, y), *to_px(x + w, y + h)]
+            _outline(draw, corners, REPORTED, f"R{number}", font, limit, below=True)
     for number, step in enumerate(viewed_steps(steps), start=1):
         x, y, w, h = step["box"]
-        draw.rectangle([*to_px(x, y), *to_px(x + w, y + h)], outline=VIEWED, width=2)
-        label = (to_px(x, y)[0] + 3, to_px(x, y)[1] + 2)
-        draw.rectangle(draw.textbbox(label, str(number), font=font), fill=(255, 255, 255))
-        draw.text(label, str(number), fill=VIEWED, font=font)
+        _outline(draw, [*to_px(x, y), *to_px(x + w, y + h)], VIEWED, str(number), font, limit)
         if sent is not None:
             continue
         try:
@@ -137,29 +164,30 @@ def _draw_on_slide(
 
 def draw_runs(
     wsi_path: str,
-    runs: list[tuple[list[dict[str, Any]], Path, Iterable[Region]]],
+    runs: Sequence[RunWork | tuple[Any, ...]],
     experiment: Experiment | None = None,
 ) -> list[list[dict[str, Any]]]:
-    """Pictures of several runs on one slide (``(steps, out_dir, references)`` each), opening it and
-    reading its overview once; per run, one record per file written (none for a run that saw nothing).
+    """Pictures of several runs on one slide (a ``RunWork`` each, or its fields as a tuple), opening it
+    and reading its overview once; per run, one record per file written (none for a run that saw nothing).
 
     Each run gets ``overview.png`` (the map). A GIANT ``experiment``'s runs then get every image their
     model was sent, re-rendered by the agent's own code (``sent_images``: guides and encoding included,
     checked against the recorded digests); other runs get each viewed box re-read without guides. A
     box the slide refused (the model was told so) gets a numbered outline but no picture.
     """
-    if not any(saw_something(steps) for steps, _, _ in runs):
-        return [[] for _ in runs]
-    sent: list[list[SentImage] | None] = [None] * len(runs)
+    jobs = [RunWork(*run) for run in runs]
+    if not any(saw_something(job.steps) for job in jobs):
+        return [[] for _ in jobs]
+    sent: list[list[SentImage] | None] = [None] * len(jobs)
     if renders_sent_images(experiment):
         assert experiment is not None
-        sent = list(render_sent_images(experiment, wsi_path, [steps for steps, _, _ in runs]))
+        sent = list(render_sent_images(experiment, wsi_path, [job.steps for job in jobs]))
     slide = open_slide(wsi_path)
     try:
         base = thumbnail(slide, OVERVIEW_SIZE, guides=False)
         return [
-            _draw_on_slide(slide, base, steps, out_dir, refs, images) if saw_something(steps) else []
-            for (steps, out_dir, refs), images in zip(runs, sent, strict=True)
+            _draw_on_slide(slide, base, job, images) if saw_something(job.steps) else []
+            for job, images in zip(jobs, sent, strict=True)
         ]
     finally:
         slide.close()
@@ -171,9 +199,10 @@ def draw_run(
     out_dir: Path,
     references: Iterable[Region] = (),
     experiment: Experiment | None = None,
+    reported: Sequence[Sequence[float]] = (),
 ) -> list[dict[str, Any]]:
     """One run's pictures into ``out_dir`` (see ``draw_runs``)."""
-    return draw_runs(wsi_path, [(steps, out_dir, references)], experiment)[0]
+    return draw_runs(wsi_path, [RunWork(steps, out_dir, references, reported)], experiment)[0]
 
 
 def _regions_by_item(regions: pd.DataFrame | None) -> dict[tuple[str, str], list[Region]]:
@@ -193,6 +222,7 @@ def write_pictures(
     workers: int = 1,
     on_error=None,
     experiment: Experiment | None = None,
+    reported: Iterable[Mapping[str, Any]] = (),
 ) -> pd.DataFrame:
     """Pictures of every run in ``runs`` (prediction rows) under ``root``; one row per file written.
 
@@ -201,10 +231,15 @@ def write_pictures(
     drawn in ``workers`` threads (1 by default: on a busy 2-core machine threads measured slower, 66 ms
     per run serial vs 94-100 ms with 2-4 threads). A slide that cannot be read skips its runs
     (``on_error(message)`` is told): pictures never fail an evaluation. ``experiment`` (the runs'
-    experiment) decides whether the images sent are re-rendered (see ``draw_runs``).
+    experiment) decides whether the images sent are re-rendered (see ``draw_runs``); ``reported`` a path
+    review's reported regions (``eval.qupath.reported_regions_of``), drawn on their run's map.
     """
     paths = {(str(r.benchmark_name), str(r.benchmark_id)): r.wsi_path for r in items.itertuples(index=False)}
     refs = _regions_by_item(regions)
+    reported_of: dict[tuple[str, str, int], list[Any]] = {}
+    for region in reported:
+        key = (str(region["benchmark_name"]), str(region["benchmark_id"]), int(region["run_index"]))
+        reported_of.setdefault(key, []).append(region["box"])
     by_slide: dict[str, list[Any]] = {}
     for run in runs.itertuples(index=False):
         key = (str(run.benchmark_name), str(run.benchmark_id))
@@ -215,10 +250,11 @@ def write_pictures(
     def draw_slide(job: tuple[str, list[Any]]) -> list[dict[str, Any]]:
         wsi, slide_runs = job
         work = [
-            (
+            RunWork(
                 parse_trajectory(run.trajectory_json),
                 run_dir(root, run.benchmark_name, run.benchmark_id, run.run_index),
                 refs.get((str(run.benchmark_name), str(run.benchmark_id)), ()),
+                reported_of.get((str(run.benchmark_name), str(run.benchmark_id), int(run.run_index)), ()),
             )
             for run in slide_runs
         ]

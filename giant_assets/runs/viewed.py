@@ -44,8 +44,7 @@ def viewed_rows(steps: pd.DataFrame) -> pd.DataFrame:
         return steps
     boxes = steps[BOX_COLUMNS].astype(object).where(steps[BOX_COLUMNS].notna(), None).to_numpy()
     keep = [
-        viewed_box(action, None if any(v is None for v in box) else box)
-        is not None
+        viewed_box(action, None if any(v is None for v in box) else box) is not None
         for action, box in zip(steps["action"], boxes, strict=True)
     ]
     return steps[keep]

@@ -13,7 +13,9 @@ from pydantic import Field
 from giant_assets.core.money import usd_text
 from giant_assets.core.paths import confined_path
 from giant_assets.core.settings import DEFAULT_VIEWER_URL, VIEWER_URL_ENV, env
+from giant_assets.eval.qupath import reported_regions_of
 from giant_assets.eval.scoring import rescore
+from giant_assets.experiments.spec import Experiment
 from giant_assets.platform.assets.scores import refuse_foreign_runs
 from giant_assets.platform.automation import FOLLOWS_CELL
 from giant_assets.platform.partitions import cell, results_partitions
@@ -30,6 +32,11 @@ def _regions(
     """The reference regions of ``benchmark``, from the very source ``roi_evaluation`` scores against."""
     _, regions = dataset.reference_regions(experiments.benchmark_names())
     return None if regions is None else regions[regions["benchmark_name"] == benchmark]
+
+
+def _reported(spec: Experiment, predictions: pd.DataFrame) -> list[dict]:
+    """A path review's reported regions, as ``path_review_regions`` holds them; none for other agents."""
+    return reported_regions_of(predictions) if spec.agent == "path_review" else []
 
 
 class PicturesConfig(Config):
@@ -84,6 +91,7 @@ def trajectory_pictures(
         workers=config.workers,
         on_error=context.log.warning,
         experiment=spec,
+        reported=_reported(spec, runs),
     )
     seconds = time.perf_counter() - started
     pictures.insert(0, "experiment", experiment)
@@ -160,9 +168,10 @@ def trajectory_viewer(
     experiments: ExperimentsResource,
 ) -> None:
     """A static site per experiment, ``<data_dir>/viewer/<experiment>/index.html``: every item with its
-    runs as timelines of what the agent saw and said. The ``index`` link in the metadata is the page
-    on the viewer's server (``make view``; another address: ``GIANT_VIEWER_URL``); the site also opens
-    from disk (``index_path``).
+    runs as timelines of what the agent saw and said (a path review's reported regions drawn over the
+    slide, computed from its runs as ``path_review_regions`` stores them). The ``index`` link in the
+    metadata is the page on the viewer's server (``make view``; another address: ``GIANT_VIEWER_URL``);
+    the site also opens from disk (``index_path``).
 
     Run labels are re-extracted from the stored answers as ``item_predictions`` does, so each run's
     label agrees with the vote shown beside it; stored runs that answer other items than today's fail it
@@ -174,9 +183,9 @@ def trajectory_viewer(
     spec = experiments.get(experiment)
     refuse_foreign_runs(experiment, benchmark, predictions, items)  # never old answers under new questions
     runs = rescore(predictions, items, spec.panda_null_grade)
-    pages = item_pages(
-        runs, item_predictions, items, trajectory_pictures, _regions(dataset, experiments, benchmark)
-    )
+    regions = _regions(dataset, experiments, benchmark)
+    reported = _reported(spec, predictions)
+    pages = item_pages(runs, item_predictions, items, trajectory_pictures, regions, reported)
     viewer_root = confined_path(storage.root, "viewer")
     site = write_benchmark(
         confined_path(viewer_root, experiment), benchmark, pages, spec.model_dump(mode="json")

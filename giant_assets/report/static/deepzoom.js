@@ -54,8 +54,9 @@
       const span = document.createElement("span");
       span.className = "dz-label";
       span.textContent = label;
-      Object.assign(span.style, { position: "absolute", left: "0", top: "0", background: "#fff",
-        color, font: "bold 13px/1.1 system-ui, sans-serif", padding: "1px 4px", whiteSpace: "nowrap" });
+      // a reported region's label sits under its box: a crop on the same box keeps its number readable
+      Object.assign(span.style, { position: "absolute", left: "0", top: kind === "reported" ? "100%" : "0",
+        background: "#fff", color, font: "bold 13px/1.1 system-ui, sans-serif", padding: "1px 4px", whiteSpace: "nowrap" });
       div.appendChild(span);
     }
     viewer.addOverlay({ element: div, location: rect(viewer, b) });

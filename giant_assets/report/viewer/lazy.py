@@ -18,7 +18,7 @@ from pathlib import Path
 
 from giant_assets.experiments.spec import Experiment
 from giant_assets.geometry.roi import Region
-from giant_assets.report.trajectory_images import draw_runs
+from giant_assets.report.trajectory_images import RunWork, draw_runs
 from giant_assets.report.viewer.pages import attach_pictures
 from giant_assets.report.viewer.site import RECIPE, _environment, _href, render_item
 
@@ -55,7 +55,11 @@ def render_pending(page_dir: Path) -> Rendered | None:
         experiment = Experiment.model_validate(recipe["experiment"]) if recipe.get("experiment") else None
         pending = [run for run in page["runs"] if run.get("pictures_pending")]
         refs = _references(page)
-        work = [(run["steps"], page_dir / f"run{run['run_index']}", refs) for run in pending]
+        work = [  # a recipe written before reported regions were drawn has none
+            RunWork(run["steps"], page_dir / f"run{run['run_index']}", refs, [r["box"] for r in reported])
+            for run in pending
+            for reported in [run.get("reported", [])]
+        ]
         drawn = draw_runs(page["wsi_path"], work, experiment)
         for run, records in zip(pending, drawn, strict=True):
             by_step = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -146,18 +146,44 @@ def _run_view(
     return view
 
 
+def reported_by_run(
+    reported: Iterable[Mapping[str, Any]],
+) -> dict[tuple[str, str, int], list[dict[str, Any]]]:
+    """The regions a path review reported (``eval.qupath.reported_regions_of``), per (benchmark, item,
+    run) in the reply's order, numbered from 1 per run as the review and the QuPath export number them:
+    ``n``, level-0 ``box`` [x, y, w, h] and the model's texts."""
+    out: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for region in reported:
+        key = (str(region["benchmark_name"]), str(region["benchmark_id"]), int(region["run_index"]))
+        shown = out.setdefault(key, [])
+        shown.append(
+            {
+                "n": len(shown) + 1,
+                "box": [float(v) for v in region["box"]],
+                "finding": str(region.get("finding") or ""),
+                "why_zoomed": str(region.get("why_zoomed") or ""),
+                "relevance": str(region.get("diagnostic_relevance") or ""),
+                "best_iou": region.get("best_iou"),
+            }
+        )
+    return out
+
+
 def item_pages(
     runs: pd.DataFrame,
     voted: pd.DataFrame,
     items: pd.DataFrame,
     pictures: pd.DataFrame,
     regions: pd.DataFrame | None = None,
+    reported: Iterable[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """One page dict per item of ``items`` (in their order), each with its runs and their steps.
 
     ``pictures`` map to the PNG paths of ``trajectory_pictures`` (the ``path`` column); the site writer
-    replaces them by links to copies beside the page.
+    replaces them by links to copies beside the page. ``reported``: a path review's reported regions
+    (each run's ``reported``, see ``reported_by_run``).
     """
+    reported_of = reported_by_run(reported)
     vote_of = {(str(v["benchmark_name"]), str(v["benchmark_id"])): v for v in voted.to_dict("records")}
     runs_of: dict[tuple[str, str], list[Any]] = {}
     for run in runs.sort_values("run_index").itertuples(index=False):
@@ -185,7 +211,9 @@ def item_pages(
         truth = int(item.truth_label)
         vote = vote_of.get(key)
         run_views = [
-            _run_view(r, options, truth, pics.get((*key, int(r.run_index)), {})) for r in runs_of.get(key, [])
+            _run_view(r, options, truth, pics.get((*key, int(r.run_index)), {}))
+            | {"reported": reported_of.get((*key, int(r.run_index)), [])}
+            for r in runs_of.get(key, [])
         ]
         voted_label = vote.get("predicted_label") if vote else None
         voted_label = int(voted_label) if _present(voted_label) else None

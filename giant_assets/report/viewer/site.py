@@ -119,7 +119,10 @@ def render_item(env: Environment, page: dict[str, Any], page_dir: Path) -> Path:
     """Write one item page (its pictures already beside it)."""
     path = page_dir / "index.html"
     cross = cross_href(page["benchmark"], page["benchmark_id"])
-    overlays = {run["run_index"]: run_overlays(run["steps"], page["references"]) for run in page["runs"]}
+    overlays = {
+        run["run_index"]: run_overlays(run["steps"], page["references"], run.get("reported", []))
+        for run in page["runs"]
+    }
     html = env.get_template("item.html").render(
         page=page, root="../../", cross_href=cross, overlays=overlays, deep_zoom_hint=HINT
     )

@@ -48,7 +48,7 @@
 })();
 
 // Item page, served by giant-view: the slide in deep zoom (OpenSeadragon over the slide's own tiles),
-// each run's viewed regions numbered over it. Opened from a file there is no tile server: the static
+// each run's viewed regions numbered over it (a path review's reported regions R1, R2... in orange). Opened from a file there is no tile server: the static
 // overview alone, as before.
 (function () {
   "use strict";
@@ -56,8 +56,9 @@
   if (!zooms.length || !/^https?:$/.test(location.protocol)) return;
   const hint = () => document.querySelectorAll(".deepzoom-hint").forEach((p) => { p.hidden = false; });
 
-  function showStep(panel, run, step) {
-    const entry = document.getElementById(`run-${run}-step-${step}`);
+  // a step (the image as sent, its digest check, the model's text) or a reported region's texts
+  function showEntry(panel, id) {
+    const entry = document.getElementById(id);
     if (!entry) return;
     const close = document.createElement("button");
     close.type = "button";
@@ -79,10 +80,13 @@
       zoom.giantViewer = viewer;
       viewer.addHandler("open", () => {
         const size = viewer.world.getItemAt(0).getContentSize();
-        dz.path(viewer, overlays.filter((o) => o.n !== null).map((o) => o.box), [size.x, size.y]);
+        // the path joins the viewed regions (numbered steps), not the regions a path review reported
+        const viewed = overlays.filter((o) => o.n !== null && o.step !== null);
+        dz.path(viewer, viewed.map((o) => o.box), [size.x, size.y]);
         for (const o of overlays) {
-          const label = o.n !== null ? String(o.n) : (o.kind === "reference" ? o.label : null);
-          const click = o.step !== null ? () => showStep(panel, run, o.step) : null;
+          const label = o.label || (o.n !== null ? String(o.n) : null);
+          const entry = o.kind === "reported" ? `run-${run}-reported-${o.n}` : `run-${run}-step-${o.step}`;
+          const click = o.step !== null || o.kind === "reported" ? () => showEntry(panel, entry) : null;
           const div = dz.box(viewer, o.box, o.kind, label, click);
           if (o.step !== null) div.dataset.step = String(o.step);
         }
