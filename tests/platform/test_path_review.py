@@ -5,7 +5,9 @@ boxes the server sent and plain shapely, and a malformed reply reported field by
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
+from html import unescape
 from pathlib import Path
 
 import numpy as np
@@ -311,3 +313,27 @@ def test_an_item_sample_runs_only_the_sampled_items(reviewed) -> None:
     runs = tables[SAMPLED, "predictions"]
     assert set(runs.benchmark_id.astype(str)) == expected and len(runs) == 2
     assert set(tables[GOOD, "predictions"].benchmark_id.astype(str)) == set(tcga.benchmark_id.astype(str))
+
+
+def test_the_viewer_of_a_path_review_cell_draws_its_stored_regions(reviewed) -> None:
+    """The cell's trajectory_viewer (a real materialization) shows each run's valid
+    stored regions as reported overlays R1, R2... in order; another agent's viewer shows none."""
+    tables, _, _, data, run = reviewed
+    for name in (GOOD, PLAIN):
+        run(["item_predictions", "trajectory_pictures", "trajectory_viewer"], result_key(name, PARTITION))
+    stored = tables[GOOD, "path_review_regions"]
+    valid = stored[stored["valid"].fillna(False).astype(bool)]
+    assert len(valid) > 0
+    seen = 0
+    for page in sorted((data / "viewer" / GOOD / PARTITION).glob("*/index.html")):
+        html = page.read_text(encoding="utf-8")
+        for match in re.finditer(r"data-run=\"(\d+)\" data-overlays='([^']*)'", html):
+            overlays = json.loads(unescape(match[2]))
+            mine = valid[(valid.benchmark_id == page.parent.name) & (valid.run_index == int(match[1]))]
+            boxes = [[float(v) for v in b] for b in mine[["x", "y", "width", "height"]].to_numpy()]
+            shown = [(o["label"], o["box"]) for o in overlays if o["kind"] == "reported"]
+            assert shown == [(f"R{k}", b) for k, b in enumerate(boxes, 1)]
+            seen += len(shown)
+    assert seen == len(valid)
+    for page in (data / "viewer" / PLAIN / PARTITION).glob("*/index.html"):
+        assert '"kind": "reported"' not in unescape(page.read_text(encoding="utf-8"))
