@@ -7,6 +7,12 @@ A key is opaque (``slide_key``: a digest of the slide's resolved path, never the
 answers only keys of slides the platform already resolved (``resolve``: the viewer's pages, the review's
 queue), so no request names a file. Level, column and row are short decimal numbers checked against the
 slide's pyramid (anything else is 404). Open slides and encoded tiles are kept in LRU caches.
+
+Every descriptor and tile carries an ``ETag`` (a digest of its bytes) and is answered ``304 Not
+Modified`` to a request whose ``If-None-Match`` names it. ``giant-view`` lets a browser reuse them for an
+hour (``CACHED``); ``giant-review`` makes it ask every time (``REVALIDATE``: ``no-cache``), so a
+revalidation passes the reviewer's token and the Host check again and a revoked token sees no more
+tiles, while a valid one gets a body-less 304.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ _TILE = re.compile(rf"^/slides/([0-9a-f]{{{KEY_CHARS}}})_files/(\d{{1,2}})/(\d{{
 OPEN_SLIDES = 8  # slides kept open
 TILE_CACHE_BYTES = 64 << 20  # encoded tiles kept in memory
 TILE_MAX_AGE = 3600  # seconds a browser may reuse a tile or a descriptor (Cache-Control)
+CACHED = f"private, max-age={TILE_MAX_AGE}"  # giant-view: no token to revoke
+REVALIDATE = "private, no-cache"  # giant-review: kept, but asked for again (token checked) before each use
 log = logging.getLogger("giant.tiles")
 
 
@@ -44,12 +52,31 @@ def dzi_url(wsi_path: str) -> str:
 
 @dataclass(frozen=True)
 class Answer:
-    """An HTTP answer: status, body, content type and Cache-Control."""
+    """An HTTP answer: status, body, content type, Cache-Control and the body's ETag (or None)."""
 
     status: int
     body: bytes
     content_type: str
     cache_control: str = "no-store"
+    etag: str | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The headers to send besides Content-Type and Cache-Control."""
+        return {} if self.etag is None else {"ETag": self.etag}
+
+
+def entity_tag(body: bytes) -> str:
+    """A strong ETag of ``body``: a quoted digest of its bytes (names no slide, no path)."""
+    return '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
+
+
+def names_tag(if_none_match: str | None, etag: str) -> bool:
+    """Whether an ``If-None-Match`` header names ``etag`` (or is ``*``); weak tags compare equal."""
+    if not if_none_match:
+        return False
+    listed = {t.strip().removeprefix("W/") for t in if_none_match[:4096].split(",")}
+    return "*" in listed or etag in listed
 
 
 def _not_found(what: str) -> Answer:
@@ -64,8 +91,10 @@ class SlideTiles:
         resolve: Callable[[str], str | None],
         open_slides: int = OPEN_SLIDES,
         tile_bytes: int = TILE_CACHE_BYTES,
+        cache_control: str = CACHED,
     ) -> None:
         self._resolve = resolve
+        self._cache_control = cache_control
         self._max_open, self._max_bytes = open_slides, tile_bytes
         self._slides: OrderedDict[str, DeepZoomSlide] = OrderedDict()
         self._tiles: OrderedDict[tuple[str, int, int, int], bytes] = OrderedDict()
@@ -73,8 +102,9 @@ class SlideTiles:
         self._lock = threading.Lock()
         self.reads = 0  # tiles read from a slide (not from the cache)
 
-    def answer(self, path: str) -> Answer:
-        """The answer to GET ``path`` (the URL's path, not decoded), which starts with PREFIX."""
+    def answer(self, path: str, if_none_match: str | None = None) -> Answer:
+        """The answer to GET ``path`` (the URL's path, not decoded), which starts with PREFIX: 304 with
+        no body when ``if_none_match`` (the request's header) names the ETag of what would be sent."""
         tile = _TILE.match(path)
         dzi = None if tile else _DZI.match(path)
         if not (tile or dzi):
@@ -88,12 +118,12 @@ class SlideTiles:
                 cached = self._tiles.get(address)
                 if cached is not None:
                     self._tiles.move_to_end(address)
-                    return Answer(200, cached, "image/jpeg", f"private, max-age={TILE_MAX_AGE}")
+                    return self._ok(cached, "image/jpeg", if_none_match)
         slide = self._slide(key)
         if slide is None:
             return _not_found("no such slide")
         if dzi:
-            return Answer(200, slide.descriptor(), "application/xml", f"private, max-age={TILE_MAX_AGE}")
+            return self._ok(slide.descriptor(), "application/xml", if_none_match)
         try:
             data = slide.tile(*address[1:])
         except NoSuchTile as exc:
@@ -103,7 +133,13 @@ class SlideTiles:
             self._forget(key, slide)  # OpenSlide keeps a handle in error for good: reopen it next time
             return Answer(503, b"the tile could not be read; retry\n", "text/plain; charset=utf-8")
         self._keep(address, data)
-        return Answer(200, data, "image/jpeg", f"private, max-age={TILE_MAX_AGE}")
+        return self._ok(data, "image/jpeg", if_none_match)
+
+    def _ok(self, body: bytes, content_type: str, if_none_match: str | None) -> Answer:
+        etag = entity_tag(body)
+        if names_tag(if_none_match, etag):
+            return Answer(304, b"", content_type, self._cache_control, etag)
+        return Answer(200, body, content_type, self._cache_control, etag)
 
     def size(self, key: str) -> tuple[int, int] | None:
         """Level-0 width and height of the slide of ``key``, or None when there is no such slide."""

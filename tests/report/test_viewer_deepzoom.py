@@ -32,9 +32,9 @@ def served(tmp_path_factory) -> Iterator[tuple[str, int, str]]:
         thread.join(10)
 
 
-def _get(host: str, port: int, path: str, method: str = "GET") -> http.client.HTTPResponse:
+def _get(host: str, port: int, path: str, method: str = "GET", headers=None) -> http.client.HTTPResponse:
     conn = http.client.HTTPConnection(host, port, timeout=10)
-    conn.request(method, path)
+    conn.request(method, path, headers=headers or {})
     response = conn.getresponse()
     response.body = response.read()  # type: ignore[attr-defined]
     conn.close()
@@ -51,6 +51,16 @@ def test_the_descriptor_and_tiles_of_a_listed_slide_are_served_with_cache_header
     assert tile.status == 200 and tile.getheader("Content-Type") == "image/jpeg"
     assert tile.body[:3] == b"\xff\xd8\xff" and tile.getheader("Cache-Control") == "private, max-age=3600"
     assert _get(host, port, f"/slides/{slide_key(slide)}_files/12/3_2.jpeg", "HEAD").status == 200
+    # no token to revoke here: reused for an hour as before, then revalidated by its ETag (304, no body)
+    again = _get(
+        host,
+        port,
+        f"/slides/{slide_key(slide)}_files/12/3_2.jpeg",
+        headers={"If-None-Match": tile.getheader("ETag")},
+    )
+    assert (again.status, again.body, again.getheader("ETag")) == (304, b"", tile.getheader("ETag"))
+    assert again.getheader("Cache-Control") == "private, max-age=3600"
+    assert tile.getheader("ETag") != dzi.getheader("ETag")
 
 
 def test_unlisted_slides_hostile_paths_and_the_key_files_are_404(served) -> None:

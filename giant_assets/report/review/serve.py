@@ -21,7 +21,9 @@ Bearer`` needs none: no browser adds that header by itself).
     POST /api/review/<id>                a review (JSON); saved durably before the answer
     GET  /slides/<key>.dzi, /slides/<key>_files/<level>/<col>_<row>.jpeg
                                          deep zoom of a queued unit's slide (``report.slide_tiles``):
-                                         the same Host check, and a reviewer's token, as the API
+                                         the same Host check, and a reviewer's token, as the API;
+                                         ``no-cache`` with an ETag: the browser asks again (304)
+                                         before each reuse, so a revoked token sees no more tiles
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from giant_assets.eval.reviews import (
     reviewer_for,
     validate_review,
 )
-from giant_assets.report.slide_tiles import PREFIX, SlideTiles, dzi_url, slide_key
+from giant_assets.report.slide_tiles import PREFIX, REVALIDATE, SlideTiles, dzi_url, slide_key
 from giant_assets.report.vendor import static_file
 from giant_assets.slides.access import InvalidRegion, crop, open_slide, thumbnail
 
@@ -117,7 +119,8 @@ class ReviewHandler(BaseHTTPRequestHandler):
     ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
+        if status != HTTPStatus.NOT_MODIFIED:  # a 304 has no body, and no length of one
+            self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", cache_control)
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Content-Security-Policy", CSP)
@@ -253,8 +256,8 @@ class ReviewHandler(BaseHTTPRequestHandler):
         """A deep zoom descriptor or tile of a queued slide, for a reviewer (401/403 as the API)."""
         if self._reviewer() is None:
             return
-        answer = self.server.tiles.answer(path)
-        self._send(answer.status, answer.body, answer.content_type, cache_control=answer.cache_control)
+        answer = self.server.tiles.answer(path, self.headers.get("If-None-Match"))
+        self._send(answer.status, answer.body, answer.content_type, answer.headers, answer.cache_control)
 
     def do_POST(self) -> None:  # noqa: N802
         """Save a review: only from this origin, as JSON, with the session's CSRF token (see the module
@@ -352,7 +355,7 @@ class ReviewServer(BurstHTTPServer):
         self.files = files
         super().__init__((host, port), ReviewHandler)
         self.allowed_hosts = allowed_hosts(host, self.server_address[1], names)
-        self.tiles = SlideTiles(self._queued_slide)
+        self.tiles = SlideTiles(self._queued_slide, cache_control=REVALIDATE)  # a revoked token: no tile
 
     def _queued_slide(self, key: str) -> str | None:
         """The slide path of ``key`` among the reviewable units' slides, else None."""

@@ -98,8 +98,8 @@ class ViewerHandler(SimpleHTTPRequestHandler):
         """Answer a tile, a descriptor or an OpenSeadragon file; False for any other path."""
         path = self.path.split("?", 1)[0].split("#", 1)[0]
         if path.startswith(PREFIX):
-            answer = self.server.tiles.answer(path)
-            self._send(answer.status, answer.body, answer.content_type, answer.cache_control)
+            answer = self.server.tiles.answer(path, self.headers.get("If-None-Match"))
+            self._send(answer.status, answer.body, answer.content_type, answer.cache_control, answer.headers)
             return True
         if path.startswith(URL_PREFIX) or path == SCRIPT_URL:
             found = static_file(path)
@@ -110,11 +110,16 @@ class ViewerHandler(SimpleHTTPRequestHandler):
             return True
         return False
 
-    def _send(self, status: int, body: bytes, ctype: str, cache_control: str) -> None:
+    def _send(
+        self, status: int, body: bytes, ctype: str, cache_control: str, headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
+        if status != 304:  # a 304 has no body, and no length of one
+            self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", cache_control)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
         self.send_header("X-Content-Type-Options", "nosniff")
         self.end_headers()
         if self.command != "HEAD":
