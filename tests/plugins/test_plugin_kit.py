@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -13,11 +14,12 @@ import pytest
 
 from giant_assets.agents.cell import CellFailed, run_cell
 from giant_assets.agents.registry import make_agent
-from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
+from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, demo_policy
 from giant_assets.experiments.plugins import PluginError
 from giant_assets.experiments.spec import Experiment
 from giant_assets.report.sent_images import render_sent_images
 from giant_assets.report.trajectory_images import draw_run
+from giant_assets.report.viewer.overlays import run_overlays
 from giant_assets.runs.agent_api import AgentAnswer, AgentItem
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
 
@@ -131,3 +133,34 @@ def test_a_cell_whose_plugin_factory_fails_is_refused_before_any_call(tmp_path: 
         "x.yaml: experiment 'lab': plug-in 'lab_agent:broken_factory': its factory raised ValueError: "
         f"the lab factory is broken on purpose (at {source}:{line})"
     )
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+PROPOSED = [[2500, 900, 600, 500], [400, 1800, 800, 600]]  # level-0 boxes inside the 4096 x 3072 slide
+
+
+def two_proposals(request: RecordedRequest) -> Reply:
+    """The proposer (``scripted-lab``) crops PROPOSED one after the other; the answerer answers 2."""
+    if request.json["model"] != "scripted-lab":
+        return Reply('{"answer": 2}')
+    x, y, w, h = PROPOSED[request.assistant_turns]
+    return Reply(json.dumps({"action": "crop", "x": x, "y": y, "w": w, "h": h}))
+
+
+def test_a_plugins_run_opens_in_deep_zoom_with_its_crops_in_step_order(
+    slide_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """examples/two_model_agent run on the loopback model: the viewer's overlays of its steps are its two
+    crops, numbered 1 and 2 in step order with the boxes proposed; its overview is no overlay."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    item = AgentItem("tcga", "1", QUESTION, ["Lung", "Liver", "Skin"], str(slide_path))
+    with ScriptedModelServer(rule=two_proposals) as server:
+        options = {"answerer": "scripted-answerer", "regions": 2}
+        result = answer(experiment(server, "two_model_agent:make_agent", agent_options=options), item)
+    assert result.error is None and result.text == '{"answer": 2}'
+    steps = result.steps_as_dicts()
+    assert [s["action"] for s in steps] == ["thumbnail", "crop", "crop", "answer"]
+    assert run_overlays(steps, []) == [
+        {"kind": "crop", "n": 1, "step": 1, "box": [2500.0, 900.0, 600.0, 500.0]},
+        {"kind": "crop", "n": 2, "step": 2, "box": [400.0, 1800.0, 800.0, 600.0]},
+    ]
