@@ -34,11 +34,13 @@ from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.reviews import (
     ANSWER_RATINGS,
     DEMO_REVIEW_FOLDER,
+    DEMO_REVIEWERS,
     REGION_RATINGS,
     SUPPORT_RATINGS,
     ReviewFiles,
     append_review,
     build_units,
+    demo_comment,
     latest_reviews,
     read_reviews,
     validate_review,
@@ -46,7 +48,7 @@ from giant_assets.eval.reviews import (
 )
 from giant_assets.geometry.roi import Region, evaluate_viewed_regions, regions_from_frame
 
-REVIEWERS = ("demo-a", "demo-b")
+REVIEWERS = DEMO_REVIEWERS
 NOISE = 0.2  # demo-b's chance of moving a rating one step
 REVIEWED_FIELDS = ("regions", "answer", "supports", "drawn", "comment")
 
@@ -94,7 +96,7 @@ def scripted_review(reviewer: str, unit: Mapping[str, Any], references: list[Reg
         "answer": answer,
         "supports": SUPPORT_RATINGS[best],
         "drawn": drawn,
-        "comment": f"scripted demo reviewer {reviewer}",
+        "comment": demo_comment(reviewer),
     }
 
 

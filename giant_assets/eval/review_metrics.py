@@ -25,6 +25,7 @@ from giant_assets.eval.reviews import (
     SUPPORT_RATINGS,
     ReviewError,
     ReviewFiles,
+    is_demo_review,
     latest_reviews,
     load_queue,
     read_reviews,
@@ -54,14 +55,20 @@ REVIEW_COLUMNS = [
 N_REPLICATES, SEED = 1000, 42
 
 
-def reviews_table(files: ReviewFiles) -> tuple[pd.DataFrame, dict[str, Any]]:
+def reviews_table(files: ReviewFiles, real: bool = False) -> tuple[pd.DataFrame, dict[str, Any]]:
     """One row per (reviewer, unit): the latest submission joined to what it reviewed; and counts.
 
     A latest submission that does not pass ``validate_review`` against its unit today (stored before a
     check existed, or edited by hand) is left out, counted in ``invalid_skipped`` and named, one line
-    each, in ``invalid`` (reviewer, unit, run and the field); the stored files are never changed."""
+    each, in ``invalid`` (reviewer, unit, run and the field); the stored files are never changed.
+    ``real``: ``files`` is the real review's folder, where the demo's scripted reviewers wrote before
+    they had their own: their submissions there are left out, counted in ``demo_left_out`` and their
+    files named in ``demo_files`` (to delete)."""
     units = {u["unit"]: u for u in load_queue(files)}
     records, skipped = read_reviews(files)
+    demo = [r for r in records if is_demo_review(r)] if real else []
+    if demo:
+        records = [r for r in records if not is_demo_review(r)]
     submissions: dict[tuple[str, str], int] = {}
     for r in records:
         submissions[(r["reviewer"], r["unit"])] = submissions.get((r["reviewer"], r["unit"]), 0) + 1
@@ -98,7 +105,8 @@ def reviews_table(files: ReviewFiles) -> tuple[pd.DataFrame, dict[str, Any]]:
             }
         )
     counts = {"submissions": len(records), "cut_lines_skipped": skipped, "queue": len(units)}
-    counts |= {"invalid_skipped": len(invalid), "invalid": invalid}
+    counts |= {"invalid_skipped": len(invalid), "invalid": invalid, "demo_left_out": len(demo)}
+    counts["demo_files"] = [str(files.submitted(name)) for name in sorted({r["reviewer"] for r in demo})]
     frame = pd.DataFrame(rows, columns=REVIEW_COLUMNS)
     return frame.astype({"run_index": "int64", "n_submissions": "int64", "agent_correct": "bool"}), counts
 

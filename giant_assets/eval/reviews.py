@@ -48,6 +48,7 @@ MAX_COMMENT = 4000
 MAX_DRAWN = 20
 REVIEW_FOLDER = "reviews"  # <data>/reviews: the real review
 DEMO_REVIEW_FOLDER = "reviews-demo"  # the demo's scripted reviewers, apart from any real reviewer's
+DEMO_REVIEWERS = ("demo-a", "demo-b")  # the demo's scripted reviewers (demo/reviewers.py)
 
 
 class ReviewError(ValueError):
@@ -380,6 +381,18 @@ def read_reviews(files: ReviewFiles) -> tuple[list[dict[str, Any]], int]:
             else:
                 skipped += 1
     return records, skipped
+
+
+def demo_comment(reviewer: str) -> str:
+    """The comment every review of a scripted demo reviewer carries, now and before the demo's own
+    folder existed (how one is told from a pathologist's)."""
+    return f"scripted demo reviewer {reviewer}"
+
+
+def is_demo_review(record: Mapping[str, Any]) -> bool:
+    """A submission written by the demo's scripted reviewers (their name and their comment)."""
+    reviewer = record.get("reviewer")
+    return reviewer in DEMO_REVIEWERS and record.get("comment") == demo_comment(str(reviewer))
 
 
 def latest_reviews(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:

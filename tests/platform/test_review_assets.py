@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import shapely
-from dagster import materialize
+from dagster import DagsterInstance, materialize
 from sklearn.metrics import cohen_kappa_score
 
 from giant_assets.core.storage import ParquetStore
@@ -257,3 +257,35 @@ def test_a_stored_bad_review_is_skipped_and_named_and_a_reviewer_without_answers
         "('correct', 'partly', 'wrong')",
     ]
     pd.testing.assert_frame_equal(again, store.read("review_metrics"), check_dtype=False)
+
+
+def test_the_old_demo_reviewers_files_in_the_real_review_are_left_out_and_named(tmp_path: Path) -> None:
+    """A data folder from before the demo's own review folder still holds demo-a's and demo-b's scripted
+    reviews under reviews/submitted/: pathologist_reviews leaves them out (also with demo: true, which
+    reads the demo's folder instead), counts them and names the files to delete. A pathologist who
+    happens to be called demo-b, with a comment of their own, still counts."""
+    data = tmp_path / "data"
+    files = ReviewFiles(data / "reviews")
+    units = _units(files, "exp-d")[:3]
+    write_queue(files, units)
+    rated = {"regions": ["relevant", "partly"], "answer": "correct", "supports": "yes", "drawn": []}
+    for unit in units:
+        append_review(files, "ana", unit["unit"], rated | {"comment": ""})
+        for old in ("demo-a", "demo-b"):  # what the demo wrote here before reviews-demo/ existed
+            append_review(files, old, unit["unit"], rated | {"comment": f"scripted demo reviewer {old}"})
+    append_review(files, "demo-b", units[0]["unit"], rated | {"comment": "checked on the slide"})
+    for config in ({}, {"ops": {"pathologist_reviews": {"config": {"demo": True}}}}):
+        instance = DagsterInstance.ephemeral()
+        result = materialize(
+            [pathologist_reviews], resources=resources_for(data), run_config=config, instance=instance
+        )
+        assert result.success
+        reviews = ParquetStore(data).read("pathologist_reviews")
+        assert sorted(zip(reviews.reviewer, reviews.comment, strict=True)) == [("ana", "")] * 3 + [
+            ("demo-b", "checked on the slide")
+        ]
+        meta = result.asset_materializations_for_node("pathologist_reviews")[0].metadata
+        assert meta["old_demo_reviews_left_out"].value == 6  # 3 units x 2 scripted reviewers
+        named = f"{files.submitted('demo-a')} and {files.submitted('demo-b')}"
+        warned = [e.user_message for e in instance.all_logs(result.run_id)]
+        assert any("left out 6 reviews of the demo's scripted reviewers" in m and named in m for m in warned)

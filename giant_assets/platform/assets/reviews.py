@@ -24,7 +24,7 @@ def pathologist_reviews(
     benchmark, item, run, the run's grade), read from ``<data>/reviews/`` (``giant-review``); the demo's
     scripted reviews (``<data>/reviews-demo/``) only with ``demo: true``."""
     folders = [REVIEW_FOLDER, DEMO_REVIEW_FOLDER] if config.demo else [REVIEW_FOLDER]
-    tables = [reviews_table(ReviewFiles(storage.root / folder)) for folder in folders]
+    tables = [reviews_table(ReviewFiles(storage.root / f), real=f == REVIEW_FOLDER) for f in folders]
     frames = [f for f, _ in tables if len(f)]
     frame = pd.concat(frames, ignore_index=True) if frames else tables[0][0]
     counts = tables[0][1]
@@ -39,8 +39,15 @@ def pathologist_reviews(
             "cut_lines_skipped": counts["cut_lines_skipped"],
             "invalid_skipped": counts["invalid_skipped"],
             "invalid_first": MetadataValue.md(_listed(counts["invalid"])),
+            "old_demo_reviews_left_out": counts["demo_left_out"],
         }
     )
+    if counts["demo_left_out"]:
+        context.log.warning(
+            f"left out {counts['demo_left_out']} reviews of the demo's scripted reviewers found in the real "
+            f"review's folder (written by a demo before they moved to {DEMO_REVIEW_FOLDER}/); delete "
+            f"{' and '.join(counts['demo_files'])} to keep them out for good"
+        )
     for line in counts["invalid"][:SHOWN_SKIPPED]:
         context.log.warning(f"review left out: {line}")
     return frame if len(frame) else pd.DataFrame(columns=REVIEW_COLUMNS)
