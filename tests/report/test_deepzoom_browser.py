@@ -1,6 +1,7 @@
 """Deep zoom in Chromium, one browser for every check: the viewer's item page over ``giant-view`` loads
 tiles as it is panned and zoomed, and a crop's overlay lies on the crop's pixels in a screenshot (a
-generated slide with a coloured mark at a known level-0 box); a click on it shows the step as sent."""
+generated slide with a coloured mark at a known level-0 box); a click on it shows the step as sent; a
+path review's reported region is drawn R1 where its box is, and a click shows its text."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ DESIGN = SlideDesign(3200, 2400, lesions=(MARK,), texture=False)
 BACKGROUND = np.array((242, 242, 242))
 SCREEN = (1200, 900)
 COLOR_TOL = 40  # per channel, after JPEG tiles and canvas scaling
+REPORTED_BOX = [200.0, 300.0, 600.0, 400.0]  # a path review's reported region, away from the mark
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,10 @@ def viewer_page(tmp_path_factory) -> Iterator[tuple[str, object]]:
     ]
     runs = runs[runs.run_index == 0].assign(trajectory_json=json.dumps(steps), error_kind=None, error=None)
     pictures = write_pictures(runs, items, tmp / "trajectories", workers=1)
-    site = write_benchmark(tmp / "viewer" / "exp-1", "tcga", item_pages(runs, voted, items, pictures))
+    reported = [{"benchmark_name": "tcga", "benchmark_id": "m", "run_index": 0, "box": REPORTED_BOX,
+                 "finding": "REPORTED-TEXT pale corner"}]  # fmt: skip
+    pages = item_pages(runs, voted, items, pictures, None, reported)
+    site = write_benchmark(tmp / "viewer" / "exp-1", "tcga", pages)
     server, thread = serve_in_thread(tmp / "viewer")
     host, port = server.server_address[:2]
     try:
@@ -248,6 +253,42 @@ def _close(got: list, expected: list, tol: float = 8.0) -> bool:
     for g, e in zip(got, expected, strict=True):
         assert g == pytest.approx(e, abs=tol), got
     return True
+
+
+def test_a_reported_region_is_outlined_where_its_box_is_and_a_click_shows_its_text(browser, viewer_page):
+    url, _ = viewer_page
+    b, viewer = browser, "document.querySelector('.deepzoom').giantViewer"
+    b.open(url)
+    b.eval("document.querySelector('.deepzoom').scrollIntoView()")
+    b.eval(f"new Promise((done) => {{ const t = () => ({viewer}) ? done(1) : setTimeout(t, 25); t(); }})")
+    _settled(b, viewer)
+    x, y, w, h = REPORTED_BOX
+    rect = b.eval(
+        f"(() => {{ const v = {viewer}; const O = OpenSeadragon;"
+        f" const a = v.viewport.imageToViewerElementCoordinates(new O.Point({x}, {y}));"
+        f" const z = v.viewport.imageToViewerElementCoordinates(new O.Point({x + w}, {y + h}));"
+        " const e = v.element.getBoundingClientRect(); const d = v.element.querySelector('.dz-reported');"
+        " const o = d.getBoundingClientRect();"
+        " return {box: [e.left + a.x, e.top + a.y, e.left + z.x, e.top + z.y],"
+        "         overlay: [o.left, o.top, o.right, o.bottom], label: d.textContent,"
+        "         color: getComputedStyle(d).borderTopColor,"
+        "         path: v.element.querySelectorAll('.dz-path').length}; })()"
+    )
+    assert rect["overlay"] == pytest.approx(rect["box"], abs=1.5)
+    assert (rect["label"], rect["color"], rect["path"]) == ("R1", "rgb(255, 140, 0)", 0)  # one crop: no path
+    cx, cy = (rect["box"][0] + rect["box"][2]) / 2, (rect["box"][1] + rect["box"][3]) / 2
+    for kind in ("mousePressed", "mouseReleased"):
+        b.send(
+            "Input.dispatchMouseEvent", {"type": kind, "x": cx, "y": cy, "button": "left", "clickCount": 1}
+        )
+    panel = b.eval(
+        "new Promise((done) => { let n = 0; const t = () => {"
+        " const p = document.querySelector('.step-panel');"
+        " if (!p.hidden || ++n > 200) done({hidden: p.hidden, text: p.textContent});"
+        " else setTimeout(t, 25); }; t(); })"
+    )
+    assert not panel["hidden"] and "R1" in panel["text"] and "REPORTED-TEXT pale corner" in panel["text"]
+    assert b.problems() == []
 
 
 def test_without_openseadragon_both_pages_show_the_overview_and_say_how_to_get_deep_zoom(
