@@ -147,3 +147,22 @@ def test_a_reported_box_reaching_far_outside_the_map_still_shows_its_edges(
     image = np.asarray(Image.open(records[0]["path"]).convert("RGB"))
     assert has_colour(image, 100 * SCALE, 1000 * SCALE, REPORTED)  # the left edge
     assert has_colour(image, 1000 * SCALE, 100 * SCALE, REPORTED)  # the top edge
+
+
+def test_a_path_reviews_pages_never_make_experiments_disagree(slide: Path, tmp_path: Path) -> None:
+    """A path review answers no benchmark question (no vote): beside an experiment that voted, the item's
+    cross-experiment page lists both but flags no disagreement, and says the review answers none."""
+    runs, voted, items = frames("tcga", ["a"], slide)
+    none_drawn = pd.DataFrame(columns=list(PICTURE_COLUMNS))
+    write_benchmark(tmp_path / "viewer" / "exp-1", "tcga", item_pages(runs, voted, items, none_drawn))
+    review, review_votes, _ = review_frames_for(slide)
+    review_votes = review_votes.assign(predicted_label=pd.NA, correct=False)
+    pages = item_pages(review, review_votes, items, none_drawn, None, reported_regions_of(review), False)
+    write_benchmark(tmp_path / "viewer" / "pr", "tcga", pages)
+    summary = (tmp_path / "viewer" / "_items" / "tcga.js").read_text()
+    assert json.loads(summary.rsplit(" = ", 1)[1].rstrip(";\n")) == {
+        "a": {"disagree": False, "experiments": 2}
+    }
+    cross = (tmp_path / "viewer" / "_items" / "tcga" / "a" / "index.html").read_text()
+    assert 'data-experiment="pr"' in cross and "— (answers no question)" in cross
+    assert 'id="disagree"' not in cross

@@ -13,6 +13,7 @@ from pydantic import Field
 from giant_assets.core.money import usd_text
 from giant_assets.core.paths import confined_path
 from giant_assets.core.settings import DEFAULT_VIEWER_URL, VIEWER_URL_ENV, env
+from giant_assets.eval.leaderboard import UNSCORED_AGENTS
 from giant_assets.eval.qupath import reported_regions_of
 from giant_assets.eval.scoring import rescore
 from giant_assets.experiments.spec import Experiment
@@ -185,7 +186,8 @@ def trajectory_viewer(
     runs = rescore(predictions, items, spec.panda_null_grade)
     regions = _regions(dataset, experiments, benchmark)
     reported = _reported(spec, predictions)
-    pages = item_pages(runs, item_predictions, items, trajectory_pictures, regions, reported)
+    answers = spec.agent not in UNSCORED_AGENTS  # a path review's votes are no answers to compare
+    pages = item_pages(runs, item_predictions, items, trajectory_pictures, regions, reported, answers)
     viewer_root = confined_path(storage.root, "viewer")
     site = write_benchmark(
         confined_path(viewer_root, experiment), benchmark, pages, spec.model_dump(mode="json")

@@ -29,7 +29,7 @@ ITEMS_DIR = "_items"
 ROWS_DIR = "_rows"
 STATIC_FILES = ("viewer.css", "viewer.js")
 # fields an index row written before the cross-experiment pages lacks
-ROW_DEFAULTS = {"agreement": None, "confidently_wrong": False, "run_answers": []}
+ROW_DEFAULTS = {"agreement": None, "confidently_wrong": False, "run_answers": [], "answers_question": True}
 
 
 def _href(*names: str) -> str:
@@ -63,8 +63,13 @@ def experiment_rows(viewer_root: Path, benchmark: str) -> dict[str, list[dict[st
 
 def disagree(entries: list[dict[str, Any]]) -> bool:
     """Two or more experiments scored the item and their voted answers differ (a row written before
-    votes were recorded in it does not take part)."""
-    scored = [e["voted_label"] for e in entries if e["outcome"] != "unscored" and "voted_label" in e]
+    votes were recorded in it, or of an experiment that answers no question, a path review, does not
+    take part)."""
+    scored = [
+        e["voted_label"]
+        for e in entries
+        if e["outcome"] != "unscored" and "voted_label" in e and e.get("answers_question", True)
+    ]
     return len(scored) >= 2 and len(set(scored)) > 1
 
 

@@ -176,12 +176,14 @@ def item_pages(
     pictures: pd.DataFrame,
     regions: pd.DataFrame | None = None,
     reported: Iterable[Mapping[str, Any]] = (),
+    answers_question: bool = True,
 ) -> list[dict[str, Any]]:
     """One page dict per item of ``items`` (in their order), each with its runs and their steps.
 
     ``pictures`` map to the PNG paths of ``trajectory_pictures`` (the ``path`` column); the site writer
     replaces them by links to copies beside the page. ``reported``: a path review's reported regions
-    (each run's ``reported``, see ``reported_by_run``).
+    (each run's ``reported``, see ``reported_by_run``). ``answers_question`` False: the experiment
+    answers no benchmark question (a path review), so its votes never count as a disagreement.
     """
     reported_of = reported_by_run(reported)
     vote_of = {(str(v["benchmark_name"]), str(v["benchmark_id"])): v for v in voted.to_dict("records")}
@@ -245,6 +247,7 @@ def item_pages(
                 "references": refs.get(key, []),
                 "runs": run_views,
                 "wsi_path": str(getattr(item, "wsi_path", "") or ""),
+                "answers_question": answers_question,
             }
         )
     return pages
@@ -271,6 +274,7 @@ def index_row(page: dict[str, Any], href: str) -> dict[str, Any]:
         "cost_usd": page["cost_usd"],
         "errors": page["errors"],
         "href": href,
+        "answers_question": page.get("answers_question", True),
     }
 
 
