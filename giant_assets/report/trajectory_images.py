@@ -222,7 +222,7 @@ def write_pictures(
     workers: int = 1,
     on_error=None,
     experiment: Experiment | None = None,
-    reported: Iterable[Mapping[str, Any]] = (),
+    reported: Mapping[tuple[str, str, int], Sequence[Mapping[str, Any]]] | None = None,
 ) -> pd.DataFrame:
     """Pictures of every run in ``runs`` (prediction rows) under ``root``; one row per file written.
 
@@ -232,14 +232,12 @@ def write_pictures(
     per run serial vs 94-100 ms with 2-4 threads). A slide that cannot be read skips its runs
     (``on_error(message)`` is told): pictures never fail an evaluation. ``experiment`` (the runs'
     experiment) decides whether the images sent are re-rendered (see ``draw_runs``); ``reported`` a path
-    review's reported regions (``eval.qupath.reported_regions_of``), drawn on their run's map.
+    review's reported regions per (benchmark, item, run) (``viewer.pages.reported_by_run``), drawn on
+    their run's map.
     """
     paths = {(str(r.benchmark_name), str(r.benchmark_id)): r.wsi_path for r in items.itertuples(index=False)}
     refs = _regions_by_item(regions)
-    reported_of: dict[tuple[str, str, int], list[Any]] = {}
-    for region in reported:
-        key = (str(region["benchmark_name"]), str(region["benchmark_id"]), int(region["run_index"]))
-        reported_of.setdefault(key, []).append(region["box"])
+    reported = reported or {}
     by_slide: dict[str, list[Any]] = {}
     for run in runs.itertuples(index=False):
         key = (str(run.benchmark_name), str(run.benchmark_id))
@@ -247,17 +245,18 @@ def write_pictures(
         if isinstance(wsi, str) and wsi:
             by_slide.setdefault(wsi, []).append(run)
 
+    def work_of(run: Any) -> RunWork:
+        item = (str(run.benchmark_name), str(run.benchmark_id))
+        return RunWork(
+            parse_trajectory(run.trajectory_json),
+            run_dir(root, run.benchmark_name, run.benchmark_id, run.run_index),
+            refs.get(item, ()),
+            [r["box"] for r in reported.get((*item, int(run.run_index)), [])],
+        )
+
     def draw_slide(job: tuple[str, list[Any]]) -> list[dict[str, Any]]:
         wsi, slide_runs = job
-        work = [
-            RunWork(
-                parse_trajectory(run.trajectory_json),
-                run_dir(root, run.benchmark_name, run.benchmark_id, run.run_index),
-                refs.get((str(run.benchmark_name), str(run.benchmark_id)), ()),
-                reported_of.get((str(run.benchmark_name), str(run.benchmark_id), int(run.run_index)), ()),
-            )
-            for run in slide_runs
-        ]
+        work = [work_of(run) for run in slide_runs]
         try:
             drawn = draw_runs(wsi, work, experiment)
         except (SlideError, OSError) as exc:

@@ -16,6 +16,7 @@ from PIL import Image
 
 from giant_assets.report.trajectory_images import write_pictures
 from giant_assets.report.viewer import item_pages, write_benchmark
+from giant_assets.report.viewer.pages import reported_by_run
 from giant_assets.report.viewer.serve import serve_in_thread
 from giant_assets.slides.synthetic import Blob, SlideDesign, write_pyramidal_slide
 from tests.report.browser import Browser, chromium_path, require_openseadragon
@@ -57,7 +58,7 @@ def viewer_page(tmp_path_factory) -> Iterator[tuple[str, object]]:
     pictures = write_pictures(runs, items, tmp / "trajectories", workers=1)
     reported = [{"benchmark_name": "tcga", "benchmark_id": "m", "run_index": 0, "box": REPORTED_BOX,
                  "finding": "REPORTED-TEXT pale corner"}]  # fmt: skip
-    pages = item_pages(runs, voted, items, pictures, None, reported)
+    pages = item_pages(runs, voted, items, pictures, None, reported_by_run(reported))
     site = write_benchmark(tmp / "viewer" / "exp-1", "tcga", pages)
     server, thread = serve_in_thread(tmp / "viewer")
     host, port = server.server_address[:2]

@@ -26,6 +26,7 @@ from giant_assets.report.trajectory_images import (
 )
 from giant_assets.report.viewer import item_pages, write_benchmark
 from giant_assets.report.viewer.lazy import render_pending
+from giant_assets.report.viewer.pages import reported_by_run
 from giant_assets.slides.synthetic import write_pyramidal_slide
 from tests.report.test_trajectory_images import DESIGN, has_colour
 from tests.report.test_viewer_site import frames
@@ -100,7 +101,7 @@ def corners_orange(overview: Path, boxes: list[list[float]]) -> list[bool]:
 
 def test_the_item_page_and_its_map_show_the_reported_regions(slide: Path, tmp_path: Path) -> None:
     runs, voted, items = review_frames_for(slide)
-    reported = reported_regions_of(runs)
+    reported = reported_by_run(reported_regions_of(runs))
     pictures = write_pictures(runs, items, tmp_path / "trajectories", reported=reported)
     site = write_benchmark(
         tmp_path / "viewer" / "pr", "tcga", item_pages(runs, voted, items, pictures, None, reported)
@@ -127,7 +128,7 @@ def test_the_item_page_and_its_map_show_the_reported_regions(slide: Path, tmp_pa
 
 def test_a_map_the_served_viewer_draws_on_first_visit_shows_them_too(slide: Path, tmp_path: Path) -> None:
     runs, voted, items = review_frames_for(slide)
-    reported = reported_regions_of(runs)
+    reported = reported_by_run(reported_regions_of(runs))
     none_drawn = pd.DataFrame(columns=list(PICTURE_COLUMNS))
     site = write_benchmark(
         tmp_path / "viewer" / "pr", "tcga", item_pages(runs, voted, items, none_drawn, None, reported)
@@ -157,7 +158,8 @@ def test_a_path_reviews_pages_never_make_experiments_disagree(slide: Path, tmp_p
     write_benchmark(tmp_path / "viewer" / "exp-1", "tcga", item_pages(runs, voted, items, none_drawn))
     review, review_votes, _ = review_frames_for(slide)
     review_votes = review_votes.assign(predicted_label=pd.NA, correct=False)
-    pages = item_pages(review, review_votes, items, none_drawn, None, reported_regions_of(review), False)
+    reported = reported_by_run(reported_regions_of(review))
+    pages = item_pages(review, review_votes, items, none_drawn, None, reported, False)
     write_benchmark(tmp_path / "viewer" / "pr", "tcga", pages)
     summary = (tmp_path / "viewer" / "_items" / "tcga.js").read_text()
     assert json.loads(summary.rsplit(" = ", 1)[1].rstrip(";\n")) == {

@@ -23,6 +23,7 @@ from giant_assets.platform.partitions import cell, results_partitions
 from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource, StorageResource
 from giant_assets.report.trajectory_images import preview_markdown, selected_runs, write_pictures
 from giant_assets.report.viewer import item_pages, served_url, write_benchmark
+from giant_assets.report.viewer.pages import reported_by_run
 
 PREVIEW_ROWS = 8
 
@@ -35,9 +36,10 @@ def _regions(
     return None if regions is None else regions[regions["benchmark_name"] == benchmark]
 
 
-def _reported(spec: Experiment, predictions: pd.DataFrame) -> list[dict]:
-    """A path review's reported regions, as ``path_review_regions`` holds them; none for other agents."""
-    return reported_regions_of(predictions) if spec.agent == "path_review" else []
+def _reported(spec: Experiment, predictions: pd.DataFrame) -> dict[tuple[str, str, int], list[dict]]:
+    """A path review's reported regions per run, as ``path_review_regions`` holds them; none for other
+    agents."""
+    return reported_by_run(reported_regions_of(predictions)) if spec.agent == "path_review" else {}
 
 
 class PicturesConfig(Config):

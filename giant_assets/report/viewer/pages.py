@@ -175,17 +175,17 @@ def item_pages(
     items: pd.DataFrame,
     pictures: pd.DataFrame,
     regions: pd.DataFrame | None = None,
-    reported: Iterable[Mapping[str, Any]] = (),
+    reported: Mapping[tuple[str, str, int], list[dict[str, Any]]] | None = None,
     answers_question: bool = True,
 ) -> list[dict[str, Any]]:
     """One page dict per item of ``items`` (in their order), each with its runs and their steps.
 
     ``pictures`` map to the PNG paths of ``trajectory_pictures`` (the ``path`` column); the site writer
     replaces them by links to copies beside the page. ``reported``: a path review's reported regions
-    (each run's ``reported``, see ``reported_by_run``). ``answers_question`` False: the experiment
+    per run (``reported_by_run``), each run's ``reported``. ``answers_question`` False: the experiment
     answers no benchmark question (a path review), so its votes never count as a disagreement.
     """
-    reported_of = reported_by_run(reported)
+    reported_of = reported or {}
     vote_of = {(str(v["benchmark_name"]), str(v["benchmark_id"])): v for v in voted.to_dict("records")}
     runs_of: dict[tuple[str, str], list[Any]] = {}
     for run in runs.sort_values("run_index").itertuples(index=False):
