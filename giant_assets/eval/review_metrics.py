@@ -25,6 +25,7 @@ from giant_assets.eval.reviews import (
     SUPPORT_RATINGS,
     ReviewError,
     ReviewFiles,
+    demo_files,
     is_demo_review,
     latest_reviews,
     load_queue,
@@ -106,7 +107,7 @@ def reviews_table(files: ReviewFiles, real: bool = False) -> tuple[pd.DataFrame,
         )
     counts = {"submissions": len(records), "cut_lines_skipped": skipped, "queue": len(units)}
     counts |= {"invalid_skipped": len(invalid), "invalid": invalid, "demo_left_out": len(demo)}
-    counts["demo_files"] = [str(files.submitted(name)) for name in sorted({r["reviewer"] for r in demo})]
+    counts["demo_files"] = [str(path) for path in demo_files(files, demo)]
     frame = pd.DataFrame(rows, columns=REVIEW_COLUMNS)
     return frame.astype({"run_index": "int64", "n_submissions": "int64", "agent_correct": "bool"}), counts
 

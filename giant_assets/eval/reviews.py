@@ -395,6 +395,26 @@ def is_demo_review(record: Mapping[str, Any]) -> bool:
     return reviewer in DEMO_REVIEWERS and record.get("comment") == demo_comment(str(reviewer))
 
 
+def demo_files(files: ReviewFiles, records: Iterable[Mapping[str, Any]]) -> list[Path]:
+    """The files of the demo's scripted reviewers among ``records`` (``read_reviews`` of ``files``): in the
+    real review's folder, left by a demo from before they had their own (``DEMO_REVIEW_FOLDER``)."""
+    return [
+        files.submitted(name) for name in sorted({str(r["reviewer"]) for r in records if is_demo_review(r)})
+    ]
+
+
+def old_demo_note(files: ReviewFiles) -> str | None:
+    """One line saying the real review's folder still holds the demo's scripted reviews (what to do), or
+    None when it holds none."""
+    found = demo_files(files, read_reviews(files)[0])
+    if not found:
+        return None
+    return (
+        f"note: {' and '.join(map(str, found))} hold the demo's scripted reviews from a demo before they "
+        f"moved to {DEMO_REVIEW_FOLDER}/: pathologist_reviews leaves them out; delete them to keep them out"
+    )
+
+
 def latest_reviews(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     """(reviewer, unit) -> the last submission: a revision replaces what counts, the history stays."""
     latest: dict[tuple[str, str], dict[str, Any]] = {}

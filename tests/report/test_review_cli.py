@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from giant_assets.core.storage import ParquetStore
-from giant_assets.eval.reviews import ReviewFiles, load_queue
+from giant_assets.eval.reviews import ReviewFiles, append_review, load_queue
 from giant_assets.report.review.cli import main
 
 COMMAND = [sys.executable, "-m", "giant_assets.report.review.cli"]
@@ -198,3 +198,24 @@ def test_prepare_leaves_out_runs_that_cannot_be_reviewed(
     (unit,) = load_queue(ReviewFiles(data / "reviews"))
     assert unit["benchmark_id"] == "0"
     assert unit["shown"]["regions"] == [{"box": [100, 200, 256, 256], "step": 0, "reason": "2"}]
+
+
+def test_prepare_names_the_old_demo_reviewers_files_left_in_the_real_review(
+    tmp_path: Path, sample_wsi_root: Path, capsys
+) -> None:
+    """A data folder from before reviews-demo/: prepare (and serve) say which files hold the demo's scripted
+    reviews and that they are left out; a pathologist's own review file is not named."""
+    data = tmp_path / "data"
+    _store(data, sample_wsi_root / SLIDE)
+    args = ["--data-dir", str(data), "prepare", "--experiment", "exp-a", "--benchmark", "tcga"]
+    assert main(args) == 0
+    assert "note:" not in capsys.readouterr().out
+    files = ReviewFiles(data / "reviews")
+    unit = load_queue(files)[0]["unit"]
+    review = {"regions": ["relevant"], "answer": "correct", "supports": "yes", "drawn": []}
+    append_review(files, "demo-a", unit, review | {"comment": "scripted demo reviewer demo-a"})
+    append_review(files, "demo-b", unit, review | {"comment": "a pathologist named demo-b"})
+    assert main(args) == 0
+    note = capsys.readouterr().out.splitlines()[-1]
+    assert note.startswith(f"note: {files.submitted('demo-a')} hold the demo's scripted reviews")
+    assert "demo-b" not in note and "pathologist_reviews leaves them out" in note

@@ -25,6 +25,7 @@ from giant_assets.eval.reviews import (
     add_reviewer,
     build_units,
     left_out_reason,
+    old_demo_note,
     write_queue,
 )
 from giant_assets.report.review.serve import DEFAULT_PORT, ReviewServer
@@ -106,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.name}: token {token}\nlink: http://127.0.0.1:{DEFAULT_PORT}/?token={token}")
         elif args.command == "prepare":
             print(prepare(root, files, args.experiment, args.benchmark, args.reported))
-        else:
+        if args.command != "add-reviewer" and (note := old_demo_note(files)) is not None:
+            print(note, flush=True)
+        if args.command == "serve":
             server = ReviewServer(files, args.host, args.port, args.name)
             host, port = server.server_address[:2]
             print(f"review: http://{host}:{port}/ (reviewers open their link once)", flush=True)
