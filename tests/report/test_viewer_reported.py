@@ -29,7 +29,7 @@ from giant_assets.report.viewer.lazy import render_pending
 from giant_assets.report.viewer.pages import reported_by_run
 from giant_assets.slides.synthetic import write_pyramidal_slide
 from tests.report.test_trajectory_images import DESIGN, has_colour
-from tests.report.test_viewer_site import frames
+from tests.report.test_viewer_site import Tags, frames
 
 W, H = 4096, 3072  # DESIGN's size
 SCALE = OVERVIEW_SIZE / W  # overview px per level-0 px
@@ -168,3 +168,9 @@ def test_a_path_reviews_pages_never_make_experiments_disagree(slide: Path, tmp_p
     cross = (tmp_path / "viewer" / "_items" / "tcga" / "a" / "index.html").read_text()
     assert 'data-experiment="pr"' in cross and "— (answers no question)" in cross
     assert 'id="disagree"' not in cross
+    index = Tags((tmp_path / "viewer" / "pr" / "index.html").read_text())
+    rows = [a for t, a in index.tags if t == "tr" and "data-outcome" in a]
+    assert [r["data-outcome"] for r in rows] == ["reviewed"] and rows[0]["data-confident"] == "0"
+    text = " ".join(index.text)
+    assert "— (answers no question)" in text and "✘ no" not in text
+    assert "reviewed (a path review answers no question" in text and "accuracy over all items" not in text

@@ -202,6 +202,11 @@ def test_index_accuracy_counts_items_without_a_slide_as_wrong() -> None:
     rows = [row | {"outcome": o} for o in ("correct", "wrong", "unscored", "correct")]
     counts = index_counts(rows)
     assert counts["accuracy_pct"] == 50.0 and counts["scored"] == 3 and counts["unscored"] == 1
+    reviewed = [row | {"outcome": "wrong", "answers_question": False, "confidently_wrong": True}] * 3
+    counts = index_counts(rows + reviewed)  # a path review's items: neither wrong nor in the accuracy
+    assert counts["accuracy_pct"] == 50.0 and counts["wrong"] == 1 and counts["reviewed"] == 3
+    assert counts["confidently_wrong"] == 0 and counts["items"] == 7
+    assert index_counts(reviewed)["accuracy_pct"] is None
 
 
 def test_cross_experiment_pages_take_rows_written_before_them(tmp_path: Path, slide: Path) -> None:

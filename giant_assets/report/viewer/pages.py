@@ -279,8 +279,10 @@ def index_row(page: dict[str, Any], href: str) -> dict[str, Any]:
 
 
 def index_counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The numbers at the top of the index."""
-    outcomes = [r["outcome"] for r in rows]
+    """The numbers at the top of the index. Items of an experiment that answers no question (a path review)
+    are ``reviewed``: neither correct nor wrong, and no accuracy is given for them."""
+    answered = [r for r in rows if r.get("answers_question", True)]
+    outcomes = [r["outcome"] for r in answered]
     scored = sum(o != "unscored" for o in outcomes)
     correct = outcomes.count("correct")
     return {
@@ -289,10 +291,11 @@ def index_counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "correct": correct,
         "wrong": outcomes.count("wrong"),
         "unscored": outcomes.count("unscored"),
+        "reviewed": len(rows) - len(answered),
         # as the headline counts it: every item, an unscored one (no slide) counting wrong
-        "accuracy_pct": 100.0 * correct / len(rows) if rows else None,
+        "accuracy_pct": 100.0 * correct / len(answered) if answered else None,
         "with_errors": sum(bool(r["errors"]) for r in rows),
-        "confidently_wrong": sum(bool(r.get("confidently_wrong")) for r in rows),
+        "confidently_wrong": sum(bool(r.get("confidently_wrong")) for r in answered),
         "runs": sum(r["n_runs"] for r in rows),
         "steps": sum(r["n_steps"] for r in rows),
         "cost_usd": sum(r["cost_usd"] for r in rows),
