@@ -15,7 +15,7 @@ import pytest
 from dagster import DagsterInstance
 
 from giant_assets.cluster.definitions import PROVIDER_TAG
-from giant_assets.cluster.instance import Cluster
+from giant_assets.cluster.instance import INSTANCE_YAML, Cluster
 from giant_assets.cluster.processes import Processes, backfill_command, daemon_command, worker_command
 from giant_assets.cluster.report import FINISHED, job_runs, max_overlap, step_workers, wait_for_runs
 from giant_assets.cluster.servers import LocalServer
@@ -23,6 +23,7 @@ from giant_assets.core.settings import EXPERIMENTS_ENV, PRICES_ENV
 from giant_assets.demo.scripted import serve_demo_model
 from giant_assets.experiments.declared import load_experiments
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
+from tests.support.dagster_env import daemon_home
 
 EXPERIMENT = "cluster-kill"
 KEY_ENV = "GIANT_CLUSTER_TEST_KEY"
@@ -39,7 +40,7 @@ def test_backfill_on_two_workers_survives_a_killed_worker(
     cluster_root: Path, postgres_server: LocalServer, redis_server: LocalServer, sample_wsi_root: Path
 ) -> None:
     cluster = Cluster(cluster_root / "home", cluster_root / "data", postgres_server.url, redis_server.url)
-    cluster.prepare()
+    daemon_home(cluster.prepare().dagster_home, base=INSTANCE_YAML)  # its queue launches runs sooner
     model = serve_demo_model(latency_s=0.4)
     experiments = cluster_root / "experiments.yaml"
     experiments.write_text(
