@@ -15,14 +15,15 @@ import pytest
 from dagster import DagsterInstance
 
 from giant_assets.cluster.definitions import PROVIDER_TAG
-from giant_assets.cluster.instance import Cluster
-from giant_assets.cluster.processes import Processes, backfill_command, daemon_command, worker_command
+from giant_assets.cluster.instance import INSTANCE_YAML, Cluster
+from giant_assets.cluster.processes import CODE_LOCATION, Processes, backfill_command, worker_command
 from giant_assets.cluster.report import FINISHED, job_runs, max_overlap, step_workers, wait_for_runs
 from giant_assets.cluster.servers import LocalServer
 from giant_assets.core.settings import EXPERIMENTS_ENV, PRICES_ENV
 from giant_assets.demo.scripted import serve_demo_model
 from giant_assets.experiments.declared import load_experiments
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
+from tests.support.dagster_env import daemon_command, daemon_home
 
 EXPERIMENT = "cluster-kill"
 KEY_ENV = "GIANT_CLUSTER_TEST_KEY"
@@ -39,7 +40,7 @@ def test_backfill_on_two_workers_survives_a_killed_worker(
     cluster_root: Path, postgres_server: LocalServer, redis_server: LocalServer, sample_wsi_root: Path
 ) -> None:
     cluster = Cluster(cluster_root / "home", cluster_root / "data", postgres_server.url, redis_server.url)
-    cluster.prepare()
+    daemon_home(cluster.prepare().dagster_home, base=INSTANCE_YAML)  # its queue launches runs sooner
     model = serve_demo_model(latency_s=0.4)
     experiments = cluster_root / "experiments.yaml"
     experiments.write_text(
@@ -86,7 +87,7 @@ def _scenario(cluster: Cluster, model, env: dict[str, str], experiments: Path) -
     with Processes(cluster.data_dir.parent / "logs", env) as procs:
         for name in WORKERS:
             procs.start(name, worker_command(name))
-        procs.start("daemon", daemon_command())
+        procs.start("daemon", daemon_command(CODE_LOCATION))
         procs.run("backfill", backfill_command("evaluate", partitions, tags))
 
         # kill the worker running a partition's predictions mid-way (whichever worker the queue gave it):

@@ -96,9 +96,9 @@ def queue_backfill(instance: DagsterInstance, keys: list[str]) -> str:
 
 
 @contextmanager
-def backfilled_row(
-    tmp_path: Path, sample_wsi_root: Path, cells: tuple[str, ...], by_daemon: bool = False
-) -> Iterator[Row]:
+def backfilled_row(tmp_path: Path, sample_wsi_root: Path, cells: tuple[str, ...]) -> Iterator[Row]:
+    """A daemon up on an instance whose backfill of ROW's ``cells`` it runs (as the UI launches one; a
+    backfill from the shell, `dagster job backfill`, is test_backfill_row's)."""
     data, home = tmp_path / "data", tmp_path / "dagster_home"
     daemon_home(home)
     server = serve_demo_model(latency_s=1.5)
@@ -116,21 +116,9 @@ def backfilled_row(
                 resources=resources_for(data, experiments_file=declared, wsi_root=str(sample_wsi_root)),
                 instance=instance,
             ).success
-        keys = [str(result_key(ROW, b)) for b in cells]
-        with dagster_daemon(env, REPO):
-            if by_daemon:
-                with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
-                    queue_backfill(instance, keys)
-                    yield Row(env, instance, server)
-                return
-            launched = subprocess.run(
-                [BIN / "dagster", "job", "backfill", "-m", "giant_assets.platform.definitions",
-                 "-j", "evaluate_cell", "--partitions", ",".join(keys), "--noprompt"],
-                env=env, cwd=REPO, capture_output=True, text=True, timeout=120,
-            )  # fmt: skip
-            assert launched.returncode == 0, launched.stdout[-2000:] + launched.stderr[-2000:]
-            with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
-                yield Row(env, instance, server)
+            queue_backfill(instance, [str(result_key(ROW, b)) for b in cells])
+        with dagster_daemon(env, REPO), DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+            yield Row(env, instance, server)
     finally:
         server.stop()
 
@@ -144,8 +132,10 @@ def test_stop_cancels_the_backfill_and_terminates_the_rows_runs(
         stopped_at = time.time()
         stop = row.stop()
         assert stop.returncode == 0, stop.stdout + stop.stderr
-        # the backfill has queued every run of its cells already (it is complete): they are stopped
-        assert f"{len(CELLS)} run(s) canceled or terminating" in stop.stdout
+        # the backfill is canceled, and every run of its cells (it submits them all at once) is stopped
+        assert stop.stdout.startswith(f"{ROW}: 1 backfill(s) canceled, {len(CELLS)} run(s) canceled or ")
+        (backfill,) = instance.get_backfills()
+        assert backfill.status in {BulkActionStatus.CANCELING, BulkActionStatus.CANCELED}
 
         def ended() -> bool:
             runs = row.evaluate_runs()
@@ -170,7 +160,7 @@ def test_stop_one_benchmark_cancels_its_run_and_leaves_the_other_cells_of_the_ba
     tmp_path: Path, sample_wsi_root: Path
 ) -> None:
     """One backfill holds both cells: canceling it would cancel the gtex run too, so it is left running."""
-    with backfilled_row(tmp_path, sample_wsi_root, ("tcga_slidebench", "gtex"), by_daemon=True) as row:
+    with backfilled_row(tmp_path, sample_wsi_root, ("tcga_slidebench", "gtex")) as row:
         tag = get_multidimensional_partition_tag(BENCHMARK)
 
         def by_benchmark() -> dict[str, DagsterRun]:
@@ -191,9 +181,9 @@ def test_stop_one_benchmark_cancels_its_run_and_leaves_the_other_cells_of_the_ba
             "the tcga_slidebench run to end", lambda: by_benchmark()["tcga_slidebench"].status in FINISHED
         )
         assert by_benchmark()["tcga_slidebench"].status == DagsterRunStatus.CANCELED
-        asked = len(row.server.requests)
-        time.sleep(3)  # the gtex cell goes on asking the model; its backfill is not canceled
-        assert by_benchmark()["gtex"].status == DagsterRunStatus.STARTED and len(row.server.requests) > asked
+        asked = len(row.server.requests)  # the gtex cell goes on asking the model; its backfill is kept
+        wait_for("the gtex cell to ask the model again", lambda: len(row.server.requests) > asked, 60)
+        assert by_benchmark()["gtex"].status == DagsterRunStatus.STARTED
         assert row.instance.get_backfill(backfill.backfill_id).status == BulkActionStatus.REQUESTED
         assert row.stop().returncode == 0  # the rest of the row, so the test ends soon
         wait_for("the gtex run to end", lambda: by_benchmark()["gtex"].status in FINISHED)

@@ -24,6 +24,7 @@ from giant_assets.platform.partitions import BENCHMARK, EXPERIMENT
 from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource, StorageResource
 
 REPO = Path(__file__).resolve().parents[2]
+INSTANCE_YAML = REPO / "dagster_home" / "dagster.yaml"  # the SQLite instance `make ui` runs on
 SENSOR_TICK_S = 2  # a daemon test's sensors: every 2 s (the code location's own: 15 to 30 s)
 
 
@@ -69,16 +70,35 @@ def add_experiments(instance: DagsterInstance, *names: str) -> None:
     instance.add_dynamic_partitions(BENCHMARK, [b for b in BUILT_IN_NAMES if b not in known])
 
 
-def daemon_home(home: Path, **run_monitoring: int) -> Path:
-    """``home`` made a Dagster home as the repository's (its dagster.yaml), with the run queue looked at
-    every second instead of Dagster's five: a daemon test waits less for its queued runs to start.
-    ``run_monitoring`` overrides settings of its run monitoring (e.g. a short ``start_timeout_seconds``)."""
+def daemon_home(home: Path, base: Path = INSTANCE_YAML, **run_monitoring: int) -> Path:
+    """``home`` made a Dagster home as ``base`` (the repository's dagster.yaml unless given), with a quicker
+    run queue: looked at every second instead of Dagster's five, and its runs launched on as many threads
+    as may run at once (Dagster's own launches one at a time, each waiting for its run process to load the
+    code location: the fifth run of a row would start ~4 loads after the first). ``run_monitoring``
+    overrides settings of its run monitoring (e.g. a short ``start_timeout_seconds``)."""
     home.mkdir(parents=True, exist_ok=True)
-    config = yaml.safe_load((REPO / "dagster_home" / "dagster.yaml").read_text())
-    config["run_queue"]["dequeue_interval_seconds"] = 1
+    config = yaml.safe_load(base.read_text())
+    queue = config["run_queue"]
+    queue |= {"dequeue_interval_seconds": 1, "dequeue_use_threads": True}
+    queue["dequeue_num_workers"] = queue["max_concurrent_runs"]
     config["run_monitoring"] |= run_monitoring
     (home / "dagster.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     return home
+
+
+# `dagster-daemon run` whose code server is started once: Dagster's daemon starts a new one every 60 s (in
+# case the code changed, which it never does in a test), each loading the code location again (~5 s of CPU,
+# a third of a short test's daemon cost); a private constant of Dagster's, checked so a rename fails loudly
+DAEMON_RUN = (
+    "import sys; from dagster._daemon import controller; from dagster._daemon.cli import main; "
+    "assert controller.RELOAD_WORKSPACE_INTERVAL == 60; controller.RELOAD_WORKSPACE_INTERVAL = 10**6; "
+    "sys.exit(main())"
+)
+
+
+def daemon_command(module: str) -> list[str]:
+    """The command of a test's daemon for the code location ``module`` (see DAEMON_RUN)."""
+    return [sys.executable, "-c", DAEMON_RUN, "run", "-m", module]
 
 
 DAEMON_STOPPED = b"Daemon threads shut down."  # dagster-daemon's last line once SIGTERM stopped its daemons
@@ -86,12 +106,12 @@ DAEMON_STOPPED = b"Daemon threads shut down."  # dagster-daemon's last line once
 
 @contextmanager
 def dagster_daemon(env: dict[str, str], cwd: Path) -> Iterator[subprocess.Popen]:
-    """A real ``dagster-daemon run`` of the code location in its own session, stopped with everything it
-    started when the block ends: SIGTERM, then SIGKILL once it says its daemons stopped (after that it only
-    waits ~10 s for its code server to exit), or after 20 s. Its sensors tick every SENSOR_TICK_S seconds
-    (GIANT_SENSOR_INTERVAL_S) instead of their 15 to 30, unless ``env`` sets it."""
+    """A real ``dagster-daemon run`` (DAEMON_RUN) of the code location in its own session, stopped with
+    everything it started when the block ends: SIGTERM, then SIGKILL once it says its daemons stopped
+    (after that it only waits ~10 s for its code server to exit), or after 20 s. Its sensors tick every
+    SENSOR_TICK_S seconds (GIANT_SENSOR_INTERVAL_S) instead of their 15 to 30, unless ``env`` sets it."""
     daemon = subprocess.Popen(
-        [Path(sys.executable).with_name("dagster-daemon"), "run", "-m", "giant_assets.platform.definitions"],
+        daemon_command("giant_assets.platform.definitions"),
         env={SENSOR_INTERVAL_ENV: str(SENSOR_TICK_S)} | env,
         cwd=cwd,
         stdout=subprocess.PIPE,  # its log (a handler that flushes each line)
