@@ -33,7 +33,8 @@ IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
 SKLEARN = {"accuracy": accuracy_score, "balanced_accuracy": balanced_accuracy_score}
 BENCHMARKS = ("gtex", "tcga_slidebench")  # one balanced-accuracy and one accuracy benchmark
 EXPERIMENTS = ("random", "majority")
-pytestmark = pytest.mark.xdist_group("cli_backfill")  # one worker builds the shared grid once
+# one worker builds the shared grid once; its first test's setup holds the grid's 7 CLI runs
+pytestmark = [pytest.mark.xdist_group("cli_backfill"), pytest.mark.timeout(600)]
 GIANT_EXPERIMENTS_CLI = str(Path(sys.executable).with_name("giant-experiments"))
 DEFAULT_EXECUTOR: dict = {}  # passed as ``config``: no --config-json at all
 DEFAULT_RUN = "TEST_DEFAULT_EXECUTOR_RUN_OUTPUT"  # the grid's ingest output, kept in its env for a test
