@@ -99,7 +99,10 @@ def test_unsafe_names_are_refused(tmp_path):
 
 
 def test_concurrent_processes_write_partitions_without_lock_errors(tmp_path):
-    ctx = mp.get_context("spawn")
+    # fresh processes (never forks of this multi-threaded one), forked from one server that imported the
+    # storage module once, instead of four spawns importing pandas, pyarrow and duckdb each
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
     procs = [ctx.Process(target=_write_partition, args=(str(tmp_path), f"b{i}", i + 1)) for i in range(4)]
     for p in procs:
         p.start()

@@ -7,6 +7,9 @@ bad config, missing upstream, a partition range, and a name whose answer setting
 Runs use the in-process executor (the code location's default, also passed explicitly here) so each
 CLI call pays Dagster's import once instead of once per step; the last test checks the default and
 that ``multiprocess`` can still be chosen in run config.
+
+The module's tests share one synced Dagster home and one materialized grid (they only read it), and run
+on one xdist worker so that both are built once.
 """
 
 import json
@@ -30,7 +33,12 @@ IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
 SKLEARN = {"accuracy": accuracy_score, "balanced_accuracy": balanced_accuracy_score}
 BENCHMARKS = ("gtex", "tcga_slidebench")  # one balanced-accuracy and one accuracy benchmark
 EXPERIMENTS = ("random", "majority")
+# one worker builds the shared grid once; its first test's setup holds the grid's 7 CLI runs
+pytestmark = [pytest.mark.xdist_group("cli_backfill"), pytest.mark.timeout(600)]
 GIANT_EXPERIMENTS_CLI = str(Path(sys.executable).with_name("giant-experiments"))
+DEFAULT_EXECUTOR: dict = {}  # passed as ``config``: no --config-json at all
+DEFAULT_RUN = "TEST_DEFAULT_EXECUTOR_RUN_OUTPUT"  # the grid's ingest output, kept in its env for a test
+TIMEOUT_S = 240  # a CLI run takes ~5 CPU-seconds; several at once on a loaded 2-core machine take long
 
 
 def write_experiments(path: Path, seed: int = 7) -> Path:
@@ -40,14 +48,16 @@ def write_experiments(path: Path, seed: int = 7) -> Path:
     return path
 
 
-@pytest.fixture
-def cli_env(tmp_path: Path, sample_wsi_root: Path) -> dict[str, str]:
-    """A private DAGSTER_HOME and data dir; the sample's slides come from the session fixture.
+@pytest.fixture(scope="module")
+def synced_env(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path) -> dict[str, str]:
+    """A private DAGSTER_HOME with both experiments synced by `giant-experiments sync`, shared by the
+    module's tests (each passes its own GIANT_DATA_DIR unless it reads the shared grid).
 
     The home's SQLite storages are created here, once: CLI processes started at the same moment on a
     fresh DAGSTER_HOME race to create the schema (UNIQUE constraint failed: alembic_version).
     """
-    home = tmp_path / "dagster_home"
+    root = tmp_path_factory.mktemp("cli_backfill")
+    home = root / "dagster_home"
     home.mkdir()
     shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
     with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
@@ -57,9 +67,10 @@ def cli_env(tmp_path: Path, sample_wsi_root: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIANT_", "DAGSTER_"))}
     env |= {
         "DAGSTER_HOME": str(home),
-        "GIANT_DATA_DIR": str(tmp_path / "data"),
+        "GIANT_DATA_DIR": str(root / "data"),
         "GIANT_WSI_ROOT": str(sample_wsi_root),
-        "GIANT_EXPERIMENTS": str(write_experiments(tmp_path / "experiments.yaml")),
+        "GIANT_EXPERIMENTS": str(write_experiments(root / "experiments.yaml")),
+        "GIANT_RATE_LIMIT_DIR": str(root / "ratelimits"),
     }
     synced = subprocess.run([GIANT_EXPERIMENTS_CLI, "sync"], env=env, capture_output=True, text=True)
     assert synced.returncode == 0, synced.stderr
@@ -67,20 +78,38 @@ def cli_env(tmp_path: Path, sample_wsi_root: Path) -> dict[str, str]:
     return env
 
 
+@pytest.fixture
+def cli_env(synced_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """The synced home over an empty data dir of the test's own."""
+    return synced_env | {"GIANT_DATA_DIR": str(tmp_path / "data")}
+
+
+@pytest.fixture(scope="module")
+def grid_env(synced_env: dict[str, str]) -> dict[str, str]:
+    """The sample ingested by a run on the code location's default executor (its output is kept under
+    ``DEFAULT_RUN``), then the 2 x 2 grid of cells materialized by concurrent CLI processes into the one
+    data dir, then the tables across experiments. Tests only read it (a failing run may be added)."""
+    ingest = materialize(synced_env, "--select", "multipathqa_csv,benchmark_items", config=DEFAULT_EXECUTOR)
+    env = synced_env | {DEFAULT_RUN: succeed(ingest)}
+    selection = "predictions,trajectory_steps,item_predictions,benchmark_metrics"
+    cells = [f"{b}|{e}" for b in BENCHMARKS for e in EXPERIMENTS]
+    procs = [materialize(env, "--select", selection, "--partition", cell) for cell in cells]
+    for proc in procs:  # all were started before any is waited on
+        succeed(proc)
+    succeed(
+        materialize(env, "--select", "leaderboard,leaderboard_long,leaderboard_stale,experiment_comparisons")
+    )
+    return env
+
+
 def materialize(env: dict[str, str], *args: str, config: dict | None = None) -> subprocess.Popen:
-    """Start ``dagster asset materialize`` on the real definitions; output is merged into stdout."""
-    run_config = json.dumps(IN_PROCESS | (config or {}))
+    """Start ``dagster asset materialize`` on the real definitions; output is merged into stdout.
+    ``config=DEFAULT_EXECUTOR`` passes no run config (the code location's default executor)."""
+    run_config = (
+        [] if config is DEFAULT_EXECUTOR else ["--config-json", json.dumps(IN_PROCESS | (config or {}))]
+    )
     return subprocess.Popen(
-        [
-            DAGSTER,
-            "asset",
-            "materialize",
-            "-m",
-            "giant_assets.platform.definitions",
-            *args,
-            "--config-json",
-            run_config,
-        ],
+        [DAGSTER, "asset", "materialize", "-m", "giant_assets.platform.definitions", *args, *run_config],
         env=env,
         cwd=REPO,
         stdout=subprocess.PIPE,
@@ -89,7 +118,7 @@ def materialize(env: dict[str, str], *args: str, config: dict | None = None) -> 
     )
 
 
-def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[int, str]:
+def finish(proc: subprocess.Popen, timeout: float = TIMEOUT_S) -> tuple[int, str]:
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -118,20 +147,9 @@ def sklearn_score(metric: str, truth: pd.Series, predicted: pd.Series) -> float:
 
 
 def test_two_experiments_side_by_side_from_concurrent_cli_runs_then_leaderboard(
-    cli_env: dict[str, str],
+    grid_env: dict[str, str],
 ) -> None:
-    succeed(materialize(cli_env, "--select", "multipathqa_csv,benchmark_items"))
-    selection = "predictions,trajectory_steps,item_predictions,benchmark_metrics"
-    cells = [f"{b}|{e}" for b in BENCHMARKS for e in EXPERIMENTS]
-    procs = [materialize(cli_env, "--select", selection, "--partition", cell) for cell in cells]
-    for proc in procs:  # all were started before any is waited on
-        succeed(proc)
-    succeed(
-        materialize(
-            cli_env, "--select", "leaderboard,leaderboard_long,leaderboard_stale,experiment_comparisons"
-        )
-    )
-
+    cli_env = grid_env
     data = Path(cli_env["GIANT_DATA_DIR"])
     for table in ("predictions", "item_predictions", "benchmark_metrics"):
         files = sorted(p.relative_to(data / table).as_posix() for p in (data / table).rglob("*.parquet"))
@@ -208,30 +226,24 @@ def test_wrong_partition_bad_config_missing_upstream_and_ranges_fail_clearly(cli
     assert not (Path(cli_env["GIANT_DATA_DIR"]) / "predictions").exists()  # nothing was written
 
 
-def test_a_name_rerun_with_other_answer_settings_fails_naming_them(cli_env: dict[str, str]) -> None:
-    succeed(materialize(cli_env, "--select", "multipathqa_csv,benchmark_items"))
-    succeed(materialize(cli_env, "--select", "predictions", "--partition", "gtex|random"))
-    write_experiments(Path(cli_env["GIANT_EXPERIMENTS"]), seed=8)  # same name, other answers
-    code, out = finish(materialize(cli_env, "--select", "predictions", "--partition", "tcga|random"))
+def test_a_name_rerun_with_other_answer_settings_fails_naming_them(
+    grid_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The grid ran `random` with seed 7; the same name declared with seed 8 may not run another cell."""
+    env = grid_env | {"GIANT_EXPERIMENTS": str(write_experiments(tmp_path / "experiments.yaml", seed=8))}
+    code, out = finish(materialize(env, "--select", "predictions", "--partition", "tcga|random"))
     assert code != 0 and "RUN_SUCCESS" not in out
     assert "experiment 'random' already ran with other answer-deciding settings (seed: 7 -> 8)" in out
-    assert sql(cli_env, "select distinct experiment, benchmark_name from predictions").values.tolist() == [
-        ["random", "gtex"]
-    ]
+    cells = sql(env, "select distinct experiment, benchmark_name from predictions order by all")
+    assert cells.values.tolist() == sorted([e, b] for b in BENCHMARKS for e in EXPERIMENTS)  # no tcga
 
 
-def test_runs_execute_in_their_own_process_unless_configured_multiprocess(cli_env: dict[str, str]) -> None:
-    def run(*config: str) -> str:
-        args = [DAGSTER, "asset", "materialize", "-m", "giant_assets.platform.definitions"]
-        done = subprocess.run(
-            [*args, "--select", "multipathqa_csv", *config], env=cli_env, cwd=REPO, capture_output=True,
-            text=True, timeout=120,
-        )  # fmt: skip
-        assert done.returncode == 0 and "RUN_SUCCESS" in done.stdout + done.stderr, done.stderr[-3000:]
-        return done.stdout + done.stderr
-
-    default = run()
+def test_runs_execute_in_their_own_process_unless_configured_multiprocess(
+    grid_env: dict[str, str], cli_env: dict[str, str]
+) -> None:
+    default = grid_env[DEFAULT_RUN]  # the grid's ingest, run with no run config
     assert "Executing steps in process" in default and "multiprocess" not in default
-    multi = run("--config-json", json.dumps({"execution": {"config": {"multiprocess": {}}}}))
+    config = {"execution": {"config": {"multiprocess": {}}}}
+    multi = succeed(materialize(cli_env, "--select", "multipathqa_csv", config=config))
     assert "Executing steps using multiprocess executor" in multi
     assert 'Launching subprocess for "multipathqa_csv"' in multi

@@ -37,6 +37,7 @@ ASSETS = [
     graded_submissions,
 ]
 EXPERIMENT = "random-seed7"
+pytestmark = pytest.mark.xdist_group("export_grading")  # one worker builds the module's fixture once
 SETTINGS = {"agent": "random", "seed": 7, "runs_per_item": 3}
 # balanced accuracy with an unreadable slide, plain accuracy; the demo test grades tcga (a missing slide)
 BENCHMARKS = ["panda", "tcga_slidebench"]

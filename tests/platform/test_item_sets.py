@@ -64,7 +64,7 @@ class Grid:
             instance=self.instance,
             raise_on_error=False,
         )
-        assert result.success is ok, [e.message for e in result.all_events if e.is_failure]
+        assert result.success is ok, failure_messages(result)  # with the causes of each step failure
         return result
 
     def cells(self, *cells: tuple[str, str]) -> None:

@@ -33,6 +33,7 @@ from giant_assets.report.review.cli import main as review_main
 from tests.support.dagster_env import add_experiments, resources_for, write_experiments
 
 PARTITION = "tcga"
+pytestmark = pytest.mark.xdist_group("path_review")  # one worker builds the module's fixture once
 GOOD, BROKEN, PLAIN, RANDOM = "review-ok", "review-broken", "giant-plain", "random-plain"
 SAMPLED = "review-sampled"  # item_sample: 2 of the benchmark's 3 items
 

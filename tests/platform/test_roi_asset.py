@@ -53,6 +53,9 @@ def two_crops_then_answer(request: RecordedRequest) -> Reply:
     return demo_policy(request)
 
 
+pytestmark = pytest.mark.xdist_group("roi_asset")  # one worker builds the module's fixture once
+
+
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path):
     data = tmp_path_factory.mktemp("roi") / "data"
