@@ -10,9 +10,12 @@ them, as the released script does.
 from __future__ import annotations
 
 from pathlib import PurePath
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:  # pandas is imported where a sample is drawn: every experiment file loads this module
+    import pandas as pd
 
 OFFICIAL_N, OFFICIAL_SEED = 25, 42
 # the slides the released script left out of gtex before sampling (corrupt or missing there)
@@ -48,4 +51,6 @@ def sample_items(items: pd.DataFrame, sample: ItemSample | None) -> pd.DataFrame
         names = ordered["image_path"].map(lambda p: PurePath(str(p)).name)
         kept = ordered[~names.isin(excluded).to_numpy()]
         parts.append(kept.sample(n=sample.n, random_state=sample.seed) if len(kept) > sample.n else kept)
+    import pandas as pd
+
     return pd.concat(parts) if parts else items.iloc[:0]

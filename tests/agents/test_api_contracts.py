@@ -263,11 +263,14 @@ def test_giant_run_records_a_dropped_summary_in_the_trajectory(slide: Path, tmp_
     assert answer["provider_notes"][0].startswith("reasoning summary dropped")
 
 
-def test_giant_run_refuses_a_thinking_budget_below_the_minimum(slide: Path) -> None:
+def test_giant_run_refuses_a_thinking_budget_below_the_minimum(slide: Path, monkeypatch, capsys) -> None:
+    from tests.agents.test_run_cli import giant_run_in_process  # a refusal before any call: in-process
+
     with ScriptedModelServer([]) as srv:
-        result = giant_run(
-            slide, srv, "--provider", "anthropic", "--base-url", srv.base_url,
+        code, stderr = giant_run_in_process(
+            monkeypatch, capsys, str(slide), "--question", "Which?", "--options", "A", "B",
+            "--max-steps", "2", "--provider", "anthropic", "--base-url", srv.base_url,
             "--model", "claude-sonnet-4-5", "--thinking-budget", "500",
         )  # fmt: skip
-    assert result.returncode == 2 and "thinking_budget': 500 is below" in result.stderr
+    assert code == 2 and "thinking_budget': 500 is below" in stderr
     assert srv.requests == []

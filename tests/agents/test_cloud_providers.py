@@ -675,20 +675,19 @@ def test_gemini_image_tokens_follow_its_tiles() -> None:
     ],
 )  # fmt: skip
 def test_giant_run_refuses_what_the_provider_would_before_any_call(
-    slide_path: Path, flags: list[str], refusal: str
+    slide_path: Path, flags: list[str], refusal: str, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    import subprocess
-    import sys
+    from tests.agents.test_run_cli import giant_run_in_process
 
     with ScriptedModelServer([answer_reply(1)]) as srv:
         where = (
             ["--api-key-env", "AZURE_OPENAI_API_KEY"] if "azure" in flags else ["--base-url", srv.base_url]
         )
-        argv = [str(Path(sys.executable).parent / "giant-run"), str(slide_path), "--question", "Which?",
-                *where, *flags]  # fmt: skip
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        code, stderr = giant_run_in_process(
+            monkeypatch, capsys, str(slide_path), "--question", "Which?", *where, *flags
+        )
         assert srv.requests == [] and srv.refused == []
-    assert result.returncode == 2 and refusal in result.stderr
+    assert code == 2 and refusal in stderr
 
 
 @pytest.mark.parametrize(

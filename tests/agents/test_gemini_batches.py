@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import importlib.util
 import io
 import json
 import os
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -447,3 +449,22 @@ def test_a_batch_remembered_ended_and_shown_running_again_is_named_and_looked_at
     assert len(named) == 1 and "seen BATCH_STATE_SUCCEEDED before, now shown running again" in named[0], logs
     record = BatchStore(store).batches[batch_id]
     assert record["status"] == "ended" and record["contradicted"]["status"].startswith("running")
+
+
+def test_only_a_gemini_model_loads_the_gemini_batch_client(monkeypatch) -> None:
+    """The batching package loads google-genai (seconds of imports) for a Gemini model only: a fresh
+    copy of it, with the Gemini batch client made unimportable, still batches an OpenAI model."""
+    from giant_assets.agents.providers import OpenAIResponsesModel, batching
+    from giant_assets.agents.providers.batching import OpenAIBatches
+
+    monkeypatch.setitem(sys.modules, "giant_assets.agents.providers.batching.gemini_batches", None)
+    spec = importlib.util.spec_from_file_location("batching_without_gemini", batching.__file__)
+    fresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fresh)  # raises if the package imports the Gemini client up front
+    model = OpenAIResponsesModel("gpt-5", base_url="http://127.0.0.1:9/v1", reasoning_effort="low")
+    assert type(fresh.batch_client(model)) is OpenAIBatches
+    with pytest.raises(ImportError):
+        fresh.GeminiBatches  # noqa: B018 (the lazy attribute is the import under test)
+    gemini = GeminiChatModel(MODEL, base_url="http://127.0.0.1:9", thinking_budget=1024)
+    with pytest.raises(ImportError):
+        fresh.batch_client(gemini)

@@ -255,11 +255,15 @@ async def ask_twice(model: SDKChatModel) -> None:
         await model.aclose()
 
 
-def test_out_directory_is_refused_before_any_call(slide: Path, tmp_path: Path) -> None:
+def test_out_directory_is_refused_before_any_call(slide: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    from tests.agents.test_run_cli import giant_run_in_process  # a refusal before any call: in-process
+
     with ScriptedModelServer([Reply(body=chat_body('{"answer": 3}'))] * 2) as server:
-        code, stdout, stderr = run(
-            slide, server.openai_base_url, "--mode", "thumbnail", "--out", str(tmp_path)
-        )
+        code, stderr = giant_run_in_process(
+            monkeypatch, capsys, str(slide), "--question", "Which?", "--options", *OPTIONS,
+            "--provider", "openai", "--api", "chat", "--model", "gpt-5", "--base-url", server.openai_base_url,
+            "--mode", "thumbnail", "--out", str(tmp_path),
+        )  # fmt: skip
     assert code == 2 and server.requests == []
     assert f"--out {tmp_path} is a directory" in stderr and "Traceback" not in stderr
 

@@ -4,6 +4,8 @@ sample(n, random_state=seed)), and numpy's RandomState as a second oracle."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -76,3 +78,17 @@ def test_the_declared_path_reviews_sample_as_released_and_only_path_reviews_may(
         Experiment(name="x", agent="random", item_sample={"n": 3})
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         Experiment(name="x", agent="path_review", model="m", item_sample={"n": 0})
+
+
+def test_reading_an_experiment_file_does_not_import_pandas(monkeypatch) -> None:
+    """Every CLI reads experiment declarations through this module; pandas (about a second of imports)
+    is loaded only where a sample is drawn: a fresh copy of the module loads and validates without it."""
+    import giant_assets.experiments.itemsample as module
+
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    spec = importlib.util.spec_from_file_location("itemsample_without_pandas", module.__file__)
+    fresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fresh)  # raises if the module imports pandas up front
+    assert fresh.ItemSample(n=3, exclude=["a.tiff"]).exclude == ("a.tiff",)
+    with pytest.raises(ImportError):
+        fresh.sample_items(items(), fresh.ItemSample(n=3))

@@ -39,6 +39,7 @@ OpenAI resource), ``anthropic_batches`` and ``gemini_batches`` (one per provider
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,6 @@ from typing import Any
 from giant_assets.agents.providers.batching.anthropic_batches import ANTHROPIC_LIMITS, AnthropicBatches
 from giant_assets.agents.providers.batching.azure_batches import AZURE_LIMITS, AZURE_LINE_URLS, AzureBatches
 from giant_assets.agents.providers.batching.client import BatchClient, BatchStatus, ListedBatch
-from giant_assets.agents.providers.batching.gemini_batches import GEMINI_LIMITS, GeminiBatches
 from giant_assets.agents.providers.batching.openai_batches import OPENAI_LIMITS, OpenAIBatches
 from giant_assets.agents.providers.batching.rounds import (
     CLOCK_SLACK_S,
@@ -61,6 +61,17 @@ from giant_assets.agents.providers.retry import RetryPolicy
 # every provider bills batch tokens at half the synchronous rate (Azure: Global Batch at 50% of Global
 # Standard, learn.microsoft.com/azure/ai-foundry/openai/how-to/batch; Gemini: its Batch API at 50%)
 BATCH_DISCOUNT = 0.5
+
+# Gemini's batch client loads google.genai (a second or two of imports): only a Gemini model pays for it
+_GEMINI = ("GEMINI_LIMITS", "GeminiBatches")
+_GEMINI_MODULE = "giant_assets.agents.providers.batching.gemini_batches"
+
+
+def __getattr__(name: str) -> Any:
+    if name in _GEMINI:
+        return getattr(importlib.import_module(_GEMINI_MODULE), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ANTHROPIC_LIMITS", "AZURE_LIMITS", "BATCH_DISCOUNT", "CLOCK_SLACK_S", "ENDED", "GEMINI_LIMITS",
@@ -80,7 +91,9 @@ def batch_client(model: Any, retry: RetryPolicy | None = None) -> BatchClient:
         return AzureBatches(model._client, AZURE_LINE_URLS[model.endpoint], **kw)
     if model.provider == "gemini":
         path = f"/v1beta/models/{model.name}:generateContent"
-        return GeminiBatches(model._client, path, model=model.name, **kw)
+        return importlib.import_module(_GEMINI_MODULE).GeminiBatches(
+            model._client, path, model=model.name, **kw
+        )
     return OpenAIBatches(model._client, "/v1" + model.endpoint, **kw)
 
 
