@@ -34,6 +34,7 @@ import pytest
 import yaml
 
 from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
+from giant_assets.demo.ui import create_storage
 from giant_assets.multipathqa.loading import parse_items, read_csv_strings
 from giant_assets.multipathqa.sample import CORRUPT_SLIDE, ensure_sample_slides, sample_csv_path
 from giant_assets.multipathqa.schema import WSI_OK
@@ -444,16 +445,6 @@ def _published_csv(sample_wsi: Path, wsi: Path) -> tuple[bytes, list[ServedFile]
     return out.getvalue().encode(), list(served.values())
 
 
-def _create_instance_databases(home: Path) -> None:
-    """What the first run would create: concurrent first runs of the scripts would race on it."""
-    from dagster import AssetKey, DagsterInstance
-
-    with DagsterInstance.from_config(str(home)) as instance:
-        instance.get_runs(limit=1)
-        instance.get_latest_materialization_event(AssetKey("benchmark_items"))
-        list(instance.all_instigator_state())
-
-
 def _grading_files(root: Path) -> dict[str, str]:
     """Submissions for docs/grading.md from the sample's items: gtex all right, gtex half right, all tasks
     right (JSONL), a biomlbench run file of two tasks. Returns the expected gtex half-right score."""
@@ -577,7 +568,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory, sample_wsi_root: Path) -> Ran:
     # ingest's own ensure_sample_slides keeps it), not generated a second time (~6 CPU-seconds)
     shutil.copytree(sample_wsi_root, sandbox / "data" / "sample_wsi")
     sample_wsi = ensure_sample_slides(sandbox / "data" / "sample_wsi")
-    _create_instance_databases(sandbox / "dagster_home")
+    create_storage(sandbox / "dagster_home")  # concurrent first runs of the scripts would race on it
     wsi = sandbox / "wsi"
     published, tcga = _published_csv(sample_wsi, wsi)
     fixture_repo(sandbox / "GIANT")
