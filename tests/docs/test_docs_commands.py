@@ -531,6 +531,11 @@ def _script(commands: list[tuple[Command, str]], blocks: list[str]) -> str:
             continue
         block = by_key[key]
         lines += [f"printf '\\n@@block {key}\\n'", "(", 'cd "$SANDBOX"']
+        skipped = [
+            c for c in block.commands if c.where() not in texts and re.search(f"{SYNC}|{INGEST}", c.text)
+        ]
+        if skipped and block.file != INGESTED[0]:  # a repeated sync or ingest not run: was it done before?
+            lines.append(f'[ -e "$SANDBOX/{INGEST_DONE}" ] || printf "\\n@@before-ingest {key}\\n"')
         for command in block.commands:
             text = texts.get(command.where())
             if text is None:
@@ -683,6 +688,14 @@ def test_docs_command_runs(command: Command, ran: Ran) -> None:
         )
     if entry.check:
         entry.check(command, output)
+
+
+def test_blocks_that_skip_a_repeated_sync_or_ingest_start_after_getting_started_s(ran: Ran) -> None:
+    """The commands listed as REPEATED are not run on their page, so its block must start after getting
+    started's sync and ingest (INGESTED), or its commands would run against a sandbox the page does not
+    describe (whether they then fail depends on the machine's load)."""
+    early = re.findall(r"@@before-ingest (\S+)", ran.transcript)
+    assert not early, f"blocks started before {INGESTED[0]}'s ingest: {early}"
 
 
 def test_the_commands_left_what_the_docs_say(ran: Ran) -> None:
