@@ -7,7 +7,8 @@ its own subshell, so its ``export`` lines are the environment of its later comma
 needs the network, a GPU or a paid API, a named substitution (``subs`` of its entry in RUNS; SANDBOX for
 the environment) points it at a loopback server, a fixture or an offline experiment instead. Each command
 must exit 0 and print what its entry expects; the last test checks the files, tables and queued runs left.
-The scripts' transcripts are kept in the sandbox as ``docs-commands-*.log``.
+The scripts' transcripts are kept in the sandbox as ``docs-commands-*.log``, each command's wall seconds,
+slowest first, in ``docs-commands-seconds.txt``.
 """
 
 from __future__ import annotations
