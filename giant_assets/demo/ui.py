@@ -6,7 +6,9 @@ this runs the two commands ``dagster dev`` runs, ``dagster-webserver`` and ``dag
 deployment runs them), over ``workspace.yaml``, and serves the scripted model on the port the
 ``demo-*`` experiments name, so they can be re-run from the UI (a taken port, e.g. by a running
 ``make demo``, is reported and taken over once it is free). A throwaway ``GIANT_DEMO_API_KEY`` is
-set for their runs unless one is.
+set for their runs unless one is. The instance's databases are created before the two start: on a fresh
+``DAGSTER_HOME`` both would create them at the same moment and one could fail (alembic: "more than one
+head").
 
     python -m giant_assets.demo.ui [-w workspace.yaml] [--host 127.0.0.1] [--port 3000] [--model-port N]
 """
@@ -22,11 +24,11 @@ import sys
 import threading
 from pathlib import Path
 
-from giant_assets.core.settings import DEMO_KEY_ENV
+from giant_assets.core.settings import DAGSTER_HOME_ENV, DEMO_KEY_ENV
 from giant_assets.demo.serve_cli import DEMO_PORT, DemoModelServer
 
 STOP_WAIT_S = 20.0
-RETRY_TICKS = 10  # a taken model port is tried again every 10 x 0.5 s
+RETRY_TICKS = 2  # a taken model port is tried again every 2 x 0.5 s (a bind: cheap)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,6 +61,18 @@ def _start_model(port: int, quiet: bool = False) -> DemoModelServer | None:
     return model
 
 
+def create_storage(home: str | os.PathLike[str]) -> None:
+    """Create the SQLite storages of the Dagster instance in ``home`` (runs, event log index, schedules),
+    as its first user would: processes starting together on a fresh home otherwise race to create them."""
+    from dagster import DagsterInstance  # ~1 s of imports, paid only here
+    from dagster._core.instance.ref import InstanceRef
+
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        instance.get_runs(limit=1)  # history/runs.db
+        instance.event_log_storage.get_asset_records()  # history/runs/index.db
+        instance.all_instigator_state()  # schedules/schedules.db
+
+
 def _stop(children: dict[str, subprocess.Popen]) -> None:
     for process in children.values():
         if process.poll() is None:
@@ -80,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     env.setdefault(DEMO_KEY_ENV, f"sk-demo-{secrets.token_hex(16)}")
     bin_dir = Path(sys.executable).parent
+    home = env.get(DAGSTER_HOME_ENV, "")
+    if home and Path(home).is_dir():  # else nothing to share: the webserver and daemon say what is wrong
+        create_storage(home)
     model = _start_model(args.model_port) if args.model_port >= 0 else None
     children = {
         "dagster-webserver": subprocess.Popen(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tomllib
@@ -65,11 +66,11 @@ def test_it_prints_its_url_answers_giant_run_and_stops_on_sigterm(model, tmp_pat
     assert out.strip() == f"scripted model: stopped after {len(asked)} requests"
 
 
-def test_a_taken_port_is_one_clear_line_and_exit_2(model) -> None:
-    _, url = model
-    port = url.removeprefix("http://127.0.0.1:").removesuffix("/v1")
-    second = serve("--port", port)
-    out, err = second.communicate(timeout=60)
+def test_a_taken_port_is_one_clear_line_and_exit_2() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as holder:  # e.g. another giant-scripted-model's port
+        port = str(holder.getsockname()[1])
+        second = serve("--port", port)
+        out, err = second.communicate(timeout=60)
     assert second.returncode == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and f"127.0.0.1:{port}" in err and "--port" in err
 

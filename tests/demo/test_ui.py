@@ -9,6 +9,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -19,6 +20,8 @@ import pytest
 from dagster import DagsterInstance
 from dagster._core.instance.ref import InstanceRef
 from openai import OpenAI
+
+from giant_assets.demo import ui
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -106,3 +109,36 @@ def test_make_ui_runs_the_launcher_with_the_viewer_address() -> None:
         ["bash", "-c", f"{assignment} printenv GIANT_VIEWER_URL"], env=env, capture_output=True, text=True
     )
     assert shown.stdout.strip() == "http://127.0.0.1:9123/"  # the UI's viewer links follow VIEW_PORT
+
+
+def stamped(db: Path) -> bool:
+    """The SQLite file exists and holds its schema's alembic stamp (what the racing processes write)."""
+    if not db.is_file():
+        return False
+    with sqlite3.connect(db) as con:
+        return bool(con.execute("select count(*) from alembic_version").fetchone()[0])
+
+
+STORAGES = ("history/runs.db", "history/runs/index.db", "schedules/schedules.db")
+
+
+def test_the_launcher_creates_the_instance_storage_before_starting_webserver_and_daemon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The webserver and the daemon no longer race to create a fresh home's databases (alembic: "more
+    than one head"): at the moment each starts, all three exist with their schema."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    seen: dict[str, list[bool]] = {}
+    real = subprocess.Popen
+
+    def start(args, **kwargs):  # the real process replaced by `true`, after looking at the home
+        seen[Path(args[0]).name] = [stamped(home / db) for db in STORAGES]
+        return real(["true"])
+
+    monkeypatch.setattr(ui.subprocess, "Popen", start)
+    monkeypatch.setattr(ui.signal, "signal", lambda *_: None)  # the launcher's handlers: not this process's
+    assert ui.main(["--model-port", "-1", "--port", str(free_port())]) == 1  # `true` exits: "failed"
+    assert seen == {"dagster-webserver": [True] * 3, "dagster-daemon": [True] * 3}
