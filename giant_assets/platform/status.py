@@ -107,19 +107,61 @@ def grid_states(
     """The state of every cell of ``names`` (default every declared experiment) x today's benchmarks."""
     metrics = _stored_metrics(data_dir)
     scored = _scored_cells(metrics, items, set(declared))
+    benchmarks = sorted(items["benchmark_name"].astype(str).unique())
+    chosen = names or sorted(declared)
+    records = CellRecords.of(instance, [f"{b}|{name}" for name in chosen for b in benchmarks])
     out = []
-    for name in names or sorted(declared):
+    for name in chosen:
         why = unimportable(declared[name].agent)
-        for benchmark in sorted(items["benchmark_name"].astype(str).unique()):
+        for benchmark in benchmarks:
             if why:
                 out.append(CellState(name, benchmark, UNUSABLE, why))
                 continue
             progress = journal_progress(declared[name], benchmark, items, data_dir / "journals")
-            state = _state(instance, declared[name], benchmark, progress, scored.get((name, benchmark)))
+            state = _state(records, declared[name], benchmark, progress, scored.get((name, benchmark)))
             state.spent_usd = progress.cost_usd
             folder = data_dir / "journals" / declared[name].config_hash() / f"{benchmark}.batches"
             out.append(_with_contradictions(state, folder))
     return out
+
+
+@dataclass
+class CellRecords:
+    """What the instance holds of a set of cells, asked in three queries for all of them: each cell's
+    latest run, and which cells have a ``predictions`` observation or a ``benchmark_metrics``
+    materialization at all (most cells of a grid have neither, and are then never asked about one by
+    one: ``giant-experiments status`` and the leaderboard's failed cells asked 3 queries per cell)."""
+
+    instance: DagsterInstance | None
+    latest_runs: dict[str, Any]
+    observed: Collection[str]
+    scored: Collection[str]
+
+    @classmethod
+    def of(cls, instance: DagsterInstance | None, keys: list[str]) -> CellRecords:
+        if instance is None or not keys:
+            return cls(instance, {}, (), ())
+        latest: dict[str, Any] = {}
+        for run in instance.get_runs(RunsFilter(tags={PARTITION_TAG: keys})):  # newest first
+            latest.setdefault(run.tags.get(PARTITION_TAG), run)
+        wanted = set(keys)
+        observed = instance.get_latest_storage_id_by_partition(
+            AssetKey("predictions"), DagsterEventType.ASSET_OBSERVATION, wanted
+        )
+        scored = instance.get_latest_storage_id_by_partition(
+            AssetKey("benchmark_metrics"), DagsterEventType.ASSET_MATERIALIZATION, wanted
+        )
+        return cls(instance, latest, set(observed), set(scored))
+
+    def observation(self, key: str) -> dict[str, Any]:
+        """The cell's latest ``predictions`` observation (see ``_latest_observation``)."""
+        return _latest_observation(self.instance, key) if key in self.observed else {}
+
+    def scored_at(self, key: str) -> float | None:
+        """When the cell's ``benchmark_metrics`` were last materialized."""
+        if key not in self.scored:
+            return None
+        return _latest_materialization_time(self.instance, "benchmark_metrics", key)
 
 
 def _with_contradictions(state: CellState, folder: Path) -> CellState:
@@ -178,17 +220,16 @@ def _scored_cells(metrics: pd.DataFrame, items: pd.DataFrame, declared: set[str]
 
 
 def _state(
-    instance: DagsterInstance | None,
+    records: CellRecords,
     exp: Experiment,
     benchmark: str,
     progress: JournalProgress,
     scored: dict[str, Any] | None,
 ) -> CellState:
     name, key = exp.name, f"{benchmark}|{exp.name}"
-    runs = instance.get_runs(RunsFilter(tags={PARTITION_TAG: key}), limit=1) if instance else []
-    latest = runs[0] if runs else None
-    observed = _latest_observation(instance, key)
-    scored_at = _latest_materialization_time(instance, "benchmark_metrics", key)
+    instance, latest = records.instance, records.latest_runs.get(key)
+    observed = records.observation(key)
+    scored_at = records.scored_at(key)
     retry = rerun_command(name, benchmark)
     if latest is not None and latest.status in WAITING_STATUSES:
         numbers = observed if observed.get("run_id") == latest.run_id else {}
