@@ -3,7 +3,6 @@ dynamic partition key once; this process's adds and deletes count at once; outsi
 remembered, so a long-lived process sees another process's delete at once. Real SQLite instance from the
 shipped dagster.yaml, real materializations, another real process."""
 
-
 import shutil
 import subprocess
 import sys
@@ -37,13 +36,24 @@ def third(second: int) -> int:
     return second + 1
 
 
-@pytest.fixture
-def instance(tmp_path: Path) -> Iterator[DagsterInstance]:
-    """A persistent instance from the shipped dagster.yaml, cell e1 x gtex and benchmarks panda, tcga."""
-    shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", tmp_path / "dagster.yaml")
-    with DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path))) as instance:
+@pytest.fixture(scope="module")
+def shipped_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Dagster home with the shipped dagster.yaml, its SQLite storages created once (the slow part),
+    holding cell e1 x gtex and the benchmarks panda and tcga."""
+    home = tmp_path_factory.mktemp("home")
+    shutil.copyfile(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
         instance.add_dynamic_partitions(EXPERIMENT, ["e1"])
         instance.add_dynamic_partitions(BENCHMARK, ["gtex", "panda", "tcga"])
+        instance.all_instigator_state()  # schedules.db too
+    return home
+
+
+@pytest.fixture
+def instance(shipped_home: Path, tmp_path: Path) -> Iterator[DagsterInstance]:
+    """A persistent instance of its own: a copy of the shipped home."""
+    home = shutil.copytree(shipped_home, tmp_path / "home")
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
         yield instance
 
 
@@ -57,7 +67,7 @@ def storage_log(instance: DagsterInstance) -> list[tuple[str, ...]]:
         return ask(name, key)
 
     def store_event(event) -> None:
-        log.append(("event", str(event.dagster_event_type)))
+        log.append(("event", str(event.dagster_event_type), event))
         store(event)
 
     storage.has_dynamic_partition, storage.store_event = has_dynamic_partition, store_event
@@ -68,9 +78,12 @@ def asked_per_run(log: list[tuple[str, ...]]) -> list[list[tuple[str, ...]]]:
     """The look-ups between each RUN_START and its run's end, one list per run."""
     runs, current = [], None
     for entry in log:
-        if entry == ("event", "DagsterEventType.RUN_START"):
+        if entry[:2] == ("event", "DagsterEventType.RUN_START"):
             current = []
-        elif entry[0] == "event" and entry[1] in ("DagsterEventType.RUN_SUCCESS", "DagsterEventType.RUN_FAILURE"):
+        elif entry[0] == "event" and entry[1] in (
+            "DagsterEventType.RUN_SUCCESS",
+            "DagsterEventType.RUN_FAILURE",
+        ):
             runs.append(current)
             current = None
         elif entry[0] == "ask" and current is not None:
@@ -93,6 +106,31 @@ def test_a_run_asks_the_storage_for_each_partition_key_once(instance: DagsterIns
     assert [sorted(asked) for asked in asked_per_run(log)] == [once, once]
 
 
+def test_a_step_process_asks_once_per_step_and_a_run_end_ends_its_steps(instance: DagsterInstance) -> None:
+    """What a step's own process stores (the multiprocess executor, the cluster's Celery workers): the
+    step's events only, no RUN_START. Replayed from a real run into the instance, in order."""
+    log = storage_log(instance)
+    assert materialize([first, second, third], instance=instance, partition_key=CELL).success
+    events = [entry[2] for entry in log if entry[0] == "event"]
+    kind = {str(e.dagster_event_type): e for e in events if e.step_key in (None, "first")}
+    del log[:]
+
+    def ask_three_times() -> None:
+        for _ in range(3):
+            assert instance.has_dynamic_partition(BENCHMARK, "gtex")
+
+    for event in (e for e in events if e.step_key):  # the three steps, each in a process of its own
+        instance.handle_new_event(event)
+        if str(event.dagster_event_type) == "DagsterEventType.STEP_START":
+            ask_three_times()
+    ask_three_times()  # no step executing: every time
+    # a run that ends without its step's end (the step's process died): its steps end with it
+    for name in ("RUN_START", "STEP_START", "RUN_SUCCESS"):
+        instance.handle_new_event(kind[f"DagsterEventType.{name}"])
+    ask_three_times()
+    assert [entry for entry in log if entry[0] == "ask"] == [("ask", BENCHMARK, "gtex")] * (3 + 3 + 3)
+
+
 @asset(partitions_def=results_partitions)
 def churn(context: AssetExecutionContext) -> dict[str, bool]:
     """Deletes and adds partitions while its run executes; what the instance answers after each."""
@@ -105,6 +143,19 @@ def churn(context: AssetExecutionContext) -> dict[str, bool]:
     seen["new before"] = instance.has_dynamic_partition(BENCHMARK, "new")
     instance.add_dynamic_partitions(BENCHMARK, ["new"])
     seen["new added"] = instance.has_dynamic_partition(BENCHMARK, "new")
+    # a delete landing while a look-up is in flight (another thread): the answer read before it is not kept
+    storage = instance.event_log_storage
+    ask = storage.has_dynamic_partition
+
+    def answer_then_delete(name: str, key: str) -> bool:
+        found = ask(name, key)
+        storage.has_dynamic_partition = ask
+        instance.delete_dynamic_partition(name, key)
+        return found
+
+    storage.has_dynamic_partition = answer_then_delete
+    seen["tcga in flight"] = instance.has_dynamic_partition(BENCHMARK, "tcga")
+    seen["tcga after"] = instance.has_dynamic_partition(BENCHMARK, "tcga")
     return seen
 
 
@@ -116,13 +167,16 @@ def test_this_process_adds_and_deletes_count_at_once_during_a_run(instance: Dags
         "gtex added back": True,
         "new before": False,
         "new added": True,
+        "tcga in flight": True,
+        "tcga after": False,
     }
 
 
 def delete_elsewhere(home: str, *benchmarks: str) -> None:
     """Delete benchmark partitions from another process, as `giant-experiments prune` or the sensor do."""
     code = (
-        "import sys\nfrom dagster import DagsterInstance\nfrom dagster._core.instance.ref import InstanceRef\n"
+        "import sys\nfrom dagster import DagsterInstance\n"
+        "from dagster._core.instance.ref import InstanceRef\n"
         "with DagsterInstance.from_ref(InstanceRef.from_dir(sys.argv[1])) as instance:\n"
         "    for key in sys.argv[2:]:\n        instance.delete_dynamic_partition('benchmark', key)\n"
     )
