@@ -193,12 +193,13 @@ def others_delete(context: AssetExecutionContext) -> dict[str, bool]:
     return seen
 
 
-def test_another_process_delete_is_seen_once_the_run_ends_and_at_once_outside_runs(
+def test_another_process_delete_is_seen_at_once_outside_runs_and_by_a_run_once_it_ends(
     instance: DagsterInstance,
 ) -> None:
-    assert instance.has_dynamic_partition(BENCHMARK, "tcga")  # a long-lived process (no run) asks
-    result = materialize([others_delete], instance=instance, partition_key=CELL)
-    # the run keeps its answer to its end, as if the delete came a moment later
-    assert result.output_for_node("others_delete") == {"panda before": True, "panda after": True}
-    assert not instance.has_dynamic_partition(BENCHMARK, "panda")  # the run ended: asked again
-    assert not instance.has_dynamic_partition(BENCHMARK, "tcga")  # never remembered outside a run
+    with DagsterInstance.from_ref(instance.get_ref()) as daemon:  # a long-lived process: runs nothing
+        assert daemon.has_dynamic_partition(BENCHMARK, "tcga")
+        result = materialize([others_delete], instance=instance, partition_key=CELL)
+        # the run keeps its answer to its end, as if the delete came a moment later
+        assert result.output_for_node("others_delete") == {"panda before": True, "panda after": True}
+        assert not instance.has_dynamic_partition(BENCHMARK, "panda")  # the run ended: asked again
+        assert not daemon.has_dynamic_partition(BENCHMARK, "tcga")  # nothing remembered outside a run
