@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from dagster import AssetExecutionContext, DagsterInstance, asset, materialize
 from dagster._core.instance.ref import InstanceRef
 
+from giant_assets.cluster.instance import POSTGRES_URL_ENV
 from giant_assets.platform.instance import GiantInstance
 from giant_assets.platform.partitions import BENCHMARK, EXPERIMENT, result_key, results_partitions
 
@@ -91,11 +91,16 @@ def asked_per_run(log: list[tuple[str, ...]]) -> list[list[tuple[str, ...]]]:
     return runs
 
 
-def test_the_shipped_instance_files_name_the_platform_instance(instance: DagsterInstance) -> None:
+def test_the_shipped_instance_files_name_the_platform_instance(
+    instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert type(instance) is GiantInstance
     assert type(DagsterInstance.from_ref(instance.get_ref())) is GiantInstance  # what a run worker builds
-    cluster = yaml.safe_load((REPO / "dagster_home" / "postgres" / "dagster.yaml").read_text())
-    assert cluster["instance_class"] == {"module": "giant_assets.platform.instance", "class": "GiantInstance"}
+    # the cluster's file, read as its processes read it (no database is reached to build the ref)
+    monkeypatch.setenv(POSTGRES_URL_ENV, "postgresql+psycopg2://nobody@127.0.0.1:9/none")
+    cluster = InstanceRef.from_dir(str(REPO / "dagster_home" / "postgres"))
+    assert cluster.custom_instance_class is GiantInstance
+    assert cluster.storage_data.class_name == "DagsterPostgresStorage"
 
 
 def test_a_run_asks_the_storage_for_each_partition_key_once(instance: DagsterInstance) -> None:
