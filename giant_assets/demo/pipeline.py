@@ -32,8 +32,6 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -97,48 +95,18 @@ ACROSS = AssetSelection.assets(
 )
 
 
-@contextmanager
-def _partitions_looked_up_once(instance: DagsterInstance) -> Iterator[None]:
-    """Within one run, each dynamic partition key is looked up in the instance once.
-
-    Dagster checks that both partition keys of a cell (experiment, benchmark) exist for every input and
-    output of every step, each time opening the SQLite event log anew: ~170 look-ups per cell, a third
-    of the demo's time (measured with cProfile). Nothing adds partitions while the demo's run executes,
-    so the first answer stays true for the run; the next run asks again.
-    """
-    ask = instance.has_dynamic_partition
-    seen: dict[tuple[str, str], bool] = {}
-
-    def has_dynamic_partition(partitions_def_name: str, partition_key: str) -> bool:
-        key = (partitions_def_name, partition_key)
-        if key not in seen:
-            seen[key] = ask(partitions_def_name, partition_key)
-        return seen[key]
-
-    before = vars(instance).get("has_dynamic_partition")  # None: the class's method
-    instance.has_dynamic_partition = has_dynamic_partition  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        if before is None:
-            del instance.has_dynamic_partition
-        else:
-            instance.has_dynamic_partition = before  # type: ignore[method-assign]
-
-
 def _run(
     title: str, selection: AssetSelection, instance: DagsterInstance, run_config: dict | None = None, **kwargs
 ) -> None:
     started = time.monotonic()
-    with _partitions_looked_up_once(instance):
-        result = materialize(
-            [*ALL_ASSETS, *ALL_CHECKS],
-            selection=selection,
-            resources=RESOURCES,
-            instance=instance,
-            run_config=(run_config or {}) | QUIET,
-            **kwargs,
-        )
+    result = materialize(
+        [*ALL_ASSETS, *ALL_CHECKS],
+        selection=selection,
+        resources=RESOURCES,
+        instance=instance,
+        run_config=(run_config or {}) | QUIET,
+        **kwargs,
+    )
     if not result.success:
         sys.exit(f"demo step failed: {title}")
     print(f"  ok  {title} ({time.monotonic() - started:.1f}s)", flush=True)

@@ -4,28 +4,31 @@ Nothing here reads the environment: resources resolve their ``GIANT_*`` variable
 ``giant_assets.core.settings`` for the list).
 """
 
-from dagster import AssetSelection, Definitions, ExecutorDefinition, PartitionedConfig, define_asset_job
-
+from giant_assets.core import heap
 from giant_assets.core.shutdown import skip_final_collection
-from giant_assets.platform.assets.figures import paper_figures
-from giant_assets.platform.assets.grading import GRADING_ASSETS, GRADING_SENSORS
-from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
-from giant_assets.platform.assets.inventory import slide_inventory
-from giant_assets.platform.assets.leaderboard import experiment_comparisons, leaderboard
-from giant_assets.platform.assets.path_review import path_review
-from giant_assets.platform.assets.predictions import predictions, trajectory_steps
-from giant_assets.platform.assets.report import trajectory_pictures, trajectory_viewer
-from giant_assets.platform.assets.reviews import pathologist_reviews, review_metrics
-from giant_assets.platform.assets.roi import roi_evaluation
-from giant_assets.platform.assets.scores import benchmark_metrics, item_predictions
-from giant_assets.platform.automation import automation_sensor
-from giant_assets.platform.batch_sensor import make_batch_rounds_sensor
-from giant_assets.platform.checks import ITEM_CHECKS, RESULT_CHECKS
-from giant_assets.platform.executor import in_process_or_multiprocess
-from giant_assets.platform.io_manager import ParquetDuckDBIOManager
-from giant_assets.platform.partitions import results_partitions, split_key
-from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource, StorageResource
-from giant_assets.platform.sensors import SENSORS
+
+with heap.loading():  # no garbage collection during these imports; what they made is frozen after
+    from dagster import AssetSelection, Definitions, ExecutorDefinition, PartitionedConfig, define_asset_job
+
+    from giant_assets.platform.assets.figures import paper_figures
+    from giant_assets.platform.assets.grading import GRADING_ASSETS, GRADING_SENSORS
+    from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
+    from giant_assets.platform.assets.inventory import slide_inventory
+    from giant_assets.platform.assets.leaderboard import experiment_comparisons, leaderboard
+    from giant_assets.platform.assets.path_review import path_review
+    from giant_assets.platform.assets.predictions import predictions, trajectory_steps
+    from giant_assets.platform.assets.report import trajectory_pictures, trajectory_viewer
+    from giant_assets.platform.assets.reviews import pathologist_reviews, review_metrics
+    from giant_assets.platform.assets.roi import roi_evaluation
+    from giant_assets.platform.assets.scores import benchmark_metrics, item_predictions
+    from giant_assets.platform.automation import automation_sensor
+    from giant_assets.platform.batch_sensor import make_batch_rounds_sensor
+    from giant_assets.platform.checks import ITEM_CHECKS, RESULT_CHECKS
+    from giant_assets.platform.executor import in_process_or_multiprocess
+    from giant_assets.platform.io_manager import ParquetDuckDBIOManager
+    from giant_assets.platform.partitions import results_partitions, split_key
+    from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource, StorageResource
+    from giant_assets.platform.sensors import SENSORS
 
 storage = StorageResource()
 

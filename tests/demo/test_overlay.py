@@ -1,5 +1,5 @@
 """The demo's own declarations (demo/overlay.py), the scripted model's answer to the demo's lesion
-question, and the demo's per-run cache of partition look-ups: plain Python, no demo run."""
+question: plain Python, no demo run."""
 
 from __future__ import annotations
 
@@ -10,11 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dagster import DagsterInstance
 from PIL import Image
 
 from giant_assets.demo.overlay import compose, overlay_path
-from giant_assets.demo.pipeline import _partitions_looked_up_once
 from giant_assets.demo.scripted import demo_policy
 from giant_assets.demo.scripted.recorded import RecordedRequest
 from giant_assets.experiments.declared import load_benchmarks, load_experiments
@@ -106,24 +104,3 @@ def test_the_lesion_question_is_answered_yes_only_when_a_lesion_fills_the_view(
     image.paste(65, (0, 0, 100, dark_rows))
     reply = demo_policy(_lesion_request(image.convert("RGB")))
     assert reply.answer == answer
-
-
-def test_each_partition_is_looked_up_once_per_demo_run() -> None:
-    with DagsterInstance.ephemeral() as instance:
-        instance.add_dynamic_partitions("benchmark", ["tcga"])
-        asked: list[tuple[str, str]] = []
-        ask = instance.has_dynamic_partition
-
-        def counting(name: str, key: str) -> bool:
-            asked.append((name, key))
-            return ask(name, key)
-
-        instance.has_dynamic_partition = counting  # what the demo's cache asks
-        with _partitions_looked_up_once(instance):
-            assert [instance.has_dynamic_partition("benchmark", "tcga") for _ in range(3)] == [True] * 3
-            assert not instance.has_dynamic_partition("benchmark", "gtex")
-        assert asked == [("benchmark", "tcga"), ("benchmark", "gtex")]
-        assert instance.has_dynamic_partition is counting  # as before the run
-        instance.add_dynamic_partitions("benchmark", ["gtex"])
-        with _partitions_looked_up_once(instance):  # the next run asks again
-            assert instance.has_dynamic_partition("benchmark", "gtex")

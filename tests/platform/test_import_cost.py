@@ -29,15 +29,17 @@ DEFERRED = {
 }
 
 CHILD = """
-import json, sys
+import gc, json, sys
 from giant_assets.platform.definitions import ALL_ASSETS, CELL_ASSETS, defs
 
 watched = json.loads(sys.argv[1])
 after_import = sorted(m for m in watched if m in sys.modules)
+collector = {"enabled": gc.isenabled(), "frozen": gc.get_freeze_count(), "tracked": len(gc.get_objects())}
 jobs = {job.name: job for job in defs.resolve_all_job_defs()}
 graph = defs.resolve_asset_graph()
 keys = lambda assets: sorted(k.to_user_string() for a in assets for k in a.keys)
 print(json.dumps({
+    "collector": collector,
     "after_import": after_import,
     "after_resolve": sorted(m for m in watched if m in sys.modules),
     "declared_jobs": sorted(job.name for job in defs.jobs),
@@ -68,6 +70,8 @@ def test_loading_definitions_leaves_optional_libraries_unimported() -> None:
     imported = {name: DEFERRED[name] for name in out["after_import"]}
     assert not imported, f"importing the definitions imported {imported}"
     assert out["after_resolve"] == [], "resolving the jobs imported optional libraries"
+    # what the imports made is frozen (core/heap.py): later collections scan only what came after
+    assert out["collector"]["enabled"] and out["collector"]["frozen"] > 10 * out["collector"]["tracked"]
 
     # the Definitions still resolve: every declared job, and the implicit asset job over every asset
     assert set(out["declared_jobs"]) <= set(out["jobs"]) and "evaluate_cell" in out["declared_jobs"]
