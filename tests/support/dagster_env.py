@@ -73,9 +73,9 @@ def add_experiments(instance: DagsterInstance, *names: str) -> None:
 def daemon_home(home: Path, base: Path = INSTANCE_YAML, **run_monitoring: int) -> Path:
     """``home`` made a Dagster home as ``base`` (the repository's dagster.yaml unless given), with a quicker
     run queue: looked at every second instead of Dagster's five, and its runs launched on as many threads
-    as may run at once (Dagster's own launches one at a time, each waiting for its run process to load the
-    code location: the fifth run of a row would start ~4 loads after the first). ``run_monitoring``
-    overrides settings of its run monitoring (e.g. a short ``start_timeout_seconds``)."""
+    as may run at once (as the repository's dagster.yaml does; the PostgreSQL one leaves Dagster's one at
+    a time). ``run_monitoring`` overrides settings of its run monitoring (e.g. a short
+    ``start_timeout_seconds``)."""
     home.mkdir(parents=True, exist_ok=True)
     config = yaml.safe_load(base.read_text())
     queue = config["run_queue"]
