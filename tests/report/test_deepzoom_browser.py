@@ -109,6 +109,19 @@ def _assert_mark_under(b: Browser, rect: dict) -> None:
     assert rect["overlay"] == pytest.approx([rect["x0"], rect["y0"], rect["x1"], rect["y1"]], abs=1.5)
 
 
+def _click_for_step_panel(b: Browser, x: float, y: float) -> dict:
+    """A left click at (x, y) on the page, then the step panel once shown (at most ~5 s): hidden, text and
+    the source of its crop picture ('' without one)."""
+    for kind in ("mousePressed", "mouseReleased"):
+        b.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1})
+    return b.eval(
+        "new Promise((done) => { let n = 0; const t = () => {"
+        " const p = document.querySelector('.step-panel');"
+        " if (!p.hidden || ++n > 200) done({hidden: p.hidden, text: p.textContent,"
+        " img: (p.querySelector('img.crop') || {}).src || ''}); else setTimeout(t, 25); }; t(); })"
+    )
+
+
 def test_the_viewer_page_zooms_over_tiles_and_its_crop_overlay_lies_on_the_crop(browser, viewer_page):
     url, server = viewer_page
     b, viewer = browser, "document.querySelector('.deepzoom').giantViewer"
@@ -129,16 +142,7 @@ def test_the_viewer_page_zooms_over_tiles_and_its_crop_overlay_lies_on_the_crop(
     _assert_mark_under(b, rect)
     # a click on the crop shows the step: its picture and the model's text
     cx, cy = (rect["x0"] + rect["x1"]) / 2, (rect["y0"] + rect["y1"]) / 2
-    for kind in ("mousePressed", "mouseReleased"):
-        b.send(
-            "Input.dispatchMouseEvent", {"type": kind, "x": cx, "y": cy, "button": "left", "clickCount": 1}
-        )
-    panel = b.eval(
-        "new Promise((done) => { let n = 0; const t = () => {"
-        " const p = document.querySelector('.step-panel');"
-        " if (!p.hidden || ++n > 200) done({hidden: p.hidden, text: p.textContent,"
-        " img: (p.querySelector('img.crop') || {}).src || ''}); else setTimeout(t, 25); }; t(); })"
-    )
+    panel = _click_for_step_panel(b, cx, cy)
     assert not panel["hidden"] and "MARK-TEXT green blob" in panel["text"]
     assert panel["img"].endswith("/run0/step1.png")
     assert b.problems() == []
@@ -278,16 +282,7 @@ def test_a_reported_region_is_outlined_where_its_box_is_and_a_click_shows_its_te
     assert rect["overlay"] == pytest.approx(rect["box"], abs=1.5)
     assert (rect["label"], rect["color"], rect["path"]) == ("R1", "rgb(255, 140, 0)", 0)  # one crop: no path
     cx, cy = (rect["box"][0] + rect["box"][2]) / 2, (rect["box"][1] + rect["box"][3]) / 2
-    for kind in ("mousePressed", "mouseReleased"):
-        b.send(
-            "Input.dispatchMouseEvent", {"type": kind, "x": cx, "y": cy, "button": "left", "clickCount": 1}
-        )
-    panel = b.eval(
-        "new Promise((done) => { let n = 0; const t = () => {"
-        " const p = document.querySelector('.step-panel');"
-        " if (!p.hidden || ++n > 200) done({hidden: p.hidden, text: p.textContent});"
-        " else setTimeout(t, 25); }; t(); })"
-    )
+    panel = _click_for_step_panel(b, cx, cy)
     assert not panel["hidden"] and "R1" in panel["text"] and "REPORTED-TEXT pale corner" in panel["text"]
     assert b.problems() == []
 

@@ -14,7 +14,6 @@ from giant_assets.core.money import usd_text
 from giant_assets.core.paths import confined_path
 from giant_assets.core.settings import DEFAULT_VIEWER_URL, VIEWER_URL_ENV, env
 from giant_assets.eval.leaderboard import UNSCORED_AGENTS
-from giant_assets.eval.qupath import reported_regions_of
 from giant_assets.eval.scoring import rescore
 from giant_assets.experiments.spec import Experiment
 from giant_assets.platform.assets.scores import refuse_foreign_runs
@@ -39,7 +38,11 @@ def _regions(
 def _reported(spec: Experiment, predictions: pd.DataFrame) -> dict[tuple[str, str, int], list[dict]]:
     """A path review's reported regions per run, as ``path_review_regions`` holds them; none for other
     agents."""
-    return reported_by_run(reported_regions_of(predictions)) if spec.agent == "path_review" else {}
+    if spec.agent != "path_review":
+        return {}
+    from giant_assets.eval.qupath import reported_regions_of  # shapely: only for a path review's cells
+
+    return reported_by_run(reported_regions_of(predictions))
 
 
 class PicturesConfig(Config):
