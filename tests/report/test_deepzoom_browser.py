@@ -122,13 +122,20 @@ def _click_for_step_panel(b: Browser, x: float, y: float) -> dict:
     )
 
 
-def test_the_viewer_page_zooms_over_tiles_and_its_crop_overlay_lies_on_the_crop(browser, viewer_page):
-    url, server = viewer_page
-    b, viewer = browser, "document.querySelector('.deepzoom').giantViewer"
+def _open_deep_zoom(b: Browser, url: str) -> str:
+    """The viewer page at ``url`` opened, its deep zoom scrolled into view and settled; returns the page's
+    expression for its OpenSeadragon viewer."""
+    viewer = "document.querySelector('.deepzoom').giantViewer"
     b.open(url)
     b.eval("document.querySelector('.deepzoom').scrollIntoView()")
     b.eval(f"new Promise((done) => {{ const t = () => ({viewer}) ? done(1) : setTimeout(t, 25); t(); }})")
     _settled(b, viewer)
+    return viewer
+
+
+def test_the_viewer_page_zooms_over_tiles_and_its_crop_overlay_lies_on_the_crop(browser, viewer_page):
+    url, server = viewer_page
+    b, viewer = browser, _open_deep_zoom(browser, url)
     home_tiles, home_reads = b.eval(f"{viewer}.giantTiles"), server.tiles.reads
     assert home_tiles > 0 and home_reads > 0
     _assert_mark_under(b, _mark_rect(b, viewer))
@@ -262,11 +269,7 @@ def _close(got: list, expected: list, tol: float = 8.0) -> bool:
 
 def test_a_reported_region_is_outlined_where_its_box_is_and_a_click_shows_its_text(browser, viewer_page):
     url, _ = viewer_page
-    b, viewer = browser, "document.querySelector('.deepzoom').giantViewer"
-    b.open(url)
-    b.eval("document.querySelector('.deepzoom').scrollIntoView()")
-    b.eval(f"new Promise((done) => {{ const t = () => ({viewer}) ? done(1) : setTimeout(t, 25); t(); }})")
-    _settled(b, viewer)
+    b, viewer = browser, _open_deep_zoom(browser, url)
     x, y, w, h = REPORTED_BOX
     rect = b.eval(
         f"(() => {{ const v = {viewer}; const O = OpenSeadragon;"
