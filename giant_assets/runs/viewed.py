@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 REGION_ACTIONS = ("crop", "patch")
@@ -39,12 +40,15 @@ def viewed_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def viewed_rows(steps: pd.DataFrame) -> pd.DataFrame:
-    """The rows of a ``trajectory_steps`` table that viewed a region (same rule as ``viewed_steps``)."""
+    """The rows of a ``trajectory_steps`` table that viewed a region (same rule as ``viewed_steps``),
+    decided for all rows at once."""
     if not len(steps):
         return steps
-    boxes = steps[BOX_COLUMNS].astype(object).where(steps[BOX_COLUMNS].notna(), None).to_numpy()
-    keep = [
-        viewed_box(action, None if any(v is None for v in box) else box) is not None
-        for action, box in zip(steps["action"], boxes, strict=True)
-    ]
+    box = steps[BOX_COLUMNS].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        keep = (
+            steps["action"].isin(REGION_ACTIONS).to_numpy()
+            & (np.isfinite(box) & (np.abs(box) < MAX_BOX)).all(axis=1)
+            & (box[:, 2:] > 0).all(axis=1)
+        )
     return steps[keep]
