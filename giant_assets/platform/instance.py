@@ -23,6 +23,8 @@ from typing import Any
 from dagster import DagsterEventType, DagsterInstance, EventLogEntry
 from dagster._core.instance.ref import InstanceRef
 
+from giant_assets.platform.instance_storage import storage_defaults
+
 Event = DagsterEventType
 STARTS = frozenset({Event.RUN_START, Event.STEP_START, Event.STEP_RESTARTED})
 RUN_ENDS = frozenset({Event.RUN_SUCCESS, Event.RUN_FAILURE, Event.RUN_CANCELED})
@@ -46,8 +48,9 @@ class GiantInstance(DagsterInstance):
 
     @staticmethod
     def config_defaults(base_dir: str) -> Mapping[str, Any]:
-        """Dagster's defaults for every storage the instance file does not name."""
-        return InstanceRef.config_defaults(base_dir)
+        """Dagster's defaults for every storage the instance file does not name, its SQLite storage
+        keeping engines (instance_storage.py)."""
+        return {**InstanceRef.config_defaults(base_dir), **storage_defaults(base_dir)}
 
     def handle_new_event(self, event: EventLogEntry, *, batch_metadata: Any = None) -> None:
         """Store the event as Dagster does, noting the runs and steps executing in this process."""

@@ -1,0 +1,245 @@
+"""The instance's SQLite storage: Dagster's own, keeping one SQLAlchemy engine per database file.
+
+Dagster 1.13's SQLite storages build a new SQLAlchemy engine for every statement they run (each event
+stored, each run or partition looked up): the engine's dialect is set up again and its compiled-statement
+cache starts empty, so every statement is compiled anew. A cell's run stores ~80 events through ~370
+connections. Here each storage keeps its engines (one per database file: the runs index, the event
+index, each run's event file, the schedules) and opens every connection through them. The pool is still
+Dagster's ``NullPool``: each connection is opened for one statement or transaction and closed after it,
+as before, so processes and threads share nothing new and a file another process wrote or deleted is read
+afresh. Only the dialect and the compiled statements are kept.
+
+A new run's event file is created as Dagster creates it (tables, WAL journal, the schema revision
+stamped) with the migration scripts read once per process instead of twice per run (~0.14 CPU-s a run).
+
+Named by :class:`giant_assets.platform.instance.GiantInstance`'s defaults: an instance file that names
+its own ``storage`` (PostgreSQL, a custom class) is used as written.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from typing import Any
+
+import sqlalchemy as db
+import sqlalchemy.exc as db_exc
+import yaml
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from dagster._core.storage import sqlite_storage
+from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata
+from dagster._core.storage.event_log.sqlite import sqlite_event_log
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
+from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
+from dagster._core.storage.sql import get_alembic_config
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
+from dagster._serdes import ConfigurableClassData
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import NullPool
+
+MODULE = __name__
+KEPT_RUN_FILES = 16  # engines kept for run event files besides the index (a webserver reads many runs)
+# what Dagster's own event file creation retries on: another process creating the same file meanwhile
+CONCURRENT_INIT = re.compile(
+    r"table [A-Za-z_]* already exists|database is locked|UNIQUE constraint failed: alembic_version"
+)
+
+
+def sqlite_engine(conn_string: str, **kwargs: Any) -> Engine:
+    """An engine as Dagster's SQLite storages build them: no pool, a connection per use."""
+    return db.create_engine(conn_string, poolclass=NullPool, **kwargs)
+
+
+@cache
+def _event_log_head() -> tuple[ScriptDirectory, str]:
+    """The event log's migration scripts and their head revision, read once per process."""
+    script = ScriptDirectory.from_config(get_alembic_config(sqlite_event_log.__file__))
+    return script, script.as_revision_number("head")
+
+
+class KeptEngineEventLogStorage(SqliteEventLogStorage):
+    """Dagster's run-sharded SQLite event log, its engines kept per database file."""
+
+    def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
+        self._engines: OrderedDict[str, Engine] = OrderedDict()
+        self._engines_lock = threading.Lock()
+        super().__init__(base_dir, inst_data)
+
+    @classmethod
+    def from_config_value(
+        cls, inst_data: ConfigurableClassData | None, config_value: dict[str, str]
+    ) -> KeptEngineEventLogStorage:
+        return cls(inst_data=inst_data, **config_value)
+
+    def _engine(self, shard: str) -> Engine:
+        with self._engines_lock:
+            engine = self._engines.get(shard)
+            if engine is None:
+                engine = sqlite_engine(
+                    self.conn_string_for_shard(shard), connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS}
+                )
+                self._engines[shard] = engine
+                runs = [key for key in self._engines if key != sqlite_event_log.INDEX_SHARD_NAME]
+                for old in runs[: max(0, len(runs) - KEPT_RUN_FILES)]:
+                    self._engines.pop(old).dispose()
+            else:
+                self._engines.move_to_end(shard)
+            return engine
+
+    @contextmanager
+    def _connect(self, shard: str) -> Iterator[Connection]:
+        """Dagster's connection to one database file (created on first use), through its kept engine."""
+        with self._db_lock:
+            engine = self._engine(shard)
+            if shard not in self._initialized_dbs:
+                self._initdb(engine)
+                self._initialized_dbs.add(shard)
+            with engine.connect() as conn, conn.begin():
+                yield conn
+
+    def has_table(self, table_name: str) -> bool:
+        """Whether the event index has the table (asked for every asset event stored)."""
+        engine = self._engine(sqlite_event_log.INDEX_SHARD_NAME)
+        with engine.connect() as conn:
+            return bool(engine.dialect.has_table(conn, table_name))
+
+    def _initdb(self, engine: Engine, for_index_shard: bool = False) -> None:
+        """Create a run's event file as Dagster does, with the migration scripts read once per process.
+
+        The index file (created once per instance, and re-stamped to an older revision in one legacy
+        case) is left to Dagster."""
+        if for_index_shard:
+            super()._initdb(engine, for_index_shard=True)
+            return
+        script, head = _event_log_head()
+        for attempt in range(11):  # Dagster's own count and pause
+            try:
+                with engine.connect() as connection:
+                    if MigrationContext.configure(connection).get_current_revision():
+                        return
+                    SqlEventLogStorageMetadata.create_all(engine)
+                    connection.execute(db.text("PRAGMA journal_mode=WAL;"))
+                    MigrationContext.configure(connection).stamp(script, head)
+                    connection.commit()
+                return
+            except (db_exc.DatabaseError, sqlite3.DatabaseError, sqlite3.OperationalError) as exc:
+                if attempt == 10 or not CONCURRENT_INIT.search(str(exc)):
+                    raise
+                time.sleep(0.2)
+
+    def wipe(self) -> None:
+        """Dagster's wipe; the engines of the deleted run files go with them."""
+        super().wipe()
+        with self._engines_lock:
+            for shard in [key for key in self._engines if key != sqlite_event_log.INDEX_SHARD_NAME]:
+                self._engines.pop(shard).dispose()
+
+    def dispose(self) -> None:
+        super().dispose()
+        with self._engines_lock:
+            while self._engines:
+                self._engines.popitem()[1].dispose()
+
+
+class KeptEngineRunStorage(SqliteRunStorage):
+    """Dagster's SQLite run storage, its engine kept."""
+
+    def __init__(self, conn_string: str, inst_data: ConfigurableClassData | None = None) -> None:
+        super().__init__(conn_string, inst_data)
+        self._kept_engine = sqlite_engine(conn_string)
+
+    @classmethod
+    def from_config_value(
+        cls, inst_data: ConfigurableClassData | None, config_value: dict[str, str]
+    ) -> KeptEngineRunStorage:
+        return cls.from_local(inst_data=inst_data, **config_value)
+
+    @contextmanager
+    def connect(self) -> Iterator[Connection]:
+        with self._kept_engine.connect() as conn, conn.begin():
+            yield conn
+
+    def dispose(self) -> None:
+        super().dispose()
+        self._kept_engine.dispose()
+
+
+class KeptEngineScheduleStorage(SqliteScheduleStorage):
+    """Dagster's SQLite schedule storage (sensor ticks, cursors), its engine kept."""
+
+    def __init__(self, conn_string: str, inst_data: ConfigurableClassData | None = None) -> None:
+        super().__init__(conn_string, inst_data)
+        self._kept_engine = sqlite_engine(conn_string)
+
+    @classmethod
+    def from_config_value(
+        cls, inst_data: ConfigurableClassData | None, config_value: dict[str, str]
+    ) -> KeptEngineScheduleStorage:
+        return cls.from_local(inst_data=inst_data, **config_value)
+
+    @contextmanager
+    def connect(self) -> Iterator[Connection]:
+        with self._kept_engine.connect() as conn, conn.begin():
+            yield conn
+
+    def dispose(self) -> None:
+        super().dispose()
+        self._kept_engine.dispose()
+
+
+class KeptEngineSqliteStorage(sqlite_storage.DagsterSqliteStorage):
+    """Dagster's default SQLite storage (runs, event logs, schedules under one folder), engines kept."""
+
+    def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
+        self.base_dir = base_dir
+        self._run_storage = KeptEngineRunStorage.from_local(sqlite_storage._runs_directory(base_dir))
+        self._event_log_storage = KeptEngineEventLogStorage(sqlite_storage._event_logs_directory(base_dir))
+        self._schedule_storage = KeptEngineScheduleStorage.from_local(
+            sqlite_storage._schedule_directory(base_dir)
+        )
+        self._inst_data = inst_data
+        super(sqlite_storage.DagsterSqliteStorage, self).__init__()
+
+    @classmethod
+    def from_config_value(
+        cls, inst_data: ConfigurableClassData, config_value: dict[str, str]
+    ) -> KeptEngineSqliteStorage:
+        return cls.from_local(inst_data=inst_data, **config_value)
+
+    @property
+    def event_storage_data(self) -> ConfigurableClassData:
+        return _data("KeptEngineEventLogStorage", sqlite_storage._event_logs_directory(self.base_dir))
+
+    @property
+    def run_storage_data(self) -> ConfigurableClassData:
+        return _data("KeptEngineRunStorage", sqlite_storage._runs_directory(self.base_dir))
+
+    @property
+    def schedule_storage_data(self) -> ConfigurableClassData:
+        return _data("KeptEngineScheduleStorage", sqlite_storage._schedule_directory(self.base_dir))
+
+
+def _data(class_name: str, base_dir: str) -> ConfigurableClassData:
+    return ConfigurableClassData(
+        MODULE, class_name, yaml.dump({"base_dir": base_dir}, default_flow_style=False)
+    )
+
+
+def storage_defaults(base_dir: str) -> dict[str, ConfigurableClassData]:
+    """The instance defaults naming these storages (Dagster's defaults name its own SQLite classes)."""
+    return {
+        "storage": _data("KeptEngineSqliteStorage", base_dir),
+        "run_storage": _data("KeptEngineRunStorage", sqlite_storage._runs_directory(base_dir)),
+        "event_log_storage": _data(
+            "KeptEngineEventLogStorage", sqlite_storage._event_logs_directory(base_dir)
+        ),
+        "schedule_storage": _data("KeptEngineScheduleStorage", sqlite_storage._schedule_directory(base_dir)),
+    }
