@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -22,7 +23,7 @@ from giant_assets.platform.definitions import ALL_ASSETS
 from giant_assets.platform.partitions import result_key
 from giant_assets.platform.resources import ExperimentsResource
 from giant_assets.platform.status import grid_states
-from tests.support.dagster_env import add_experiments, resources_for, write_experiments
+from tests.support.dagster_env import INSTANCE_YAML, add_experiments, resources_for, write_experiments
 
 BENCHMARK = "tcga_slidebench"  # three items, every slide readable
 CELL = AssetSelection.assets("predictions", "trajectory_steps", "item_predictions", "benchmark_metrics")
@@ -57,6 +58,7 @@ def grid(tmp_path: Path, sample_wsi_root: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("GIANT_DATA_DIR", str(data))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     (tmp_path / "dagster_home").mkdir()
+    shutil.copyfile(INSTANCE_YAML, tmp_path / "dagster_home" / "dagster.yaml")  # the instance users run
     declared = tmp_path / "experiments.yaml"
     monkeypatch.setenv("GIANT_EXPERIMENTS", str(declared))
     instance = DagsterInstance.get()
