@@ -32,6 +32,7 @@ from giant_assets.agents.providers.messages import (
     Usage,
     token_count,
 )
+from giant_assets.agents.providers.tls import http_client
 from giant_assets.experiments.api_contracts import anthropic_max_tokens, reasons
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -62,7 +63,11 @@ class AnthropicChatModel(SDKChatModel):
         # but only on a client left at the SDK's default timeout, which this one never is; its other
         # extras (warnings about deprecated model names, tracing span names) do not concern us.
         return anthropic.AsyncAnthropic(
-            api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s
+            api_key=key,
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=self.timeout_s,
+            http_client=http_client(anthropic),
         )
 
     def _body(

@@ -26,6 +26,7 @@ import anthropic
 from giant_assets.agents.providers.anthropic import AnthropicChatModel
 from giant_assets.agents.providers.errors import MissingAPIKey, UnsafeEndpoint
 from giant_assets.agents.providers.google_auth import google_credentials, remember_credentials
+from giant_assets.agents.providers.tls import http_client
 from giant_assets.core.endpoints import cloud_names_problem
 from giant_assets.core.secrets import redact_secrets, remember
 
@@ -77,7 +78,12 @@ class BedrockChatModel(_AnthropicCloud):
         return f"{base}/model/{self.deployment}/invoke"
 
     def _make_client(self, key: str) -> anthropic.AsyncAnthropicBedrock:
-        common = {"aws_region": self.region, "base_url": self.base_url or None, "max_retries": 0}
+        common = {
+            "aws_region": self.region,
+            "base_url": self.base_url or None,
+            "max_retries": 0,
+            "http_client": http_client(anthropic),
+        }
         if self._key:
             return anthropic.AsyncAnthropicBedrock(api_key=key, timeout=self.timeout_s, **common)
         _remember_aws_credentials(self.region)
@@ -100,7 +106,12 @@ class VertexChatModel(_AnthropicCloud):
         return f"{base}/{where}/publishers/anthropic/models/{self.deployment}:rawPredict"
 
     def _make_client(self, key: str) -> anthropic.AsyncAnthropicVertex:
-        common = {"region": self.region, "base_url": self.base_url or None, "max_retries": 0}
+        common = {
+            "region": self.region,
+            "base_url": self.base_url or None,
+            "max_retries": 0,
+            "http_client": http_client(anthropic),
+        }
         if self._key:
             if not self.project:
                 raise MissingAPIKey("provider 'vertex' with an access token needs 'project'")

@@ -34,6 +34,7 @@ from giant_assets.agents.providers.messages import Message, ModelReply, ToolSpec
 from giant_assets.agents.providers.openai_chat import OpenAIChatModel
 from giant_assets.agents.providers.openai_responses import OpenAIResponsesModel
 from giant_assets.agents.providers.retry import Failure
+from giant_assets.agents.providers.tls import http_client
 from giant_assets.core.secrets import is_loopback_url, redact_secrets, remember
 from giant_assets.experiments.spec import AZURE_API_VERSION
 
@@ -91,6 +92,7 @@ class _Azure:
             api_version=self.api_version,
             max_retries=0,
             timeout=self.timeout_s,
+            http_client=http_client(openai),
             **auth,
         )
 

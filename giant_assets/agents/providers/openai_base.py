@@ -9,6 +9,7 @@ from typing import Any
 import openai
 
 from giant_assets.agents.providers.base import SDKChatModel
+from giant_assets.agents.providers.tls import http_client
 from giant_assets.experiments.api_contracts import reasons, vendor_model
 
 _LOG = logging.getLogger(__name__)
@@ -31,7 +32,13 @@ class OpenAIModel(SDKChatModel):
         super().__init__(model, **kwargs)
 
     def _make_client(self, key: str) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
+        return openai.AsyncOpenAI(
+            api_key=key,
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=self.timeout_s,
+            http_client=http_client(openai),
+        )
 
     def _request_options(self, headers: dict[str, Any]) -> dict[str, Any]:
         # the security both wires' typed ``create`` asks for: the API key as a bearer token only

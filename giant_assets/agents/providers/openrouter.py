@@ -22,6 +22,7 @@ from giant_assets.agents.providers.errors import ContentFiltered, ProviderError
 from giant_assets.agents.providers.messages import Message, ModelReply, ToolSpec
 from giant_assets.agents.providers.openai_chat import OpenAIChatModel
 from giant_assets.agents.providers.retry import Failure
+from giant_assets.agents.providers.tls import http_client
 
 HEADERS = {"X-Title": "giant-assets"}
 
@@ -39,6 +40,7 @@ class OpenRouterChatModel(OpenAIChatModel):
             max_retries=0,
             timeout=self.timeout_s,
             default_headers=HEADERS,
+            http_client=http_client(openai),
         )
 
     def _body(

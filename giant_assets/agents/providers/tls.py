@@ -1,0 +1,35 @@
+"""One TLS context per process for the providers' HTTP clients.
+
+The OpenAI and Anthropic SDKs build a TLS context for every client they create, reading the whole CA
+bundle each time (~55 ms of CPU; a cell builds a client per model per agent). Here it is built once per
+process, by the SDKs' own HTTP library with its defaults (the CA bundle it ships, or ``SSL_CERT_FILE`` /
+``SSL_CERT_DIR`` when set), and again only when one of those variables changes.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+import httpx2
+
+CA_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR")  # what httpx2's default context reads
+
+
+@cache
+def _context(ca: tuple[str | None, ...]) -> ssl.SSLContext:
+    return httpx2.create_ssl_context()  # reads CA_ENV itself: ``ca`` is their value, the cache key
+
+
+def tls_context() -> ssl.SSLContext:
+    """The TLS context an SDK client would build now, built once per value of the CA variables."""
+    return _context(tuple(os.environ.get(name) for name in CA_ENV))
+
+
+def http_client(sdk: ModuleType) -> Any:
+    """An HTTP client with the SDK's own defaults (timeout, connection limits, redirects) on the shared
+    TLS context; the SDK client closes it with itself."""
+    return sdk.DefaultAsyncHttpxClient(verify=tls_context())
