@@ -14,6 +14,12 @@ when another process holds it open (a read-only session blocks writers), the sto
 is written all the same, the table is listed in ``.pending_views/``, and its view is created by the
 next write that gets the lock, or by ``giant-sql --refresh-views``.
 
+Each process remembers which views it found current, with the DuckDB file's identity (device, inode,
+size, modification time, and its write-ahead log's) at that moment: while the file is unchanged, a
+write to a table whose view was found current opens no connection (each open costs ~20 ms of CPU).
+Any change to the file (a view created, replaced or retired by any process, a rebuild, damage) changes
+its identity, and the views are checked again.
+
 A damaged DuckDB file (truncated by a full disk, not a database) loses nothing, as it holds only
 views: a write or ``giant-sql --refresh-views`` moves it aside to ``giant.duckdb.damaged``, says so,
 and rebuilds every view; a read-only open raises ``DuckDBDamaged`` saying how to rebuild it.
@@ -29,6 +35,7 @@ import contextlib
 import logging
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -54,6 +61,27 @@ _LOG = logging.getLogger(__name__)
 _DAMAGE = ("not a valid duckdb database", "could not read enough bytes", "corrupt", "checksum")
 
 
+FileIdentity = tuple[int, int, int, int, tuple[int, int, int] | None]
+# per DuckDB file: its identity when views were last checked, and the tables whose view was current then
+_CURRENT_VIEWS: dict[Path, tuple[FileIdentity, frozenset[str]]] = {}
+_CURRENT_VIEWS_LOCK = threading.Lock()
+
+
+def file_identity(path: Path) -> FileIdentity | None:
+    """What changes whenever the DuckDB file is written: device, inode, size and modification time of
+    the file and of its write-ahead log; None when there is no file."""
+    try:
+        main = path.stat()
+    except FileNotFoundError:
+        return None
+    try:
+        wal = Path(f"{path}.wal").stat()
+        log = (wal.st_ino, wal.st_size, wal.st_mtime_ns)
+    except FileNotFoundError:
+        log = None
+    return main.st_dev, main.st_ino, main.st_size, main.st_mtime_ns, log
+
+
 class DuckDBLocked(RuntimeError):
     """The DuckDB file stayed locked by another process for the whole wait."""
 
@@ -76,8 +104,12 @@ def damaged(path: Path, exc: Exception) -> DuckDBDamaged:
     )
 
 
+def _is_safe(value: str) -> bool:
+    return bool(_SAFE_NAME.match(value)) and value not in {".", ".."}
+
+
 def _check_name(kind: str, value: str) -> str:
-    if not _SAFE_NAME.match(value) or value in {".", ".."}:
+    if not _is_safe(value):
         raise ValueError(f"unsafe {kind} name {value!r}: use letters, digits, '_', '-', '.'")
     return value
 
@@ -221,8 +253,13 @@ class ParquetStore:
     def _stale_views(self, tables: Iterable[str]) -> list[str] | None:
         """Tables whose view is missing or outdated, checked read-only; None when the file stayed locked."""
         tables = sorted(set(tables))
-        if not self.duckdb_path.exists():
+        before = file_identity(self.duckdb_path)
+        if before is None:
             return tables
+        with _CURRENT_VIEWS_LOCK:
+            seen, found = _CURRENT_VIEWS.get(self.duckdb_path, (None, frozenset()))
+        if seen == before and found.issuperset(tables):
+            return []
         try:
             with self.connect(read_only=True, timeout_s=self.view_wait_s) as con:
                 current = dict(
@@ -230,7 +267,11 @@ class ParquetStore:
                 )
         except DuckDBLocked:
             return None
-        return [t for t in tables if t not in current or self._glob(t) not in current[t]]
+        fresh = {name for name, sql in current.items() if _is_safe(name) and self._glob(name) in sql}
+        if file_identity(self.duckdb_path) == before:  # nobody wrote it while it was read
+            with _CURRENT_VIEWS_LOCK:
+                _CURRENT_VIEWS[self.duckdb_path] = (before, frozenset(fresh))
+        return [t for t in tables if t not in fresh]
 
     def pending_views(self) -> set[str]:
         """Tables whose view creation was deferred because the DuckDB file was locked."""

@@ -39,6 +39,33 @@ def test_partitions_are_files_and_one_view_covers_them(tmp_path):
     assert store.read("scores", ["tcga"])["x"].tolist() == [9]
 
 
+def test_views_found_current_are_not_checked_again_until_another_process_changes_the_file(
+    tmp_path, monkeypatch
+):
+    """Writes to a table whose view this process found current open no DuckDB connection; a view another
+    process replaces changes the file, so the next write checks again and restores it."""
+    store, opened = ParquetStore(tmp_path), []
+    connect = ParquetStore.connect
+
+    def counted(self, *args, **kwargs):
+        opened.append(kwargs.get("read_only", False))
+        return connect(self, *args, **kwargs)
+
+    monkeypatch.setattr(ParquetStore, "connect", counted)
+    for name in "ab":  # a: the view created; b: found current (one read-only look)
+        store.write("scores", pd.DataFrame({"x": [1, 2]}), name)
+    assert opened == [False, True]
+    for name in "cdef":
+        store.write("scores", pd.DataFrame({"x": [1, 2]}), name)
+    assert opened == [False, True]  # nothing opened: the file is as it was
+    view = "CREATE OR REPLACE VIEW scores AS SELECT 1 x"
+    replace = f"import duckdb, sys; duckdb.connect(sys.argv[1]).execute({view!r})"
+    subprocess.run([sys.executable, "-c", replace, str(store.duckdb_path)], check=True, timeout=60)
+    store.write("scores", pd.DataFrame({"x": [1, 2]}), "g")
+    assert opened == [False, True, True, False]  # looked, found it replaced, created it again
+    assert _rows(store.duckdb_path, "select count(*) from scores") == [(14,)]
+
+
 def test_a_failed_write_leaves_the_old_partition_and_no_temp_file(tmp_path):
     store = ParquetStore(tmp_path)
     store.write("t", pd.DataFrame({"x": [1]}), "p")
