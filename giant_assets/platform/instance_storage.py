@@ -9,6 +9,9 @@ Dagster's ``NullPool``: each connection is opened for one statement or transacti
 as before, so processes and threads share nothing new and a file another process wrote or deleted is read
 afresh. Only the dialect and the compiled statements are kept.
 
+Questions about the schema (does the index have this column, table, migrated index) are asked of the
+database until the answer is yes, then remembered: migrations only ever add them.
+
 A new run's event file is created as Dagster creates it (tables, WAL journal, the schema revision
 stamped) with the migration scripts read once per process instead of twice per run (~0.14 CPU-s a run).
 
@@ -23,7 +26,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from typing import Any
@@ -65,12 +68,27 @@ def _event_log_head() -> tuple[ScriptDirectory, str]:
     return script, script.as_revision_number("head")
 
 
+class SchemaYes:
+    """Schema questions answered yes so far (a yes never turns no: migrations only add)."""
+
+    def __init__(self) -> None:
+        self._yes: set[tuple[str, ...]] = set()
+
+    def ask(self, question: tuple[str, ...], answer: Callable[[], bool]) -> bool:
+        if question in self._yes:
+            return True
+        if found := answer():
+            self._yes.add(question)
+        return found
+
+
 class KeptEngineEventLogStorage(SqliteEventLogStorage):
     """Dagster's run-sharded SQLite event log, its engines kept per database file."""
 
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
         self._engines: OrderedDict[str, Engine] = OrderedDict()
         self._engines_lock = threading.Lock()
+        self._schema = SchemaYes()
         super().__init__(base_dir, inst_data)
 
     @classmethod
@@ -108,8 +126,24 @@ class KeptEngineEventLogStorage(SqliteEventLogStorage):
     def has_table(self, table_name: str) -> bool:
         """Whether the event index has the table (asked for every asset event stored)."""
         engine = self._engine(sqlite_event_log.INDEX_SHARD_NAME)
-        with engine.connect() as conn:
-            return bool(engine.dialect.has_table(conn, table_name))
+
+        def ask() -> bool:
+            with engine.connect() as conn:
+                return bool(engine.dialect.has_table(conn, table_name))
+
+        return self._schema.ask(("table", table_name), ask)
+
+    def has_asset_key_col(self, column_name: str) -> bool:
+        ask = super().has_asset_key_col
+        return self._schema.ask(("column", column_name), lambda: ask(column_name))
+
+    def _has_asset_key_col_on_connection(self, conn: Connection, column_name: str) -> bool:
+        ask = super()._has_asset_key_col_on_connection
+        return self._schema.ask(("column", column_name), lambda: ask(conn, column_name))
+
+    def has_secondary_index(self, name: str) -> bool:
+        ask = super().has_secondary_index
+        return self._schema.ask(("index", name), lambda: ask(name))
 
     def _initdb(self, engine: Engine, for_index_shard: bool = False) -> None:
         """Create a run's event file as Dagster does, with the migration scripts read once per process.
@@ -155,6 +189,16 @@ class KeptEngineRunStorage(SqliteRunStorage):
     def __init__(self, conn_string: str, inst_data: ConfigurableClassData | None = None) -> None:
         super().__init__(conn_string, inst_data)
         self._kept_engine = sqlite_engine(conn_string)
+        self._schema = SchemaYes()
+
+    def has_run_stats_index_cols(self) -> bool:
+        return self._schema.ask(("run stats",), super().has_run_stats_index_cols)
+
+    def has_bulk_actions_selector_cols(self) -> bool:
+        return self._schema.ask(("bulk actions selector",), super().has_bulk_actions_selector_cols)
+
+    def has_backfill_id_column(self) -> bool:
+        return self._schema.ask(("backfill id",), super().has_backfill_id_column)
 
     @classmethod
     def from_config_value(

@@ -15,7 +15,7 @@ from dagster import AssetKey, DagsterInstance, asset, materialize
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from giant_assets.platform.instance_storage import KEPT_RUN_FILES, KeptEngineEventLogStorage
 
@@ -68,20 +68,32 @@ def test_a_run_event_file_is_created_as_dagsters_own(tmp_path: Path) -> None:
 
 def test_the_shipped_instance_materializes_with_kept_engines_built_once_per_file(tmp_path: Path) -> None:
     built: list[str] = []
+    schema: list[str] = []  # statements asking the schema: columns of a table, a migrated index
 
     def count(dbapi_connection: object, record: object) -> None:
         built.append("engine")
+
+    def asks(conn: Connection, cursor: object, statement: str, *args: object) -> None:
+        questions = ("table_info", "table_xinfo", "FROM secondary_indexes")
+        shared = Path(conn.engine.url.database or "").name in {"index.db", "runs.db"}  # not a new run's file
+        if shared and any(q in statement for q in questions):
+            schema.append(statement)
 
     with instance_at(home(tmp_path, "h", shipped=True)) as instance:
         assert type(instance.event_log_storage).__name__ == "KeptEngineEventLogStorage"
         assert type(instance.run_storage).__name__ == "KeptEngineRunStorage"
         assert type(instance.schedule_storage).__name__ == "KeptEngineScheduleStorage"
         event.listen(Engine, "first_connect", count)  # a dialect set up: once per new engine
+        event.listen(Engine, "before_cursor_execute", asks)
         try:
-            for _ in range(3):
+            assert materialize([leaf, branch], instance=instance).success
+            first = len(schema)
+            for _ in range(2):
                 assert materialize([leaf, branch], instance=instance).success
         finally:
             event.remove(Engine, "first_connect", count)
+            event.remove(Engine, "before_cursor_execute", asks)
+        assert len(schema) == first, schema  # each schema question answered yes once, then remembered
         # three runs: one engine per run event file, the event index, the runs index (Dagster's storage
         # builds one per statement: ~200 for these three runs)
         assert len(built) <= 3 + 2, built
@@ -143,3 +155,13 @@ def test_engines_of_run_files_are_bounded_and_dropped_by_a_wipe(tmp_path: Path) 
     assert list(storage._engines) == ["index"]
     storage.dispose()
     assert not storage._engines
+
+
+def test_a_schema_question_answered_no_is_asked_again(tmp_path: Path) -> None:
+    """Only a yes is remembered: a data migration not done yet reads as not done until it is."""
+    storage = KeptEngineEventLogStorage(str(tmp_path / "events"))
+    assert not storage.has_secondary_index("not_migrated_yet")
+    assert not storage.has_secondary_index("not_migrated_yet")
+    storage.enable_secondary_index("not_migrated_yet")
+    assert storage.has_secondary_index("not_migrated_yet")
+    assert not storage.has_asset_key_col("no_such_column")
