@@ -183,12 +183,33 @@ class KeptEngineEventLogStorage(SqliteEventLogStorage):
                 self._engines.popitem()[1].dispose()
 
 
-class KeptEngineRunStorage(SqliteRunStorage):
-    """Dagster's SQLite run storage, its engine kept."""
+class KeptEngineConnections:
+    """A storage whose ``connect`` opens each connection through one kept engine (Dagster's SQLite run
+    and schedule storages build one per connection)."""
+
+    def __init__(self, conn_string: str, inst_data: ConfigurableClassData | None = None) -> None:
+        super().__init__(conn_string, inst_data)  # type: ignore[call-arg]
+        self._kept_engine = sqlite_engine(conn_string)
+
+    @classmethod
+    def from_config_value(cls, inst_data: ConfigurableClassData | None, config_value: dict[str, str]) -> Any:
+        return cls.from_local(inst_data=inst_data, **config_value)  # type: ignore[attr-defined]
+
+    @contextmanager
+    def connect(self) -> Iterator[Connection]:
+        with self._kept_engine.connect() as conn, conn.begin():
+            yield conn
+
+    def dispose(self) -> None:
+        super().dispose()  # type: ignore[misc]
+        self._kept_engine.dispose()
+
+
+class KeptEngineRunStorage(KeptEngineConnections, SqliteRunStorage):
+    """Dagster's SQLite run storage, its engine kept and its schema answers remembered."""
 
     def __init__(self, conn_string: str, inst_data: ConfigurableClassData | None = None) -> None:
         super().__init__(conn_string, inst_data)
-        self._kept_engine = sqlite_engine(conn_string)
         self._schema = SchemaYes()
 
     def has_run_stats_index_cols(self) -> bool:
@@ -200,43 +221,9 @@ class KeptEngineRunStorage(SqliteRunStorage):
     def has_backfill_id_column(self) -> bool:
         return self._schema.ask(("backfill id",), super().has_backfill_id_column)
 
-    @classmethod
-    def from_config_value(
-        cls, inst_data: ConfigurableClassData | None, config_value: dict[str, str]
-    ) -> KeptEngineRunStorage:
-        return cls.from_local(inst_data=inst_data, **config_value)
 
-    @contextmanager
-    def connect(self) -> Iterator[Connection]:
-        with self._kept_engine.connect() as conn, conn.begin():
-            yield conn
-
-    def dispose(self) -> None:
-        super().dispose()
-        self._kept_engine.dispose()
-
-
-class KeptEngineScheduleStorage(SqliteScheduleStorage):
+class KeptEngineScheduleStorage(KeptEngineConnections, SqliteScheduleStorage):
     """Dagster's SQLite schedule storage (sensor ticks, cursors), its engine kept."""
-
-    def __init__(self, conn_string: str, inst_data: ConfigurableClassData | None = None) -> None:
-        super().__init__(conn_string, inst_data)
-        self._kept_engine = sqlite_engine(conn_string)
-
-    @classmethod
-    def from_config_value(
-        cls, inst_data: ConfigurableClassData | None, config_value: dict[str, str]
-    ) -> KeptEngineScheduleStorage:
-        return cls.from_local(inst_data=inst_data, **config_value)
-
-    @contextmanager
-    def connect(self) -> Iterator[Connection]:
-        with self._kept_engine.connect() as conn, conn.begin():
-            yield conn
-
-    def dispose(self) -> None:
-        super().dispose()
-        self._kept_engine.dispose()
 
 
 class KeptEngineSqliteStorage(sqlite_storage.DagsterSqliteStorage):
