@@ -33,6 +33,8 @@ DEFAULT_VIEWER_URL = "http://127.0.0.1:8765/"  # what `make view` serves
 # when an experiment sets neither base_url nor server; the effective root is hashed like base_url
 OPENAI_BASE_URL_ENV = "OPENAI_BASE_URL"
 ANTHROPIC_BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+# the CA bundle (file or folder) for HTTPS to the providers, as the SDKs' HTTP library reads them
+CA_FILE_ENV, CA_DIR_ENV = "SSL_CERT_FILE", "SSL_CERT_DIR"
 # provider keys are read from the variable an experiment names in api_key_env
 # (default OPENAI_API_KEY / ANTHROPIC_API_KEY), only when a request is made, and never stored
 

@@ -16,7 +16,9 @@ from typing import Any
 
 import httpx2
 
-CA_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR")  # what httpx2's default context reads
+from giant_assets.core.settings import CA_DIR_ENV, CA_FILE_ENV
+
+CA_ENV = (CA_FILE_ENV, CA_DIR_ENV)  # what httpx2's default context reads
 
 
 @cache
