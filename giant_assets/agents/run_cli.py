@@ -241,12 +241,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     item = AgentItem(
         benchmark, "giant-run", prompt, options, str(args.slide), width, height, question=args.question
     )
-    from giant_assets.agents.providers import MissingAPIKey, UnsafeEndpoint
+    from giant_assets.agents.providers import BadCABundle, MissingAPIKey, UnsafeEndpoint
     from giant_assets.core.secrets import redact_secrets
 
     try:
         answer = asyncio.run(_run(exp, item, args.deadline))
-    except (MissingAPIKey, UnsafeEndpoint) as exc:
+    except (BadCABundle, MissingAPIKey, UnsafeEndpoint) as exc:
         parser.error(str(exc))
     for step in answer.steps:
         print(redact_secrets(format_step(step)))

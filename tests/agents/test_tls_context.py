@@ -100,3 +100,34 @@ def test_clients_verify_the_server_with_the_ca_the_environment_names(
     assert tls_context() is tls_context() is not untrusting  # one context per CA setting
     monkeypatch.delenv("SSL_CERT_FILE")
     assert tls_context() is untrusting
+
+
+@pytest.mark.parametrize(
+    "content", [None, b"", b"-----BEGIN CERTIFICATE-----\nnot base64 \x00\xff\n", b"\x00" * 5000]
+)
+def test_a_ca_file_without_certificates_is_named_before_anything_is_sent(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    content: bytes | None,
+    sample_wsi_root: Path,
+) -> None:
+    """A missing, empty or garbage SSL_CERT_FILE: a clear error naming the variable and its value, from
+    model construction and from giant-run (no traceback)."""
+    from giant_assets.agents.providers import BadCABundle
+    from giant_assets.agents.run_cli import main as giant_run
+
+    bundle = tmp_path / "ca.pem"
+    if content is not None:
+        bundle.write_bytes(content)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    with pytest.raises(BadCABundle, match=rf"^SSL_CERT_FILE='{bundle}': no certificates can be read there"):
+        OpenAIChatModel("scripted", base_url="http://127.0.0.1:9/v1")
+    slide = str(next(sample_wsi_root.rglob("*.tiff")))
+    with pytest.raises(SystemExit) as ended:
+        giant_run([slide, "--question", "Which organ?", "--provider", "openai", "--model", "m",
+                   "--base-url", "http://127.0.0.1:9/v1"])  # fmt: skip
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert f"SSL_CERT_FILE='{bundle}'" in err and "Traceback" not in err

@@ -9,6 +9,7 @@
 """
 
 from giant_assets.agents.providers.errors import (
+    BadCABundle,
     ContentFiltered,
     MalformedResponse,
     MissingAPIKey,
@@ -50,6 +51,7 @@ __all__ = [
     "ImagePart",
     "MalformedResponse",
     "Message",
+    "BadCABundle",
     "MissingAPIKey",
     "ModelReply",
     "OpenAIChatModel",

@@ -23,6 +23,10 @@ class UnsafeEndpoint(ProviderError):
     name of the provider's): refused before anything is sent."""
 
 
+class BadCABundle(ProviderError):
+    """SSL_CERT_FILE or SSL_CERT_DIR names no readable certificates: no TLS client can be built."""
+
+
 class ProviderHTTPError(ProviderError):
     """A non-retryable HTTP error (4xx other than 408/409/425/429)."""
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx2
 
+from giant_assets.agents.providers.errors import BadCABundle
 from giant_assets.core.settings import CA_DIR_ENV, CA_FILE_ENV
 
 CA_ENV = (CA_FILE_ENV, CA_DIR_ENV)  # what httpx2's default context reads
@@ -27,8 +28,17 @@ def _context(ca: tuple[str | None, ...]) -> ssl.SSLContext:
 
 
 def tls_context() -> ssl.SSLContext:
-    """The TLS context an SDK client would build now, built once per value of the CA variables."""
-    return _context(tuple(os.environ.get(name) for name in CA_ENV))
+    """The TLS context an SDK client would build now, built once per value of the CA variables;
+    BadCABundle naming the variable when what it names holds no readable certificates."""
+    ca = tuple(os.environ.get(name) for name in CA_ENV)
+    try:
+        return _context(ca)
+    except (OSError, ssl.SSLError) as exc:
+        used = next((f"{name}={value!r}" for name, value in zip(CA_ENV, ca, strict=True) if value), None)
+        raise BadCABundle(  # the first set variable is the one read (httpx2's order)
+            f"{used or 'the CA bundle'}: no certificates can be read there ({exc.strerror or exc}); "
+            "point it at a PEM file (or folder) of certificate authorities, or unset it"
+        ) from None
 
 
 def http_client(sdk: ModuleType) -> Any:
