@@ -52,28 +52,49 @@ ONE_LESION_DESIGN = SlideDesign(
 )
 
 
+GRAIN_PX, GRAIN = 32, 6  # the texture: a checkerboard of 32 px level-0 squares, every other one darker by 6
+
+
 def render_level(design: SlideDesign, downsample: int) -> np.ndarray:
-    """Render the design at ``downsample`` (sampling level-0 pixel centres), as uint8 RGB."""
+    """Render the design at ``downsample`` (sampling level-0 pixel centres), as uint8 RGB.
+
+    A blob covers, on each row, one run of columns (|x - cx| <= its half width there), so rows are painted
+    as slices copied from a row of the blob's colour, and the texture is applied band by band of rows of
+    one parity: whole-row copies numpy does at memory speed (a 4096 x 3072 level ~25 ms, was ~400 ms with a
+    mask per blob; tests/slides/test_synthetic.py checks it against that per-pixel definition)."""
     h = design.height // downsample
     w = design.width // downsample
     ys = np.arange(h) * downsample
     xs = np.arange(w) * downsample
     img = np.empty((h, w, 3), dtype=np.uint8)
-    img[:] = BACKGROUND
+    colour_row = np.empty((w, 3), dtype=np.uint8)
+    colour_row[:] = BACKGROUND
+    img[:] = colour_row
     for blob in (*design.tissue, *design.lesions):
-        rows = np.nonzero(np.abs(ys - blob.cy) <= blob.ry)[0]
-        cols = np.nonzero(np.abs(xs - blob.cx) <= blob.rx)[0]
-        if rows.size == 0 or cols.size == 0:
+        first = int(np.searchsorted(ys, blob.cy - blob.ry, side="left"))
+        end = int(np.searchsorted(ys, blob.cy + blob.ry, side="right"))
+        if end <= first:
             continue
-        half_width = blob.rx * np.sqrt(np.clip(1.0 - ((ys[rows] - blob.cy) / blob.ry) ** 2, 0.0, None))
-        mask = np.abs(xs[cols] - blob.cx)[None, :] <= half_width[:, None]
-        block = img[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
-        np.copyto(block, np.asarray(blob.color, dtype=np.uint8), where=mask[..., None])
+        with np.errstate(invalid="ignore", divide="ignore"):  # ry == 0: no row is painted, as by the mask
+            half_width = blob.rx * np.sqrt(
+                np.clip(1.0 - ((ys[first:end] - blob.cy) / blob.ry) ** 2, 0.0, None)
+            )
+        # |x - cx| is a whole number, so |x - cx| <= half_width is |x - cx| <= floor(half_width)
+        reach = np.floor(np.where(np.isfinite(half_width), half_width, -1)).astype(np.int64)
+        starts = np.searchsorted(xs, blob.cx - reach, side="left").tolist()
+        stops = np.searchsorted(xs, blob.cx + reach, side="right").tolist()
+        colour_row[:] = blob.color
+        for row, start, stop in zip(range(first, end), starts, stops, strict=True):
+            if stop > start:
+                img[row, start:stop] = colour_row[start:stop]
     if design.texture:
-        row_parity = ((ys // 32) % 2).astype(np.uint8)
-        col_parity = ((xs // 32) % 2).astype(np.uint8)
-        grain = (row_parity[:, None] ^ col_parity[None, :]) * np.uint8(6)
-        img -= np.minimum(img, grain[..., None])
+        col_parity = ((xs // GRAIN_PX) % 2).astype(np.uint8)
+        grain = [np.repeat((parity ^ col_parity) * np.uint8(GRAIN), 3).reshape(w, 3) for parity in (0, 1)]
+        row_parity = (ys // GRAIN_PX) % 2
+        edges = (np.flatnonzero(np.diff(row_parity)) + 1).tolist()
+        for start, stop in zip([0, *edges], [*edges, h], strict=True):
+            band = img[start:stop]
+            band -= np.minimum(band, grain[int(row_parity[start])])
     return img
 
 
@@ -92,11 +113,10 @@ def write_pyramidal_slide(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     w, h = design.width, design.height
-    base = render_level(design, 1)
     with tifffile.TiffWriter(path, bigtiff=False) as tw:
         for lv in range(levels):
             ds = level_factor**lv
-            im = np.ascontiguousarray(base[::ds, ::ds])  # equals render_level(design, ds)
+            im = render_level(design, ds)
             desc: str | None = None
             if svs:
                 head = f"Aperio Image Library v12.0.15\r\n{w}x{h} [0,0 {w}x{h}] ({tile}x{tile}) JPEG/RGB Q=90"
