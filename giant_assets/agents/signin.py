@@ -20,9 +20,9 @@ def _set(name: str) -> bool:
 
 def sign_in(exp: Experiment) -> tuple[str, str | None]:
     """(how ``exp`` signs in, why it cannot; None when it can)."""
-    from giant_assets.agents.providers.factory import model_class
+    from giant_assets.agents.providers.factory import default_key_env
 
-    key_env = exp.api_key_env or model_class(exp.resolved_api, exp.provider).default_key_env
+    key_env = exp.api_key_env or default_key_env(exp.resolved_api, exp.provider)
     if exp.provider == "azure":
         endpoint_problem = azure_endpoint_problem(exp.azure_endpoint)
         mode = os.environ.get(AZURE_AUTH_ENV, "").strip().lower()

@@ -14,6 +14,7 @@ Every problem is reported naming the file, the experiment (or benchmark) and the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -205,3 +206,48 @@ def get_experiment(path: Path | str, name: str) -> Experiment:
     if name not in experiments:
         raise ExperimentsFileError(f"{path}: no experiment {name!r}; declared: {sorted(experiments)}")
     return experiments[name]
+
+
+class DeclaredExperiments:
+    """The experiments (and benchmarks) an experiments file declares, read afresh on each call; the file
+    is ``path``, or GIANT_EXPERIMENTS, else ./experiments.yaml (plain Python: the CLI reads it without
+    Dagster; ExperimentsResource is the same for assets and sensors)."""
+
+    path: str
+
+    @property
+    def file(self) -> Path:
+        return experiments_path(self.path)
+
+    def all(self) -> dict[str, Experiment]:
+        return load_experiments(self.file)
+
+    def benchmarks(self) -> dict[str, Declaration]:
+        """The benchmarks the file declares (its ``benchmarks:`` section); none while there is no file
+        (ingest needs no experiments file)."""
+        return load_benchmarks(self.file) if self.file.is_file() else {}
+
+    def benchmark_names(self) -> tuple[str, ...]:
+        """Every benchmark: the five built-ins, then the declared ones."""
+        from giant_assets.benchmarks.registry import benchmark_names
+
+        return benchmark_names(self.benchmarks())
+
+    def get(self, name: str) -> Experiment:
+        """The declared experiment ``name``; for one no longer declared, an error saying what to do."""
+        declared = self.all()
+        if name not in declared:
+            raise ExperimentsFileError(
+                f"{self.file}: experiment {name!r} is not declared (removed?); declared: {sorted(declared)}. "
+                f"Its stored results are kept and the leaderboard lists it as removed: declare it again "
+                f"(its settings: data/experiments/{name}.json) to run or re-score it, or run "
+                "`giant-experiments prune` to drop its partitions"
+            )
+        return declared[name]
+
+
+@dataclass(frozen=True)
+class ExperimentsFile(DeclaredExperiments):
+    """DeclaredExperiments of the file at ``path`` (empty: GIANT_EXPERIMENTS, else ./experiments.yaml)."""
+
+    path: str = ""

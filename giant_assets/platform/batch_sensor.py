@@ -40,7 +40,7 @@ from dagster import (
 from giant_assets.agents.providers.retry import RetryPolicy
 from giant_assets.core.secrets import redact_secrets
 from giant_assets.core.settings import sensor_interval
-from giant_assets.experiments.declared import ExperimentsFileError
+from giant_assets.experiments.declared import DeclaredExperiments, ExperimentsFileError
 from giant_assets.platform.resources import ExperimentsResource, StorageResource
 
 
@@ -140,7 +140,7 @@ def look_seen(record: dict[str, Any], status: Any) -> str | None:
 
 
 async def _ended(
-    batches: list[dict[str, Any]], experiments: ExperimentsResource
+    batches: list[dict[str, Any]], experiments: DeclaredExperiments
 ) -> tuple[dict[str, str], list[str]]:
     """batch id -> the provider's status, for the batches that have ended (errors as 'error: ...'),
     and the lines naming batches that contradict themselves (ended before, running now)."""
@@ -180,7 +180,7 @@ async def _ended(
     return ended, contradicted
 
 
-def _poll_s(experiments: ExperimentsResource, batch: dict[str, Any]) -> float:
+def _poll_s(experiments: DeclaredExperiments, batch: dict[str, Any]) -> float:
     try:
         return experiments.get(batch.get("experiment", "")).batch_poll_s
     except Exception:  # a removed experiment: look at the default pace (its error is reported)
@@ -310,7 +310,7 @@ LISTING_RETRY = RetryPolicy(max_attempts=2, max_total_wait_s=5.0)
 
 async def review_open(
     root: Path,
-    experiments: ExperimentsResource,
+    experiments: DeclaredExperiments,
     name: str | None,
     cancel: bool,
     found: list[Any] | None = None,

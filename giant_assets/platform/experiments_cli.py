@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from giant_assets.core.helptext import plain
-from giant_assets.experiments.declared import ExperimentsFileError, unbudgeted
+from giant_assets.experiments.declared import ExperimentsFile, ExperimentsFileError, unbudgeted
 from giant_assets.experiments.plugins import (
     PluginError,
     declared_calls,
@@ -29,7 +29,6 @@ from giant_assets.experiments.plugins import (
     load_factory,
     unimportable,
 )
-from giant_assets.platform.resources import ExperimentsResource
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
@@ -101,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    resource = ExperimentsResource(path=args.file)
+    resource = ExperimentsFile(path=args.file)
     try:
         declared = resource.all()
     except ExperimentsFileError as exc:
@@ -158,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _check(resource: ExperimentsResource, declared: dict, names: list[str]) -> int:
+def _check(resource: ExperimentsFile, declared: dict, names: list[str]) -> int:
     """``check``: the experiments ``names`` (all when none) and the declared benchmarks (every experiment
     runs on each); exit 1 listing every problem, 2 for a name not declared."""
     unknown = sorted(set(names) - set(declared))
@@ -207,16 +206,20 @@ def _batchable(exp: Experiment) -> None:
         )
 
 
-def _benchmark_problems(resource: ExperimentsResource) -> list[str]:
+def _benchmark_problems(resource: ExperimentsFile) -> list[str]:
     """Each declared benchmark's counts on stdout; its problems (file, row, column) returned."""
     from pathlib import Path
 
-    from giant_assets.benchmarks.check import check_declaration
     from giant_assets.core.settings import WSI_ROOT_ENV, env
+
+    declarations = resource.benchmarks()
+    if not declarations:
+        return []
+    from giant_assets.benchmarks.check import check_declaration  # reads each one's items (pandas)
 
     default_root = Path(env(WSI_ROOT_ENV)).expanduser().resolve() if env(WSI_ROOT_ENV) else None
     problems = []
-    for declaration in resource.benchmarks().values():
+    for declaration in declarations.values():
         report = check_declaration(declaration, default_root)
         print(f"{resource.file}: {report.summary()}")
         for note in report.notes:
@@ -469,7 +472,7 @@ def _status(declared: dict, name: str | None) -> int:
     return 0
 
 
-def _batches(resource: ExperimentsResource, name: str | None, cancel: bool) -> int:
+def _batches(resource: ExperimentsFile, name: str | None, cancel: bool) -> int:
     import asyncio
     import time
 

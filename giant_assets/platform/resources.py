@@ -9,8 +9,7 @@ from typing import Literal
 import pandas as pd
 from dagster import ConfigurableResource
 
-from giant_assets.benchmarks.declaration import Declaration
-from giant_assets.benchmarks.registry import BUILT_IN_NAMES, benchmark_names
+from giant_assets.benchmarks.registry import BUILT_IN_NAMES
 from giant_assets.core.settings import (
     CSV_PATH_ENV,
     CSV_SOURCE_ENV,
@@ -22,13 +21,7 @@ from giant_assets.core.settings import (
 )
 from giant_assets.core.storage import ParquetStore
 from giant_assets.eval.roi import reference_regions_path
-from giant_assets.experiments.declared import (
-    ExperimentsFileError,
-    experiments_path,
-    load_benchmarks,
-    load_experiments,
-)
-from giant_assets.experiments.spec import Experiment
+from giant_assets.experiments.declared import DeclaredExperiments
 from giant_assets.geometry.roi import load_reference_regions
 from giant_assets.multipathqa.download import MULTIPATHQA_REPO, download_multipathqa
 from giant_assets.multipathqa.errata import DEFAULT_ERRATA_MODE, ERRATA_MODES
@@ -136,35 +129,7 @@ class MultiPathQAResource(ConfigurableResource):
         return (path, load_reference_regions(path, benchmarks)) if path else ("", None)
 
 
-class ExperimentsResource(ConfigurableResource):
+class ExperimentsResource(ConfigurableResource, DeclaredExperiments):
     """The declared experiments: ``path`` (empty means ``GIANT_EXPERIMENTS``, else ./experiments.yaml)."""
 
     path: str = ""
-
-    @property
-    def file(self) -> Path:
-        return experiments_path(self.path)
-
-    def all(self) -> dict[str, Experiment]:
-        return load_experiments(self.file)
-
-    def benchmarks(self) -> dict[str, Declaration]:
-        """The benchmarks the file declares (its ``benchmarks:`` section); none while there is no file
-        (ingest needs no experiments file)."""
-        return load_benchmarks(self.file) if self.file.is_file() else {}
-
-    def benchmark_names(self) -> tuple[str, ...]:
-        """Every benchmark: the five built-ins, then the declared ones."""
-        return benchmark_names(self.benchmarks())
-
-    def get(self, name: str) -> Experiment:
-        """The declared experiment ``name``; for one no longer declared, an error saying what to do."""
-        declared = self.all()
-        if name not in declared:
-            raise ExperimentsFileError(
-                f"{self.file}: experiment {name!r} is not declared (removed?); declared: {sorted(declared)}. "
-                f"Its stored results are kept and the leaderboard lists it as removed: declare it again "
-                f"(its settings: data/experiments/{name}.json) to run or re-score it, or run "
-                "`giant-experiments prune` to drop its partitions"
-            )
-        return declared[name]

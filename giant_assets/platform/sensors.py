@@ -15,6 +15,7 @@ from dagster import (
 )
 
 from giant_assets.core.settings import sensor_interval
+from giant_assets.experiments.declared import DeclaredExperiments
 from giant_assets.platform.partitions import (
     BENCHMARK,
     EXPERIMENT,
@@ -24,7 +25,7 @@ from giant_assets.platform.partitions import (
 from giant_assets.platform.resources import ExperimentsResource
 
 
-def new_experiments(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+def new_experiments(instance: DagsterInstance, experiments: DeclaredExperiments) -> list[str]:
     """Declared experiments that are not yet partitions (the file is validated on the way)."""
     declared = experiments.all()
     return sorted(set(declared) - set(instance.get_dynamic_partitions(EXPERIMENT)))
@@ -55,27 +56,27 @@ def add_partitions(instance: DagsterInstance, dimension: str, names: list[str]) 
     return added
 
 
-def sync_experiments(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+def sync_experiments(instance: DagsterInstance, experiments: DeclaredExperiments) -> list[str]:
     """Add every declared experiment as a partition; returns the names that were missing."""
     return add_partitions(instance, EXPERIMENT, list(experiments.all()))
 
 
-def new_benchmarks(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+def new_benchmarks(instance: DagsterInstance, experiments: DeclaredExperiments) -> list[str]:
     """Benchmarks (built-in or declared) that are not yet partitions."""
     return sorted(set(experiments.benchmark_names()) - set(instance.get_dynamic_partitions(BENCHMARK)))
 
 
-def sync_benchmarks(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+def sync_benchmarks(instance: DagsterInstance, experiments: DeclaredExperiments) -> list[str]:
     """Add the five built-in and every declared benchmark as partitions; returns those that were missing."""
     return add_partitions(instance, BENCHMARK, list(experiments.benchmark_names()))
 
 
-def removed_experiments(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+def removed_experiments(instance: DagsterInstance, experiments: DeclaredExperiments) -> list[str]:
     """Experiment partitions whose experiment is no longer declared."""
     return sorted(set(instance.get_dynamic_partitions(EXPERIMENT)) - set(experiments.all()))
 
 
-def removed_benchmarks(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+def removed_benchmarks(instance: DagsterInstance, experiments: DeclaredExperiments) -> list[str]:
     """Benchmark partitions whose benchmark is no longer declared (never a built-in: always declared)."""
     return sorted(set(instance.get_dynamic_partitions(BENCHMARK)) - set(experiments.benchmark_names()))
 
@@ -87,12 +88,12 @@ def _prune(instance: DagsterInstance, dimension: str, removed: list[str]) -> lis
     return removed
 
 
-def prune_experiments(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+def prune_experiments(instance: DagsterInstance, experiments: DeclaredExperiments) -> list[str]:
     """Delete the partitions of experiments no longer declared; returns their names. Files stay."""
     return _prune(instance, EXPERIMENT, removed_experiments(instance, experiments))
 
 
-def prune_benchmarks(instance: DagsterInstance, experiments: ExperimentsResource) -> list[str]:
+def prune_benchmarks(instance: DagsterInstance, experiments: DeclaredExperiments) -> list[str]:
     """Delete the partitions of benchmarks no longer declared; returns their names. Files stay."""
     return _prune(instance, BENCHMARK, removed_benchmarks(instance, experiments))
 

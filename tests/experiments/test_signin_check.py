@@ -7,6 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from giant_assets.agents.providers.factory import (
+    CLOUD_CLASSES,
+    DEFAULT_KEY_ENVS,
+    WIRE_FORMATS,
+    default_key_env,
+    model_class,
+)
 from giant_assets.experiments.declared import load_experiments
 from giant_assets.platform.experiments_cli import main
 from tests.support.dagster_env import write_experiments
@@ -121,3 +128,11 @@ def test_check_by_name_on_a_fresh_clone(clean_env, capsys: pytest.CaptureFixture
     openai = [n for n, e in declared.items() if e.paid and e.provider == "openai" and not e.api_key_env]
     assert refused_openai.count("'gpt5-") == len(openai) > 15 and "'demo-" not in err
     assert "experiments 'claude-giant', 'claude-path-review': $ANTHROPIC_API_KEY is not set" in err
+
+
+def test_the_key_variable_named_is_the_one_each_model_class_reads() -> None:
+    # the check names it from a table (no SDK imported); every wire format and cloud class has its entry
+    assert set(DEFAULT_KEY_ENVS) == set(WIRE_FORMATS) | set(CLOUD_CLASSES)
+    formats = [(api, "") for api in WIRE_FORMATS] + [(api, provider) for provider, api in CLOUD_CLASSES]
+    for api, provider in formats:
+        assert default_key_env(api, provider) == model_class(api, provider).default_key_env, (api, provider)

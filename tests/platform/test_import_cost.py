@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,54 @@ def test_building_an_agent_leaves_the_segmentation_libraries_unimported() -> Non
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
+# `giant-experiments list` and `check` read the experiments file and the environment: no Dagster instance,
+# no table, no model call, so neither Dagster, pandas nor a model SDK (~6 CPU-s of imports, was every check)
+FILE_ONLY = ["dagster", "pandas", "openai", "anthropic", "google.genai"]
+
+CLI_CHILD = """
+import contextlib, io, json, sys
+from giant_assets.platform.experiments_cli import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    code = main(sys.argv[2:])
+print(json.dumps({"code": code, "out": out.getvalue(),
+                  "imported": sorted(m for m in json.loads(sys.argv[1]) if m in sys.modules)}))
+"""
+
+
+def test_listing_and_checking_experiments_import_no_dagster_pandas_or_sdk(tmp_path: Path) -> None:
+    assert all(importlib.util.find_spec(name) for name in FILE_ONLY)
+    # one experiment per sign-in the check names: OpenAI, Azure, Anthropic, Bedrock, Vertex, Gemini
+    experiments = tmp_path / "e.yaml"
+    experiments.write_text(
+        "experiments:\n"
+        "  o: {agent: giant, model: gpt-5}\n"
+        "  az: {agent: giant, model: gpt-5, provider: azure, azure_endpoint: 'https://lab.openai.azure.com',"
+        " deployment: g5}\n"
+        "  c: {agent: giant, model: claude-sonnet-4-5, provider: anthropic}\n"
+        "  b: {agent: giant, model: claude-sonnet-4-5, provider: bedrock, region: us-east-1}\n"
+        "  v: {agent: giant, model: claude-sonnet-4-5, provider: vertex, region: us-east5, project: lab-1}\n"
+        "  g: {agent: giant, model: gemini-2.5-pro, provider: gemini}\n"
+    )
+    env = {
+        k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN_BEDROCK", "_ACCESS_TOKEN"))
+    }
+    for command in (["list"], ["check"]):
+        proc = subprocess.run(
+            [sys.executable, "-c", CLI_CHILD, json.dumps(FILE_ONLY), "--file", str(experiments), *command],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert out["imported"] == [], (command, out)
+        if command == ["check"]:  # what it says is what the model classes read (tests/agents: the table)
+            assert out["code"] == 1, out
+            for name, variable in (
+                ("o", "OPENAI_API_KEY"),
+                ("c", "ANTHROPIC_API_KEY"),
+                ("g", "GEMINI_API_KEY"),
+            ):
+                assert f"\n{name}: signs in with API key from ${variable}\n" in f"\n{out['out']}", out
+                assert f"experiment '{name}': ${variable} is not set" in proc.stderr, proc.stderr

@@ -30,6 +30,26 @@ CLOUD_CLASSES: dict[tuple[str, str], tuple[str, str]] = {
 }
 
 
+# the variable each client class reads its key from unless ``api_key_env`` names another, by the same
+# keys: what `giant-experiments check` says without importing an SDK (a test compares it with the classes')
+DEFAULT_KEY_ENVS: dict[tuple[str, str] | str, str] = {
+    "responses": "OPENAI_API_KEY",
+    "chat": "OPENAI_API_KEY",
+    "messages": "ANTHROPIC_API_KEY",
+    ("azure", "responses"): "AZURE_OPENAI_API_KEY",
+    ("azure", "chat"): "AZURE_OPENAI_API_KEY",
+    ("openrouter", "chat"): "OPENROUTER_API_KEY",
+    ("bedrock", "messages"): "AWS_BEARER_TOKEN_BEDROCK",
+    ("vertex", "messages"): "ANTHROPIC_VERTEX_ACCESS_TOKEN",
+    ("gemini", "gemini"): "GEMINI_API_KEY",
+}
+
+
+def default_key_env(api: str, provider: str = "") -> str:
+    """The variable :func:`model_class`'s class reads its key from by default (no SDK is imported)."""
+    return DEFAULT_KEY_ENVS.get((provider, api)) or DEFAULT_KEY_ENVS[api]
+
+
 def model_class(api: str, provider: str = "") -> type[SDKChatModel]:
     """The client class of a wire format (as ``provider`` serves it, when it has its own)."""
     module, name = CLOUD_CLASSES.get((provider, api)) or WIRE_FORMATS[api]
