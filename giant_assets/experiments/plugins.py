@@ -16,7 +16,7 @@ import importlib.util
 import math
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -117,14 +117,30 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:60] + "..."
 
 
-@functools.lru_cache(maxsize=8)
-def _top_level_distributions(path: tuple[str, ...]) -> Mapping[str, list[str]]:
-    """``importlib.metadata.packages_distributions()`` for the Python path ``path``, read once per process
-    and path: it reads every installed distribution's file list (~0.6 s of CPU in this venv) and
-    ``config_hash`` asks for it each time a plug-in experiment's settings are hashed, many times per
-    run. Versions are still read at each call; a distribution installed into a folder already on the
-    path after the first call, that newly provides a plug-in's package, is seen by the next process."""
-    return importlib.metadata.packages_distributions()
+@functools.lru_cache(maxsize=64)
+def distributions_providing(top: str, path: tuple[str, ...]) -> tuple[str, ...]:
+    """The names of the installed distributions (on the Python path ``path``) that provide the top-level
+    package ``top``: ``importlib.metadata.packages_distributions().get(top, [])``, found without turning
+    every distribution's file list into paths (~0.5 s of CPU in this venv; ~0.06 s here): a distribution
+    declares its packages (top_level.txt), else those are inferred from its file list exactly as the
+    standard library does, read only for a distribution whose list names ``top`` at all. Read once per
+    process, name and path (``config_hash`` asks each time a plug-in experiment's settings are hashed);
+    a distribution installed into a folder already on the path later is seen by the next process."""
+    names = []
+    for dist in importlib.metadata.distributions(path=list(path)):
+        declared = (dist.read_text("top_level.txt") or "").split()
+        if declared:
+            provides = top in declared
+        else:
+            listing = (dist.read_text("RECORD") or "") + (dist.read_text("SOURCES.txt") or "")
+            provides = top in listing and any(
+                (f.parts[0] if len(f.parts) > 1 else f.with_suffix("").name) == top
+                for f in dist.files or ()
+                if f.suffix == ".py"
+            )
+        if provides:
+            names.append(dist.metadata["Name"])
+    return tuple(names)
 
 
 def plugin_identity(agent: str) -> dict[str, Any]:
@@ -135,7 +151,7 @@ def plugin_identity(agent: str) -> dict[str, Any]:
     module, factory = agent.split(":", 1)
     identity: dict[str, Any] = {"module": module, "factory": factory}
     top = module.split(".", 1)[0]
-    names = sorted(set(_top_level_distributions(tuple(sys.path)).get(top, [])))
+    names = sorted(set(distributions_providing(top, tuple(sys.path))))
     if names:
         versions = [f"{name}=={importlib.metadata.version(name)}" for name in names]
         return identity | {"distribution": ", ".join(versions)}

@@ -9,6 +9,7 @@ import importlib.metadata
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -190,23 +191,66 @@ def test_check_refuses_a_plugin_that_cannot_be_imported(
 def test_the_installed_distributions_are_read_once_per_python_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Hashing a plug-in experiment again does not read every installed distribution's files again
-    (~0.6 s each time); a changed Python path is read afresh (the test above relies on it)."""
+    """Hashing a plug-in experiment again does not read the installed distributions again; a changed
+    Python path is read afresh (the test above relies on it)."""
     from giant_assets.experiments import plugins
 
     reads: list[int] = []
-    real = importlib.metadata.packages_distributions
+    real = importlib.metadata.distributions
 
-    def counted() -> dict:
+    def counted(**kwargs: Any):
         reads.append(1)
-        return real()
+        return real(**kwargs)
 
-    monkeypatch.setattr(importlib.metadata, "packages_distributions", counted)
-    plugins._top_level_distributions.cache_clear()
+    monkeypatch.setattr(importlib.metadata, "distributions", counted)
+    plugins.distributions_providing.cache_clear()
     exp = Experiment(name="c", agent="json:loads", model="m")  # a module from no distribution
     assert exp.config_hash() == exp.config_hash() == exp.config_hash()
     assert len(reads) == 1
     monkeypatch.syspath_prepend(str(tmp_path))
     exp.config_hash()
     assert len(reads) == 2
-    plugins._top_level_distributions.cache_clear()
+    plugins.distributions_providing.cache_clear()
+
+
+def _dist_info(site: Path, name: str, record: str, top_level: str | None = None) -> None:
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "RECORD").write_text(record)
+    if top_level is not None:
+        (info / "top_level.txt").write_text(top_level)
+
+
+def test_the_distributions_providing_a_package_are_the_standard_librarys(tmp_path: Path) -> None:
+    """For every top-level name of this venv, and of distributions written here in the layouts the
+    standard library reads differently (declared, inferred from RECORD with a quoted path, a .pyc only,
+    a single-file module, a name only inside another's path), the answer is packages_distributions'."""
+    from giant_assets.experiments import plugins
+
+    site = tmp_path / "site"
+    _dist_info(site, "declares", "whatever/x.py,,\n", top_level="labagent\nother\n")
+    _dist_info(site, "infers", '"labagent/a,b.py",sha256=x,1\ninfers-1.0.dist-info/RECORD,,\n')
+    _dist_info(site, "compiled-only", "compiledpkg/__pycache__/m.pyc,,\n")
+    _dist_info(site, "single-file", "solo.py,,\n../../bin/tool,,\n")
+    _dist_info(site, "mentions", "tools/labagent_helpers/x.py,,\nlabagent.txt,,\n")
+    path = (str(site), *sys.path)
+    plugins.distributions_providing.cache_clear()
+    expected = {  # packages_distributions() reads sys.path: the same path, set for the call
+        name: sorted(set(dists)) for name, dists in _packages_distributions(list(path)).items()
+    }
+    assert {"labagent", "solo", "other", "tools", "dagster", "yaml"} <= set(expected)
+    for name in [*expected, "compiledpkg", "nosuchpackage", "labagent_helpers", "x"]:
+        got = sorted(set(plugins.distributions_providing(name, path)))
+        assert got == expected.get(name, []), name
+    assert expected["labagent"] == ["declares", "infers"] and "mentions" not in expected.get("x", [])
+    plugins.distributions_providing.cache_clear()
+
+
+def _packages_distributions(path: list[str]) -> dict[str, list[str]]:
+    saved = sys.path[:]
+    sys.path[:] = path
+    try:
+        return importlib.metadata.packages_distributions()
+    finally:
+        sys.path[:] = saved
