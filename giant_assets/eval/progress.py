@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -33,25 +34,31 @@ class JournalProgress:
         return self.answered + self.failures.failed
 
 
+def todays_items(items: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """benchmark -> {benchmark_id: item_fingerprint (None without that column)} of today's items with a
+    readable slide (``items``: today's ``benchmark_items``), read once for a whole grid of cells."""
+    readable = items[items["wsi_status"] == "ok"] if "wsi_status" in items else items
+    fingerprints = readable["item_fingerprint"] if "item_fingerprint" in readable else [None] * len(readable)
+    out: dict[str, dict[str, Any]] = {}
+    for benchmark, bid, fp in zip(
+        readable["benchmark_name"].astype(str),
+        readable["benchmark_id"].astype(str),
+        fingerprints,
+        strict=True,
+    ):
+        out.setdefault(benchmark, {})[bid] = fp
+    return out
+
+
 def journal_progress(
-    exp: Experiment, benchmark: str, items: pd.DataFrame, journals_dir: Path
+    exp: Experiment, benchmark: str, todays: dict[str, Any], journals_dir: Path
 ) -> JournalProgress:
-    """``items``: today's ``benchmark_items`` (any benchmarks; only ``benchmark``'s are used)."""
-    mine = items[items["benchmark_name"].astype(str) == benchmark]
-    if "wsi_status" in mine:
-        mine = mine[mine["wsi_status"] == "ok"]
-    fps = dict(
-        zip(
-            mine["benchmark_id"].astype(str),
-            mine["item_fingerprint"] if "item_fingerprint" in mine else [None] * len(mine),
-            strict=True,
-        )
-    )
+    """``todays``: the benchmark's entry of :func:`todays_items`."""
     journal = Journal(journals_dir / exp.config_hash() / f"{benchmark}.jsonl")
     rows: dict[tuple[str, int], dict] = {}
     for row in journal.read().values():
         bid, run = str(row.get("benchmark_id")), int(row.get("run_index", 0) or 0)
-        stored, now = row.get("item_fingerprint"), fps.get(bid, "")
+        stored, now = row.get("item_fingerprint"), todays.get(bid, "")
         if now == "" or run >= exp.runs_per_item or (stored and now and stored != now):
             continue  # not a run today's items need
         rows[(bid, run)] = row
@@ -59,7 +66,7 @@ def journal_progress(
     answered = sum(r.get("error_kind") not in RETRYABLE for r in kept)
     cost = sum(float(r.get("cost_usd") or 0.0) for r in rows.values())
     return JournalProgress(
-        runs_needed=len(fps) * exp.runs_per_item,
+        runs_needed=len(todays) * exp.runs_per_item,
         answered=answered,
         failures=failure_report(list(rows.values()), exp.max_failed_share),
         cost_usd=cost,

@@ -44,7 +44,7 @@ from giant_assets.eval.itemsets import (
     current_item_sets,
     rerun_command,
 )
-from giant_assets.eval.progress import JournalProgress, journal_progress
+from giant_assets.eval.progress import JournalProgress, journal_progress, todays_items
 from giant_assets.experiments.plugins import unimportable
 from giant_assets.experiments.spec import Experiment
 
@@ -110,6 +110,7 @@ def grid_states(
     benchmarks = sorted(items["benchmark_name"].astype(str).unique())
     chosen = names or sorted(declared)
     records = CellRecords.of(instance, [f"{b}|{name}" for name in chosen for b in benchmarks])
+    todays = todays_items(items)
     out = []
     for name in chosen:
         why = unimportable(declared[name].agent)
@@ -117,7 +118,9 @@ def grid_states(
             if why:
                 out.append(CellState(name, benchmark, UNUSABLE, why))
                 continue
-            progress = journal_progress(declared[name], benchmark, items, data_dir / "journals")
+            progress = journal_progress(
+                declared[name], benchmark, todays.get(benchmark, {}), data_dir / "journals"
+            )
             state = _state(records, declared[name], benchmark, progress, scored.get((name, benchmark)))
             state.spent_usd = progress.cost_usd
             folder = data_dir / "journals" / declared[name].config_hash() / f"{benchmark}.batches"
