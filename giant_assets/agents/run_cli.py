@@ -193,13 +193,11 @@ def trajectory_doc(
 
 async def _run(exp: Experiment, item: AgentItem, deadline_s: float) -> AgentAnswer:
     # imported here: the SDKs take seconds to import, and usage errors should not wait for them
-    import pandas as pd
-
     from giant_assets.agents.registry import make_agent
     from giant_assets.runs.ratelimit import make_rate_limiter
 
     limiter = make_rate_limiter(exp.provider, exp.model, exp.api_key_env, exp.requests_per_minute)
-    agent = make_agent(exp, pd.DataFrame(columns=["benchmark_name", "truth_label"]), limiter)
+    agent = make_agent(exp, None, limiter)  # giant, thumbnail or patch (MODES): no truth labels needed
     try:
         async with asyncio.timeout(deadline_s):
             return await agent.answer(item, 0)

@@ -134,7 +134,8 @@ def test_listing_and_checking_experiments_import_no_dagster_pandas_or_sdk(tmp_pa
         " deployment: g5}\n"
         "  c: {agent: giant, model: claude-sonnet-4-5, provider: anthropic}\n"
         "  b: {agent: giant, model: claude-sonnet-4-5, provider: bedrock, region: us-east-1}\n"
-        "  v: {agent: giant, model: claude-sonnet-4-5, provider: vertex, region: us-east5, project: lab-1}\n"
+        "  v: {agent: giant, model: claude-sonnet-4-5, provider: vertex, region: us-east5,"
+        " project: lab-proj}\n"
         "  g: {agent: giant, model: gemini-2.5-pro, provider: gemini}\n"
     )
     env = {
@@ -157,3 +158,26 @@ def test_listing_and_checking_experiments_import_no_dagster_pandas_or_sdk(tmp_pa
             ):
                 assert f"\n{name}: signs in with API key from ${variable}\n" in f"\n{out['out']}", out
                 assert f"experiment '{name}': ${variable} is not set" in proc.stderr, proc.stderr
+
+
+# giant-run builds one GIANT (or baseline-free) agent and asks the model: pandas (~0.6 CPU-s of each
+# giant-run) is imported only by the offline agents and the tables, neither of which it uses
+GIANT_RUN_CHILD = """
+import json, sys
+from giant_assets.agents.registry import make_agent
+from giant_assets.experiments.spec import Experiment
+from giant_assets.runs.ratelimit import make_rate_limiter
+exp = Experiment(name="x", agent="giant", model="gpt-5", base_url="http://127.0.0.1:9/v1")
+limiter = make_rate_limiter(exp.provider, exp.model, exp.api_key_env, exp.requests_per_minute)
+agent = make_agent(exp, None, limiter)
+print(json.dumps({"agent": type(agent).__name__, "pandas": "pandas" in sys.modules}))
+"""
+
+
+def test_building_a_giant_agent_without_truth_labels_imports_no_pandas() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", GIANT_RUN_CHILD],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env=os.environ | {"OPENAI_API_KEY": "sk-x"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"agent": "GiantAgent", "pandas": False}
