@@ -87,7 +87,7 @@ def render_level(design: SlideDesign, downsample: int) -> np.ndarray:
         for row, start, stop in zip(range(first, end), starts, stops, strict=True):
             if stop > start:
                 img[row, start:stop] = colour_row[start:stop]
-    if design.texture:
+    if design.texture and h:  # a level of no rows has no texture to apply
         col_parity = ((xs // GRAIN_PX) % 2).astype(np.uint8)
         grain = [np.repeat((parity ^ col_parity) * np.uint8(GRAIN), 3).reshape(w, 3) for parity in (0, 1)]
         row_parity = (ys // GRAIN_PX) % 2
