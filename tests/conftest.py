@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -18,6 +19,17 @@ sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 from giant_assets.multipathqa.sample import ensure_sample_slides  # noqa: E402
+
+# A suite started with SIGINT ignored (`make test &` in a script, nohup, some CI runners) would pass that on
+# to SIGTERM: each in-process Dagster run copies SIGINT's handler to SIGTERM when it ends
+# (dagster/_utils/interrupts.py), and every process started after that ignores SIGTERM. Dagster's
+# compute-log `tail -F` and its watcher then outlive their run (its clean-up waits 30 s for each, then
+# leaves them), and daemons stop only at the 20 s SIGKILL: ~60 s of a status test, and the orphaned tails.
+# Each worker starts from the dispositions an interactive shell gives.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @pytest.fixture(autouse=True)
