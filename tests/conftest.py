@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.warm_start.server import WARM_START_ENV, WarmStart
+
 # The suite compiles the package's and tests' modules once, into git-ignored __pycache__ folders, even where
 # PYTHONDONTWRITEBYTECODE is set (as in some shells and CI images): otherwise each of the suite's hundreds
 # of Python subprocesses (every dagster/giant-* command) compiles the package again (~0.7 CPU-seconds) and
@@ -32,6 +34,18 @@ if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+_warm_start: WarmStart | None = None
+
+
+@pytest.fixture(scope="session")
+def warm_start() -> WarmStart:
+    """This test process's warm-start server, listening."""
+    if _warm_start is None:
+        pytest.skip(f"{WARM_START_ENV}=0: commands run cold")
+    _warm_start.wait_listening()
+    return _warm_start
+
+
 @pytest.fixture(autouse=True)
 def own_rate_limits(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test (and the processes it starts) its own machine-wide rate-limit files: the buckets of
@@ -51,6 +65,23 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.mkdir()
     monkeypatch.setenv("GIANT_DATA_DIR", str(path))
     return path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The Python commands the tests start run warm (tests/support/warm_start): forked from one
+    interpreter per test process that imported Dagster, pandas and pyarrow once, instead of importing
+    them again in each of the suite's hundreds of processes (~2 of their ~5 CPU-seconds). Started while
+    the tests are collected; not in xdist's controller (it runs none). TESTS_WARM_START=0: all cold."""
+    global _warm_start
+    runs_tests = hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
+    if runs_tests and os.environ.get(WARM_START_ENV) != "0":
+        _warm_start = WarmStart(os.environ)
+        os.environ.update(_warm_start.env)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _warm_start is not None:
+        _warm_start.stop()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

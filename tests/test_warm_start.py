@@ -1,0 +1,250 @@
+"""The suite's warm start (tests/support/warm_start) runs a command as a fresh interpreter would: the same
+argv, path, environment, directory, descriptors, stdio, warnings filters, signal dispositions, exit
+status and endings by exception, Ctrl-C or SIGKILL. Each check runs a probe script cold
+(TESTS_WARM_START=0) and warm and compares what it saw; a warm run is one whose process is not the
+started one."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.warm_start.server import WARM_START_ENV
+
+PROBE = r"""
+import json, os, random, resource, signal, sys, time, warnings
+import numpy  # as every command of the platform does: numpy's own warnings filters (zygote.py)
+extra = os.fdopen(int(os.environ["PROBE_FD"])).read() if os.environ.get("PROBE_FD") else None
+seen = {
+    "pid": os.getpid(),
+    "random": (random.random(), numpy.random.random()),
+    "name": __name__,
+    "argv": sys.argv,
+    "orig_argv": sys.orig_argv,
+    "path": sys.path,
+    "cwd": os.getcwd(),
+    "env": {k: v for k, v in os.environ.items() if k.startswith("PROBE_")},
+    "umask": os.umask(0o022),
+    "executable": sys.executable,
+    "flags": list(sys.flags),
+    "stdin": sys.stdin.read(),
+    "stdio": [(s.name, s.encoding, s.errors, s.line_buffering, s.write_through)
+              for s in (sys.stdin, sys.stdout, sys.stderr)],
+    "filters": [(f[0], str(f[1]), f[2].__name__, str(f[3]), f[4]) for f in warnings.filters],
+    "signals": [str(signal.getsignal(s))
+                for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)],
+    "extra": extra,
+    "modules": "giant_assets" in sys.modules,
+    "hash": hash("a string's hash follows the seed"),
+    "nofile": resource.getrlimit(resource.RLIMIT_NOFILE),
+}
+print(json.dumps(seen), flush=True)
+what = os.environ.get("PROBE_END", "")
+if what == "raise":
+    raise ValueError("the probe's own error")
+if what == "sleep":
+    open(os.environ["PROBE_PIDFILE"], "w").write(str(os.getpid()))
+    time.sleep(60)
+if what == "orphan":
+    parent = os.getppid()
+    open(os.environ["PROBE_PIDFILE"], "w").write(str(os.getpid()))
+    deadline = time.monotonic() + 30
+    while os.getppid() == parent and time.monotonic() < deadline:
+        time.sleep(0.05)
+    open(os.environ["PROBE_PIDFILE"] + ".orphaned", "w").write(str(os.getppid() != parent))
+sys.exit(int(os.environ.get("PROBE_EXIT", "0")))
+"""
+
+
+@pytest.fixture
+def probe(tmp_path: Path, warm_start) -> Path:  # noqa: ANN001 - the server, listening
+    path = tmp_path / "probe.py"
+    path.write_text(PROBE)
+    return path
+
+
+def _run(
+    probe: Path, warm: bool, env: dict[str, str] | None = None, **kwargs
+) -> tuple[dict, subprocess.CompletedProcess]:
+    base = dict(os.environ) | (env or {})
+    if not warm:
+        base[WARM_START_ENV] = "0"
+    proc = subprocess.run(
+        [sys.executable, str(probe), "one", "two words"], env=base, capture_output=True, text=True,
+        timeout=60, **kwargs,
+    )  # fmt: skip
+    seen = json.loads(proc.stdout.splitlines()[0]) if proc.stdout else {}
+    return seen, proc
+
+
+def _both(
+    probe: Path, **kwargs
+) -> tuple[dict, dict, subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    cold, cold_proc = _run(probe, False, **kwargs)
+    warm, warm_proc = _run(probe, True, **kwargs)
+    return cold, warm, cold_proc, warm_proc
+
+
+def test_a_warm_command_sees_what_a_cold_one_sees(probe: Path, tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    seen = []
+    for warm in (False, True):
+        read_end, write_end = os.pipe()  # a descriptor passed on (pass_fds), as the CLI tests' pipes
+        os.write(write_end, b"through a passed descriptor")
+        os.close(write_end)
+        try:
+            env = {"PROBE_A": "x", "PROBE_FD": str(read_end), "PROBE_EXIT": "3",
+                   "PYTHONWARNINGS": "ignore::DeprecationWarning,error:boom:UserWarning"}  # fmt: skip
+            kwargs = dict(cwd=tmp_path / "elsewhere", input="on stdin\n", pass_fds=(read_end,))
+            got, proc = _run(probe, warm, env=env, **kwargs)
+        finally:
+            os.close(read_end)
+        assert proc.returncode == 3, proc.stderr
+        seen.append(got)
+    cold, warm = seen
+    assert warm.pop("pid") != cold.pop("pid")
+    assert warm.pop("random") != cold.pop("random")
+    del warm["hash"], cold["hash"]  # each interpreter its own seed
+    assert warm == cold
+    assert cold["stdin"] == "on stdin\n" and cold["env"]["PROBE_A"] == "x"
+    assert cold["extra"] == "through a passed descriptor"
+    filters = [tuple(f) for f in cold["filters"]]
+    assert filters.index(("ignore", "None", "DeprecationWarning", "None", 0)) < len(filters) - 4
+
+
+def test_it_ran_warm_with_its_own_random_seed_and_imports_the_package_afresh(probe: Path) -> None:
+    """A warm run's process is not the one started (that one waits for it); two warm runs draw other
+    random numbers (forks of one interpreter would draw the same); nothing of the package is preloaded."""
+    runs = []
+    for warm in (False, True, True):
+        proc = subprocess.Popen(
+            [sys.executable, str(probe)], env=dict(os.environ) | ({} if warm else {WARM_START_ENV: "0"}),
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        seen = json.loads(proc.communicate(timeout=60)[0])
+        runs.append((proc.pid == seen["pid"], seen["random"]))
+        assert seen["modules"] is False
+    (cold_here, _), (warm_here, first), (_, second) = runs
+    assert cold_here and not warm_here
+    assert first[0] != second[0] and first[1] != second[1]
+
+
+def test_an_uncaught_exception_ends_it_as_it_ends_a_fresh_interpreter(probe: Path) -> None:
+    cold, warm, cold_proc, warm_proc = _both(probe, env={"PROBE_END": "raise"})
+    assert cold_proc.returncode == warm_proc.returncode == 1
+    for proc in (cold_proc, warm_proc):
+        assert proc.stderr.rstrip().endswith("ValueError: the probe's own error")
+
+
+def test_an_ignored_sigint_stays_ignored(probe: Path) -> None:
+    ignore = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)  # noqa: E731
+    cold, warm, _, _ = _both(probe, preexec_fn=ignore)
+    assert cold["signals"] == warm["signals"]
+    assert cold["signals"][0] == str(signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_started_process_ends_the_command_the_same_way(
+    probe: Path, tmp_path: Path, signum: int
+) -> None:
+    endings = []
+    for warm in (False, True):
+        pidfile = tmp_path / f"pid-{warm}"
+        env = dict(os.environ) | {"PROBE_END": "sleep", "PROBE_PIDFILE": str(pidfile)}
+        if not warm:
+            env[WARM_START_ENV] = "0"
+        proc = subprocess.Popen([sys.executable, str(probe)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not pidfile.exists() or not pidfile.read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert (int(pidfile.read_text()) != proc.pid) is warm
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=30)
+        endings.append((proc.returncode, err.strip().splitlines()[-1] if err.strip() else ""))
+    assert endings[0] == endings[1]
+    assert endings[0][0] == -signum
+
+
+def test_a_sigkilled_started_process_takes_the_command_with_it(probe: Path, tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    env = dict(os.environ) | {"PROBE_END": "sleep", "PROBE_PIDFILE": str(pidfile)}
+    proc = subprocess.Popen([sys.executable, str(probe)], env=env, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not pidfile.exists() or not pidfile.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    command = int(pidfile.read_text())
+    assert command != proc.pid
+    proc.kill()
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while _alive(command):
+        assert time.monotonic() < deadline, "the command outlived its killed starting process"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_a_command_whose_parent_dies_sees_itself_orphaned(probe: Path, tmp_path: Path, warm: bool) -> None:
+    """runs/guard.py stops a batch whose parent died by watching os.getppid(): a warm command's parent
+    is the server's waiter, which leaves when the starting process is orphaned."""
+    pidfile = tmp_path / "pid"
+    env = dict(os.environ) | {"PROBE_END": "orphan", "PROBE_PIDFILE": str(pidfile)}
+    if not warm:
+        env[WARM_START_ENV] = "0"
+    shell = subprocess.Popen(
+        ["bash", "-c", f'"{sys.executable}" "{probe}" > /dev/null & wait'], env=env, start_new_session=True
+    )
+    deadline = time.monotonic() + 30
+    while not pidfile.exists() or not pidfile.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    shell.kill()  # the probe's starting process is orphaned
+    shell.wait()
+    said = Path(f"{pidfile}.orphaned")
+    deadline = time.monotonic() + 15
+    while not said.exists() or not said.read_text():
+        assert time.monotonic() < deadline, "the command never saw its parent die"
+        time.sleep(0.05)
+    assert said.read_text() == "True"
+
+
+def test_a_command_with_other_limits_runs_cold_with_them(probe: Path) -> None:
+    """Limits, ids, capabilities (``setpriv``), niceness: a fork would have the server's."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lower = (soft - 1, hard)
+    proc = subprocess.Popen(
+        [sys.executable, str(probe)], env=dict(os.environ), stdout=subprocess.PIPE, text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, lower),
+    )  # fmt: skip
+    seen = json.loads(proc.communicate(timeout=60)[0])
+    assert seen["pid"] == proc.pid and tuple(seen["nofile"]) == lower
+
+
+def test_a_command_with_its_own_hash_seed_runs_cold_with_it(probe: Path) -> None:
+    """PYTHONHASHSEED shapes the interpreter at start-up, so such a command cannot be forked."""
+    hashes = []
+    for warm in (False, True):
+        env = dict(os.environ) | {"PYTHONHASHSEED": "7"} | ({} if warm else {WARM_START_ENV: "0"})
+        proc = subprocess.Popen([sys.executable, str(probe)], env=env, stdout=subprocess.PIPE, text=True)
+        seen = json.loads(proc.communicate(timeout=60)[0])
+        assert seen["pid"] == proc.pid  # ran in the started process
+        hashes.append(seen["hash"])
+    assert hashes[0] == hashes[1]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
