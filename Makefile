@@ -71,7 +71,7 @@ cluster-demo: $(DEV_STAMP)
 	$(BIN)/python -m giant_assets.cluster
 
 test: $(DEV_STAMP) $(OSD)/openseadragon.min.js
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 3 --dist loadgroup
 
 # the Dagster UI and daemon (dagster-webserver + dagster-daemon, what `dagster dev` ran) and the demo's
 # scripted model on 127.0.0.1:47321, so the demo-* experiments re-run from the UI; the UI's viewer

@@ -47,6 +47,7 @@ seen = {
     "nofile": resource.getrlimit(resource.RLIMIT_NOFILE),
 }
 print(json.dumps(seen), flush=True)
+os.system("echo from a child process")  # inherits descriptor 1, as the CLIs' own children do
 what = os.environ.get("PROBE_END", "")
 if what == "raise":
     raise ValueError("the probe's own error")
@@ -105,6 +106,7 @@ def test_a_warm_command_sees_what_a_cold_one_sees(probe: Path, tmp_path: Path) -
                    "PYTHONWARNINGS": "ignore::DeprecationWarning,error:boom:UserWarning"}  # fmt: skip
             kwargs = dict(cwd=tmp_path / "elsewhere", input="on stdin\n", pass_fds=(read_end,))
             got, proc = _run(probe, warm, env=env, **kwargs)
+            assert proc.stdout.splitlines()[1:] == ["from a child process"], proc.stdout
         finally:
             os.close(read_end)
         assert proc.returncode == 3, proc.stderr
@@ -129,7 +131,7 @@ def test_it_ran_warm_with_its_own_random_seed_and_imports_the_package_afresh(pro
             [sys.executable, str(probe)], env=dict(os.environ) | ({} if warm else {WARM_START_ENV: "0"}),
             stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
-        seen = json.loads(proc.communicate(timeout=60)[0])
+        seen = json.loads(proc.communicate(timeout=60)[0].splitlines()[0])
         runs.append((proc.pid == seen["pid"], seen["random"]))
         assert seen["modules"] is False
     (cold_here, _), (warm_here, first), (_, second) = runs
@@ -226,7 +228,7 @@ def test_a_command_with_other_limits_runs_cold_with_them(probe: Path) -> None:
         [sys.executable, str(probe)], env=dict(os.environ), stdout=subprocess.PIPE, text=True,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, lower),
     )  # fmt: skip
-    seen = json.loads(proc.communicate(timeout=60)[0])
+    seen = json.loads(proc.communicate(timeout=60)[0].splitlines()[0])
     assert seen["pid"] == proc.pid and tuple(seen["nofile"]) == lower
 
 
@@ -236,7 +238,7 @@ def test_a_command_with_its_own_hash_seed_runs_cold_with_it(probe: Path) -> None
     for warm in (False, True):
         env = dict(os.environ) | {"PYTHONHASHSEED": "7"} | ({} if warm else {WARM_START_ENV: "0"})
         proc = subprocess.Popen([sys.executable, str(probe)], env=env, stdout=subprocess.PIPE, text=True)
-        seen = json.loads(proc.communicate(timeout=60)[0])
+        seen = json.loads(proc.communicate(timeout=60)[0].splitlines()[0])
         assert seen["pid"] == proc.pid  # ran in the started process
         hashes.append(seen["hash"])
     assert hashes[0] == hashes[1]
