@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.warm_start.server import WARM_START_ENV, WarmStart
+from tests.support.warm_start.server import WARM_START_ENV, ServerExited, WarmStart
+from tests.support.warm_start.zygote import UNSUPPORTED
 
 # The suite compiles the package's and tests' modules once, into git-ignored __pycache__ folders, even where
 # PYTHONDONTWRITEBYTECODE is set (as in some shells and CI images): otherwise each of the suite's hundreds
@@ -42,7 +43,12 @@ def warm_start() -> WarmStart:
     """This test process's warm-start server, listening."""
     if _warm_start is None:
         pytest.skip(f"{WARM_START_ENV}=0: commands run cold")
-    _warm_start.wait_listening()
+    try:
+        _warm_start.wait_listening()
+    except ServerExited as exc:
+        if exc.returncode != UNSUPPORTED:
+            raise
+        pytest.skip("the warm-start server cannot run on this system (no pidfd_open): commands run cold")
     return _warm_start
 
 

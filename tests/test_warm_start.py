@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.warm_start.server import WARM_START_ENV
+from tests.support.warm_start.zygote import UNSUPPORTED
 
 PROBE = r"""
 import json, os, random, resource, signal, sys, time, warnings
@@ -250,3 +251,16 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
+
+
+def test_without_pidfd_open_the_server_exits_at_once_and_commands_run_cold(tmp_path: Path) -> None:
+    """Linux before 5.3: the server says why and exits UNSUPPORTED (the suite's fixture then skips)."""
+    zygote = Path(__file__).parent / "support" / "warm_start" / "zygote.py"
+    code = (
+        "import os, runpy, sys; del os.pidfd_open; "
+        f"sys.argv = [{str(zygote)!r}, {str(tmp_path / 'socket')!r}]; "
+        f"runpy.run_path({str(zygote)!r}, run_name='__main__')"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == UNSUPPORTED, proc.stderr
+    assert "no pidfd_open here" in proc.stderr and not (tmp_path / "socket").exists()

@@ -17,6 +17,14 @@ HERE = Path(__file__).resolve().parent
 SITE = HERE / "warm_site"  # its sitecustomize hands a command over
 
 
+class ServerExited(RuntimeError):
+    """The server exited (``returncode`` zygote.UNSUPPORTED: this system lacks what it needs)."""
+
+    def __init__(self, returncode: int) -> None:
+        super().__init__(f"the warm-start server exited ({returncode})")
+        self.returncode = returncode
+
+
 class WarmStart:
     """A server started in the background (it listens after ~3 s; commands started before run cold).
     ``env``: the variables that send a process's commands to it (the socket, and PYTHONPATH with
@@ -40,7 +48,7 @@ class WarmStart:
         deadline = time.monotonic() + timeout_s
         while not os.path.exists(self.socket):
             if self.process.poll() is not None:
-                raise RuntimeError(f"the warm-start server exited ({self.process.returncode})")
+                raise ServerExited(self.process.returncode)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the warm-start server did not listen within {timeout_s:.0f}s")
             time.sleep(0.05)

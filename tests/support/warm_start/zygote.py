@@ -324,8 +324,16 @@ def _wait(conn: socket.socket, request: dict, fds: list[int], added: list) -> No
             return
 
 
+UNSUPPORTED = 3  # the server's exit status on a system it cannot serve (commands then run cold)
+
+
 def serve(path: str) -> None:
     global IDENTITY
+    try:  # a waiter watches the starting process and the command through pidfds (Linux >= 5.3)
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError) as exc:
+        print(f"warm start: no pidfd_open here ({exc}): commands run cold", file=sys.stderr)
+        raise SystemExit(UNSUPPORTED) from None
     IDENTITY = process_identity()
     read, added = preload()
     import gc
