@@ -79,11 +79,16 @@ def _run(
     base = dict(os.environ) | (env or {})
     if not warm:
         base[WARM_START_ENV] = "0"
-    proc = subprocess.run(
-        [sys.executable, str(probe), "one", "two words"], env=base, capture_output=True, text=True,
-        timeout=60, **kwargs,
+    given = kwargs.pop("input", None)
+    started = subprocess.Popen(
+        [sys.executable, str(probe), "one", "two words"], env=base, text=True, stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs,
     )  # fmt: skip
-    seen = json.loads(proc.stdout.splitlines()[0]) if proc.stdout else {}
+    out, err = started.communicate(given, timeout=60)
+    proc = subprocess.CompletedProcess(started.args, started.returncode, out, err)
+    seen = json.loads(out.splitlines()[0]) if out else {}
+    if seen:  # a warm command runs in a fork of the server, not in the process started
+        assert (seen["pid"] != started.pid) is warm, f"expected a {'warm' if warm else 'cold'} run"
     return seen, proc
 
 

@@ -22,7 +22,7 @@ def _hand_over() -> None:
     import signal
     import socket
 
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # zygote.py
     try:
         from zygote import FORWARDED, process_identity, receive_message, send_message
     finally:
