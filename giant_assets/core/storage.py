@@ -20,9 +20,14 @@ write to a table whose view was found current opens no connection (each open cos
 Any change to the file (a view created, replaced or retired by any process, a rebuild, damage) changes
 its identity, and the views are checked again.
 
+The DuckDB file appears whole: it is created under a temporary name and linked in place, never
+replacing one. DuckDB itself creates a file before locking it and writing its headers, so processes
+creating it at the same moment used to read each other's empty file as damaged.
+
 A damaged DuckDB file (truncated by a full disk, not a database) loses nothing, as it holds only
 views: a write or ``giant-sql --refresh-views`` moves it aside to ``giant.duckdb.damaged``, says so,
-and rebuilds every view; a read-only open raises ``DuckDBDamaged`` saying how to rebuild it.
+and rebuilds every view; a read-only open raises ``DuckDBDamaged`` saying how to rebuild it. Only the
+file found damaged is moved: one another process has rebuilt meanwhile stays.
 
 A table whose rebuild failed is retired (:meth:`ParquetStore.retire`): its files move to
 ``.retired/<table>/`` (kept, never served) and its view is replaced by one whose every query fails
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import shutil
 import threading
@@ -89,6 +95,10 @@ class DuckDBLocked(RuntimeError):
 class DuckDBDamaged(RuntimeError):
     """The DuckDB file cannot be read as a database (truncated, overwritten)."""
 
+    def __init__(self, message: str, identity: FileIdentity | None = None) -> None:
+        super().__init__(message)
+        self.identity = identity  # the damaged file's, when it was found
+
 
 def is_damage(exc: Exception) -> bool:
     """True for DuckDB's errors on opening a file that is not (all of) a database."""
@@ -100,7 +110,8 @@ def damaged(path: Path, exc: Exception) -> DuckDBDamaged:
     reason = str(exc).splitlines()[0].replace(f'"{path}" ', "").replace(f'"{path}"', "it")
     return DuckDBDamaged(
         f"{path} is damaged ({reason}); it holds only views over the Parquet files, so nothing is lost: "
-        "rebuild it with `giant-sql --refresh-views` (any materialization also rebuilds it)"
+        "rebuild it with `giant-sql --refresh-views` (any materialization also rebuilds it)",
+        file_identity(path),
     )
 
 
@@ -213,6 +224,8 @@ class ParquetStore:
     def connect(self, read_only: bool = False, timeout_s: float | None = None) -> duckdb.DuckDBPyConnection:
         """Open the DuckDB file, retrying while another process holds its lock; DuckDBLocked after that."""
         self.root.mkdir(parents=True, exist_ok=True)
+        if not read_only and not self.duckdb_path.exists():
+            self._create_file()
         wait = self.lock_timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + wait
         delay, told = 0.05, False
@@ -238,6 +251,21 @@ class ParquetStore:
                     told = True
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
+
+    def _create_file(self) -> None:
+        """Create an empty DuckDB file whole: built under a temporary name, linked in place unless one is."""
+        new = self.root / f".{DUCKDB_NAME}.{os.getpid()}-{threading.get_ident()}.new"
+        new.unlink(missing_ok=True)
+        try:
+            duckdb.connect(str(new)).close()
+            os.link(new, self.duckdb_path)
+        except FileExistsError:
+            pass  # another process created it first: it is whole too
+        except OSError:  # a file system without hard links: DuckDB creates it in place
+            pass
+        finally:
+            new.unlink(missing_ok=True)
+            Path(f"{new}.wal").unlink(missing_ok=True)
 
     def _glob(self, table: str) -> str:
         """The SQL string literal body of the glob over every Parquet file of ``table``."""
@@ -317,10 +345,12 @@ class ParquetStore:
     def rebuild(self, why: DuckDBDamaged) -> None:
         """Move a damaged DuckDB file aside (``giant.duckdb.damaged``) and create every view anew."""
         aside = self.duckdb_path.with_name(self.duckdb_path.name + ".damaged")
-        with contextlib.suppress(FileNotFoundError):  # another writer moved it aside first
-            self.duckdb_path.replace(aside)
-        Path(f"{self.duckdb_path}.wal").unlink(missing_ok=True)
-        self.log(f"{why}. Rebuilding it now; the damaged file is kept as {aside}")
+        found = file_identity(self.duckdb_path)
+        if found is not None and (why.identity is None or found[:2] == why.identity[:2]):
+            with contextlib.suppress(FileNotFoundError):  # another writer moved it aside first
+                self.duckdb_path.replace(aside)
+            Path(f"{self.duckdb_path}.wal").unlink(missing_ok=True)
+            self.log(f"{why}. Rebuilding it now; the damaged file is kept as {aside}")
         self._create_views(self.tables(), timeout_s=self.lock_timeout_s)
         self._clear_pending(self.pending_views())
 

@@ -23,7 +23,9 @@ from giant_assets.core.sql import main as sql_main
 from giant_assets.core.storage import ParquetStore
 
 
-def _write_partition(root: str, name: str, n: int) -> None:
+def _write_partition(root: str, name: str, n: int, start=None) -> None:
+    if start is not None:
+        start.wait(30)  # all at once, so they race to create the DuckDB file
     ParquetStore(root).write("scores", pd.DataFrame({"bench": [name] * n, "x": range(n)}), name)
 
 
@@ -130,7 +132,10 @@ def test_concurrent_processes_write_partitions_without_lock_errors(tmp_path):
     # storage module once, instead of four spawns importing pandas, pyarrow and duckdb each
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload([__name__])
-    procs = [ctx.Process(target=_write_partition, args=(str(tmp_path), f"b{i}", i + 1)) for i in range(4)]
+    start = ctx.Barrier(4)
+    procs = [
+        ctx.Process(target=_write_partition, args=(str(tmp_path), f"b{i}", i + 1, start)) for i in range(4)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -138,6 +143,90 @@ def test_concurrent_processes_write_partitions_without_lock_errors(tmp_path):
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
     total = ParquetStore(tmp_path).query("select count(*) as n from scores")["n"].iloc[0]
     assert total == 1 + 2 + 3 + 4
+    assert not (tmp_path / "giant.duckdb.damaged").exists()
+
+
+def _spy_connects(monkeypatch) -> list[tuple[str, int | None]]:
+    """Every duckdb.connect the store makes (real DuckDB still opens): its path and the file's size then."""
+    from giant_assets.core import storage
+
+    seen, real = [], duckdb.connect
+
+    def spy(path, *args, **kwargs):
+        seen.append((Path(path).name, Path(path).stat().st_size if Path(path).exists() else None))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(storage.duckdb, "connect", spy)
+    return seen
+
+
+def test_the_duckdb_file_appears_whole(tmp_path, monkeypatch):
+    """DuckDB creates a file before locking it and writing its headers, so a process opening it then reads
+    "not a valid DuckDB database file" (6 writers racing on a fresh folder: ~1 round in 15 failed so).
+    The store builds it under another name and links it in place: the real path is only ever opened whole."""
+    seen = _spy_connects(monkeypatch)
+    ParquetStore(tmp_path).write("scores", pd.DataFrame({"x": [1]}), "a")
+    on_the_file = [size for name, size in seen if name == "giant.duckdb"]
+    assert on_the_file and all(size is not None and size >= 3 * 4096 for size in on_the_file), seen
+    assert any(name.endswith(".new") and size is None for name, size in seen)  # built aside
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["giant.duckdb", "scores"]  # nothing left over
+    assert _rows(tmp_path / "giant.duckdb", "select x from scores") == [(1,)]
+
+
+def test_a_duckdb_file_created_meanwhile_by_another_process_is_kept(tmp_path, monkeypatch):
+    """Another process links its file in first: this one keeps it (views and all) and discards its own."""
+    from giant_assets.core import storage
+
+    real = duckdb.connect
+
+    def other_wins(path, *args, **kwargs):
+        if str(path).endswith(".new") and not (tmp_path / "giant.duckdb").exists():
+            with real(str(tmp_path / "giant.duckdb")) as con:
+                con.execute("create view theirs as select 7 as y")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(storage.duckdb, "connect", other_wins)
+    ParquetStore(tmp_path).write("scores", pd.DataFrame({"x": [1]}), "a")
+    monkeypatch.undo()
+    db = tmp_path / "giant.duckdb"
+    assert _rows(db, "select y from theirs") == [(7,)] and _rows(db, "select x from scores") == [(1,)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["giant.duckdb", "scores"]
+
+
+def test_without_hard_links_duckdb_creates_the_file_in_place(tmp_path, monkeypatch):
+    """A file system refusing hard links (some network shares): the write works, nothing is left over."""
+    from giant_assets.core import storage
+
+    def refuse(src, dst):
+        raise OSError(errno.EPERM, "hard links not supported")
+
+    monkeypatch.setattr(storage.os, "link", refuse)
+    ParquetStore(tmp_path).write("scores", pd.DataFrame({"x": [1]}), "a")
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["giant.duckdb", "scores"]
+    assert _rows(tmp_path / "giant.duckdb", "select x from scores") == [(1,)]
+
+
+def test_a_rebuild_moves_aside_only_the_file_found_damaged(tmp_path):
+    """Two writers find the file damaged; the first rebuilds it. The second's rebuild must not move the
+    first's healthy new file aside as "damaged": it keeps it and only recreates the views."""
+    from giant_assets.core.storage import DuckDBDamaged
+
+    first, second = ParquetStore(tmp_path, log=lambda _: None), ParquetStore(tmp_path, log=lambda _: None)
+    first.write("scores", pd.DataFrame({"x": [1]}), "a")
+    db = tmp_path / "giant.duckdb"
+    _truncate(db)
+    found = []
+    for store in (first, second):
+        with pytest.raises(DuckDBDamaged) as caught:
+            store.connect(read_only=True)
+        found.append(caught.value)
+    first.rebuild(found[0])
+    rebuilt = db.stat().st_ino
+    damaged_size = (tmp_path / "giant.duckdb.damaged").stat().st_size
+    second.rebuild(found[1])
+    assert db.stat().st_ino == rebuilt and (tmp_path / "giant.duckdb.damaged").stat().st_size == damaged_size
+    assert _rows(db, "select x from scores") == [(1,)]
 
 
 # --- a DuckDB session held open by another process ---------------------------------------------------
