@@ -269,3 +269,100 @@ def test_without_pidfd_open_the_server_exits_at_once_and_commands_run_cold(tmp_p
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == UNSUPPORTED, proc.stderr
     assert "no pidfd_open here" in proc.stderr and not (tmp_path / "socket").exists()
+
+
+SPAWN_PROBE = r"""
+import json, multiprocessing as mp, os, random, sys, warnings
+
+
+def child(queue):
+    import numpy
+    queue.put({
+        "pid": os.getpid(), "ppid": os.getppid(), "parent": mp.parent_process().pid,
+        "name": mp.current_process().name, "authkey": bytes(mp.current_process().authkey).hex(),
+        "main": [sys.modules["__main__"].__name__, getattr(sys.modules["__main__"], "__file__", None)],
+        "argv": sys.argv, "orig_argv": sys.orig_argv, "path": sys.path, "cwd": os.getcwd(),
+        "warnoptions": sys.warnoptions, "flags": list(sys.flags),
+        "filters": [(f[0], str(f[1]), f[2].__name__, str(f[3]), f[4]) for f in warnings.filters],
+        "random": (random.random(), numpy.random.random()), "env": os.environ.get("PROBE_A"),
+    })
+    sys.exit(int(os.environ.get("PROBE_CHILD_EXIT", "0")))
+
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")  # as Dagster's code server starts each run's worker
+    queue = ctx.Queue()
+    started = ctx.Process(target=child, args=(queue,), name="probe-child")
+    started.start()
+    seen = queue.get(timeout=60)
+    started.join(60)
+    seen.update(started=started.pid, exitcode=started.exitcode, me=os.getpid(),
+                my_authkey=bytes(mp.current_process().authkey).hex())
+    print(json.dumps(seen), flush=True)
+"""
+
+
+def test_a_spawned_multiprocessing_child_runs_warm_as_it_runs_cold(warm_start, tmp_path: Path) -> None:
+    """Dagster's code server starts each run's worker with multiprocessing's "spawn" (``-Wopt... -c
+    "from multiprocessing.spawn import spawn_main; ..." --multiprocessing-fork``): it is taken warm, gets
+    its pipe, its parent's authkey, __mp_main__, -W options, path and exit status as a cold one does."""
+    script = tmp_path / "spawner.py"
+    script.write_text(SPAWN_PROBE)
+    seen = {}
+    for warm in (False, True):
+        env = dict(os.environ) | {
+            "PROBE_A": "x",
+            "PROBE_CHILD_EXIT": "5",
+            "PYTHONWARNINGS": "error:boom:UserWarning",
+        }
+        if not warm:
+            env[WARM_START_ENV] = "0"
+        proc = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        got = json.loads(proc.stdout.splitlines()[0])
+        assert (got.pop("pid") != got.pop("started")) is warm, (
+            f"expected a {'warm' if warm else 'cold'} child"
+        )
+        assert got.pop("ppid") == got.pop("parent") == got.pop("me")
+        assert got.pop("authkey") == got.pop("my_authkey")
+        seen[warm] = got
+    assert seen[True].pop("random") != seen[False].pop("random")
+    assert seen[True] == seen[False]
+    cold = seen[False]
+    assert cold["exitcode"] == 5 and cold["env"] == "x" and cold["name"] == "probe-child"
+    assert cold["main"] == ["__mp_main__", str(script)] and cold["argv"] == [str(script)]  # the parent's
+    assert (
+        cold["orig_argv"][-1] == "--multiprocessing-fork" and "-Werror:boom:UserWarning" in cold["orig_argv"]
+    )
+
+
+def test_the_server_notes_variables_read_by_name_not_scans_of_the_environment(monkeypatch) -> None:  # noqa: ANN001
+    """A command runs cold when a variable the preloaded libraries read by name differs. tqdm's import
+    scans ``os.environ.items()`` for TQDM_* settings: counting that scan as reads made every Dagster
+    command with its own DAGSTER_HOME cold, depending on the order of the environment."""
+    from tests.support.warm_start import zygote
+
+    monkeypatch.setattr(zygote._RecordingEnviron, "read", set())
+    for name in ("NAMED_A", "NAMED_B", "NAMED_C", "NAMED_D", "WARMING_UP"):
+        monkeypatch.setenv(f"PROBE_{name}", name)
+    environ = os.environ
+    environ.__class__ = zygote._RecordingEnviron
+    try:
+        for _ in range(3):  # enough for the interpreter to specialise the loops' bytecode
+            dict(os.environ)
+            {key: value for key, value in os.environ.items() if key.startswith("TQDM_")}  # noqa: B018
+            list(os.environ.values())
+        for _ in range(20):  # specialised by now: the interpreter calls __getitem__ inline
+            _subscript(os.environ, "PROBE_WARMING_UP")
+        _subscript(os.environ, "PROBE_NAMED_A")
+        os.environ.get("PROBE_NAMED_B")
+        "PROBE_NAMED_C" in os.environ  # noqa: B015
+        os.getenv("PROBE_NAMED_D")
+    finally:
+        environ.__class__ = os._Environ
+    assert zygote._RecordingEnviron.read == {f"PROBE_NAMED_{name}" for name in "ABCD"} | {"PROBE_WARMING_UP"}
+
+
+def _subscript(mapping, key: str) -> str:  # noqa: ANN001
+    return mapping[key]

@@ -14,11 +14,14 @@ the signal that ended it) to the starting process, which exits the same way and 
 it gets meanwhile (to the command alone, as ``kill PID`` does). If the starting process dies (SIGKILL,
 a timeout), the waiter kills the command's process group.
 
-What stays cold (run by the starting process itself, as without this): ``-c`` code, scripts inside
-``site-packages`` (libraries' helpers such as Dagster's watch_orphans.py: tiny), other interpreter flags
-(``-u``, ``-X``, PYTHONHASHSEED...) or executable, other ids, capabilities, limits, niceness, cgroup or
-namespaces (``setpriv``, ``preexec_fn``), an environment that differs from this server's in a variable
-the preloaded libraries read while importing (recorded here), and everything when the server is not
+Dagster's run workers (multiprocessing "spawn" children of its code servers, ``-c "from
+multiprocessing.spawn import spawn_main; ..." --multiprocessing-fork``, ``-Wopt`` options before) are
+taken too: their pipe and tracker descriptors pass like any other. What stays cold (run by the starting
+process itself, as without this): other ``-c`` code, scripts inside ``site-packages`` (libraries'
+helpers such as Dagster's watch_orphans.py: tiny), other interpreter flags (``-u``, ``-X``,
+PYTHONHASHSEED...) or executable, other ids, capabilities, limits, niceness, cgroup or namespaces
+(``setpriv``, ``preexec_fn``), an environment that differs from this server's in a variable the
+preloaded libraries read while importing (recorded here), and everything when the server is not
 there. Only third-party libraries are preloaded: the package and the tests are imported afresh by each
 command, from its own ``sys.path``. Known differences: a command that never imports numpy still sees
 numpy's four warnings filters; ``/proc/self/stat`` and C code calling getppid(2) see the waiter.
@@ -26,6 +29,7 @@ numpy's four warnings filters; ``/proc/self/stat`` and C code calling getppid(2)
 
 from __future__ import annotations
 
+import _collections_abc
 import array
 import contextlib
 import dis
@@ -100,6 +104,9 @@ def receive_message(sock: socket.socket) -> tuple[dict, list[int]]:
     return json.loads(body), list(fds)
 
 
+_CACHE = dis.opmap.get("CACHE", -1)  # inline cache entries after an instruction (CPython >= 3.11)
+
+
 class _RecordingEnviron(os._Environ):  # type: ignore[name-defined,misc]
     """os.environ, noting each variable read by name (the preloaded libraries' import-time settings):
     ``os.environ[NAME]``, ``os.environ.get(NAME)``, ``os.getenv(NAME)``, ``NAME in os.environ``. A copy
@@ -110,11 +117,15 @@ class _RecordingEnviron(os._Environ):  # type: ignore[name-defined,misc]
 
     def __getitem__(self, key: str) -> str:
         caller = sys._getframe(1)
-        if (
-            caller.f_code.co_name in ("get", "__contains__")
-            and caller.f_code.co_filename.endswith("_collections_abc.py")
-            or caller.f_code.co_code[caller.f_lasti] == dis.opmap["BINARY_SUBSCR"]
-        ):
+        code = caller.f_code
+        if code.co_filename in ("<frozen _collections_abc>", _collections_abc.__file__):
+            named = code.co_name in ("get", "__contains__")  # not the items()/values() iterators: scans
+        else:  # a subscript; a specialised one (BINARY_SUBSCR_GETITEM) points at its last cache entry
+            offset = caller.f_lasti
+            while offset > 0 and code.co_code[offset] == _CACHE:
+                offset -= 2
+            named = code.co_code[offset] == dis.opmap["BINARY_SUBSCR"]
+        if named:
             _RecordingEnviron.read.add(key)
         return super().__getitem__(key)
 
@@ -231,7 +242,12 @@ def _become(request: dict, fds: list[int], added_filters: list) -> None:
     sys.executable = request["executable_as_given"]
     sys.dont_write_bytecode = request["dont_write_bytecode"]
     module = request["module"]
-    first = os.getcwd() if module else os.path.dirname(os.path.realpath(request["argv"][0]))
+    if request.get("code") is not None:
+        first = ""  # what -c puts first
+    elif module:
+        first = os.getcwd()
+    else:
+        first = os.path.dirname(os.path.realpath(request["argv"][0]))
     sys.path[:] = [first, *request["path"]]
     sys.path_importer_cache.clear()
     importlib.invalidate_caches()
@@ -264,11 +280,23 @@ def _parent_of(starter: int):  # noqa: ANN202
 
 
 def _run(request: dict) -> None:
-    """Run the command as ``python SCRIPT`` or ``python -m MODULE`` would; exit 0 when it returns (its
-    exceptions, SystemExit and KeyboardInterrupt end the process as they end a fresh interpreter)."""
+    """Run the command as ``python SCRIPT``, ``python -m MODULE`` or ``python -c CODE`` would; exit 0
+    when it returns (its exceptions, SystemExit and KeyboardInterrupt end the process as they end a fresh
+    interpreter)."""
     import runpy
 
-    if request["module"]:
+    if request.get("code") is not None:
+        import builtins
+        import importlib.machinery
+        import types
+
+        main = types.ModuleType("__main__")  # as -c makes it: no file, no spec
+        main.__builtins__ = builtins  # type: ignore[attr-defined]
+        main.__loader__ = importlib.machinery.BuiltinImporter
+        main.__annotations__ = {}
+        sys.modules["__main__"] = main
+        exec(compile(request["code"], "<string>", "exec"), main.__dict__)  # noqa: S102 - the command's code
+    elif request["module"]:
         runpy._run_module_as_main(request["module"])  # type: ignore[attr-defined]  # what -m runs
     else:
         runpy.run_path(request["argv"][0], run_name="__main__")

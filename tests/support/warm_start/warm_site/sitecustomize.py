@@ -1,11 +1,16 @@
 """Hand this Python command to the test suite's warm-start server (tests/support/warm_start/zygote.py),
 then exit as the command does. Only when ``TESTS_WARM_START`` names the server's socket (the test suite
-sets it); otherwise, and whenever the server cannot take the command, Python goes on as usual.
+sets it); otherwise, and whenever the server cannot take the command, Python goes on as usual. Taken:
+``python [-Wopt...] -m MODULE``, ``python [-Wopt...] SCRIPT`` and multiprocessing's spawned children
+(``python [-Wopt...] -c "from multiprocessing.spawn import spawn_main; ..." --multiprocessing-fork``).
 """
 
 import contextlib
 import os
 import sys
+
+SPAWN = "from multiprocessing.spawn import spawn_main; spawn_main("  # the -c code of a spawned child
+FORK = "--multiprocessing-fork"
 
 
 def _hand_over() -> None:
@@ -13,11 +18,17 @@ def _hand_over() -> None:
     argv = getattr(sys, "orig_argv", [])
     if not path or len(argv) < 2:
         return
-    if argv[1] == "-m" and len(argv) > 2:
-        module = argv[2]
-    elif not argv[1].startswith("-") and os.path.isfile(argv[1]) and "site-packages" not in argv[1]:
+    args = argv[1:]
+    while args and args[0].startswith("-W") and len(args[0]) > 2:  # -Wopt (multiprocessing passes them so)
+        args = args[1:]  # already in sys.warnoptions, which the command takes over
+    code = None
+    if args[:1] == ["-m"] and len(args) > 1:
+        module = args[1]
+    elif args[:1] == ["-c"] and args[1:2] and args[1].startswith(SPAWN) and args[2:] == [FORK]:
+        module, code = "", args[1]  # a multiprocessing "spawn" child: Dagster's run workers
+    elif args and not args[0].startswith("-") and os.path.isfile(args[0]) and "site-packages" not in args[0]:
         module = ""  # a script (not a library's helper, as Dagster's watch_orphans.py: tiny, run cold)
-    else:  # -c code, other options, the interactive prompt: cold
+    else:  # other -c code, other options, the interactive prompt: cold
         return
     import signal
     import socket
@@ -48,6 +59,7 @@ def _hand_over() -> None:
         "argv": list(sys.argv),
         "orig_argv": list(argv),
         "module": module,
+        "code": code,
         "cwd": os.getcwd(),
         "env": dict(os.environ),
         "umask": umask,
