@@ -86,19 +86,13 @@ def daemon_home(home: Path, base: Path = INSTANCE_YAML, **run_monitoring: int) -
     return home
 
 
-# `dagster-daemon run` whose code server is started once: Dagster's daemon starts a new one every 60 s (in
-# case the code changed, which it never does in a test), each loading the code location again (~5 s of CPU,
-# a third of a short test's daemon cost); a private constant of Dagster's, checked so a rename fails loudly
-DAEMON_RUN = (
-    "import sys; from dagster._daemon import controller; from dagster._daemon.cli import main; "
-    "assert controller.RELOAD_WORKSPACE_INTERVAL == 60; controller.RELOAD_WORKSPACE_INTERVAL = 10**6; "
-    "sys.exit(main())"
-)
+QUICK_DAEMON = Path(__file__).parent / "commands" / "quick_daemon.py"
 
 
 def daemon_command(module: str) -> list[str]:
-    """The command of a test's daemon for the code location ``module`` (see DAEMON_RUN)."""
-    return [sys.executable, "-c", DAEMON_RUN, "run", "-m", module]
+    """The command of a test's daemon for the code location ``module``: ``dagster-daemon run`` whose code
+    server is started once (commands/quick_daemon.py)."""
+    return [sys.executable, str(QUICK_DAEMON), "run", "-m", module]
 
 
 DAEMON_STOPPED = b"Daemon threads shut down."  # dagster-daemon's last line once SIGTERM stopped its daemons
@@ -106,7 +100,7 @@ DAEMON_STOPPED = b"Daemon threads shut down."  # dagster-daemon's last line once
 
 @contextmanager
 def dagster_daemon(env: dict[str, str], cwd: Path) -> Iterator[subprocess.Popen]:
-    """A real ``dagster-daemon run`` (DAEMON_RUN) of the code location in its own session, stopped with
+    """A real ``dagster-daemon run`` (daemon_command) of the code location in its own session, stopped with
     everything it started when the block ends: SIGTERM, then SIGKILL once it says its daemons stopped
     (after that it only waits ~10 s for its code server to exit), or after 20 s. Its sensors tick every
     SENSOR_TICK_S seconds (GIANT_SENSOR_INTERVAL_S) instead of their 15 to 30, unless ``env`` sets it."""
