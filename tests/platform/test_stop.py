@@ -50,11 +50,11 @@ DEFINITIONS = "giant_assets.platform.definitions"  # the code location (workspac
 FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
 
 
-def wait_for(what: str, done, seconds: float = 180) -> None:
+def wait_for(what: str, done, seconds: float = 180, state=lambda: "") -> None:  # noqa: ANN001
     deadline = time.monotonic() + seconds
     while not done():
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
+            pytest.fail(f"timed out waiting for {what}{state()}")
         time.sleep(0.5)
 
 
@@ -102,8 +102,11 @@ def backfilled_row(tmp_path: Path, sample_wsi_root: Path, cells: tuple[str, ...]
     data, home = tmp_path / "data", tmp_path / "dagster_home"
     daemon_home(home)
     server = serve_demo_model(latency_s=1.5)
+    # ten runs of each item, one request at a time: a cell asks the model for minutes, so the tests stop
+    # it long before it could finish (with three, a gtex cell started early had sometimes finished
+    # before test_stop_one_benchmark... looked for its next request)
     slow = {"agent": "giant", "model": "scripted-slow", "base_url": server.openai_base_url, "concurrency": 1,
-            "runs_per_item": 3}  # fmt: skip
+            "runs_per_item": 10}  # fmt: skip
     declared = write_experiments(tmp_path / "experiments.yaml", {ROW: slow})
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIANT_", "DAGSTER_"))}
     env |= {"DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(data), "GIANT_WSI_ROOT": str(sample_wsi_root),
@@ -182,7 +185,8 @@ def test_stop_one_benchmark_cancels_its_run_and_leaves_the_other_cells_of_the_ba
         )
         assert by_benchmark()["tcga_slidebench"].status == DagsterRunStatus.CANCELED
         asked = len(row.server.requests)  # the gtex cell goes on asking the model; its backfill is kept
-        wait_for("the gtex cell to ask the model again", lambda: len(row.server.requests) > asked, 60)
+        gtex = lambda: f" (gtex run {by_benchmark()['gtex'].status.value})"  # noqa: E731
+        wait_for("the gtex cell to ask the model again", lambda: len(row.server.requests) > asked, 60, gtex)
         assert by_benchmark()["gtex"].status == DagsterRunStatus.STARTED
         assert row.instance.get_backfill(backfill.backfill_id).status == BulkActionStatus.REQUESTED
         assert row.stop().returncode == 0  # the rest of the row, so the test ends soon
