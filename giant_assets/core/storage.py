@@ -261,8 +261,8 @@ class ParquetStore:
             os.link(new, self.duckdb_path)
         except FileExistsError:
             pass  # another process created it first: it is whole too
-        except OSError:  # a file system without hard links: DuckDB creates it in place
-            pass
+        except (OSError, duckdb.Error):  # no hard links, or no temporary file: DuckDB creates it in place
+            pass  # (and if that fails too, its error names the real path)
         finally:
             new.unlink(missing_ok=True)
             Path(f"{new}.wal").unlink(missing_ok=True)

@@ -207,6 +207,23 @@ def test_without_hard_links_duckdb_creates_the_file_in_place(tmp_path, monkeypat
     assert _rows(tmp_path / "giant.duckdb", "select x from scores") == [(1,)]
 
 
+def test_when_the_temporary_file_cannot_be_made_duckdb_creates_the_file_in_place(tmp_path, monkeypatch):
+    from giant_assets.core import storage
+
+    real = duckdb.connect
+
+    def refuse_temporary(path, *args, **kwargs):
+        if str(path).endswith(".new"):
+            raise duckdb.IOException(f'IO Error: Cannot open file "{path}": Permission denied')
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(storage.duckdb, "connect", refuse_temporary)
+    ParquetStore(tmp_path).write("scores", pd.DataFrame({"x": [1]}), "a")
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["giant.duckdb", "scores"]
+    assert _rows(tmp_path / "giant.duckdb", "select x from scores") == [(1,)]
+
+
 def test_a_rebuild_moves_aside_only_the_file_found_damaged(tmp_path):
     """Two writers find the file damaged; the first rebuilds it. The second's rebuild must not move the
     first's healthy new file aside as "damaged": it keeps it and only recreates the views."""
