@@ -162,7 +162,7 @@ def _spy_connects(monkeypatch) -> list[tuple[str, int | None]]:
 
 def test_the_duckdb_file_appears_whole(tmp_path, monkeypatch):
     """DuckDB creates a file before locking it and writing its headers, so a process opening it then reads
-    "not a valid DuckDB database file" (6 writers racing on a fresh folder: ~1 round in 15 failed so).
+    "not a valid DuckDB database file" (6 writers racing on a fresh folder: 3 rounds of 40 failed so).
     The store builds it under another name and links it in place: the real path is only ever opened whole."""
     seen = _spy_connects(monkeypatch)
     ParquetStore(tmp_path).write("scores", pd.DataFrame({"x": [1]}), "a")
