@@ -30,6 +30,7 @@ from tests.support.dagster_env import (
     resources_for,
     write_experiments,
 )
+from tests.support.warm_start.server import WARM_START_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -544,6 +545,9 @@ def test_a_daemon_killed_with_its_starting_run_gets_the_cell_relaunched_after_th
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIANT_", "DAGSTER_"))}
     env |= {"DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(data), "GIANT_WSI_ROOT": str(sample_wsi_root),
             "GIANT_EXPERIMENTS": str(declared)}  # fmt: skip
+    # cold: a warm command is its own process group, killed by its waiter only after its starter died, so
+    # the run could reach STARTED in between; this test needs the whole group gone at one instant
+    env[WARM_START_ENV] = "0"
     key = str(result_key("batched", "panda"))
     with ScriptedModelServer(rule=demo_policy) as model, BatchAPIServer(model, polls_to_finish=2) as api:
         write_experiments(declared, {"batched": _settings(api, batch_poll_s=1)})

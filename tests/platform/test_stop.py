@@ -46,6 +46,8 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 ROW = "slow-row"
 CELLS = ("tcga_slidebench", "tcga", "gtex")
+RUNS_PER_ITEM = 10
+CALLS_PER_CELL = 3 * RUNS_PER_ITEM * 2  # 3 items of each benchmark in the sample, 2 calls per run
 DEFINITIONS = "giant_assets.platform.definitions"  # the code location (workspace.yaml's name for it too)
 FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
 
@@ -106,7 +108,7 @@ def backfilled_row(tmp_path: Path, sample_wsi_root: Path, cells: tuple[str, ...]
     # it long before it could finish (with three, a gtex cell started early had sometimes finished
     # before test_stop_one_benchmark... looked for its next request)
     slow = {"agent": "giant", "model": "scripted-slow", "base_url": server.openai_base_url, "concurrency": 1,
-            "runs_per_item": 10}  # fmt: skip
+            "runs_per_item": RUNS_PER_ITEM}  # fmt: skip
     declared = write_experiments(tmp_path / "experiments.yaml", {ROW: slow})
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIANT_", "DAGSTER_"))}
     env |= {"DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(data), "GIANT_WSI_ROOT": str(sample_wsi_root),
@@ -155,8 +157,7 @@ def test_stop_cancels_the_backfill_and_terminates_the_rows_runs(
         time.sleep(5)  # the daemon is still up: the backfill launches nothing more, nothing asks
         assert len(row.evaluate_runs()) == len(runs)
         assert len(server.requests) == asked
-    # a cell needs 3 items x 3 runs x 2 calls: the row was cut short
-    assert asked < len(CELLS) * 18
+    assert asked < len(CELLS) * CALLS_PER_CELL  # the row was cut short
 
 
 def test_stop_one_benchmark_cancels_its_run_and_leaves_the_other_cells_of_the_backfill_running(

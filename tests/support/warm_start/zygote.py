@@ -24,7 +24,10 @@ PYTHONHASHSEED...) or executable, other ids, capabilities, limits, niceness, cgr
 preloaded libraries read while importing (recorded here), and everything when the server is not
 there. Only third-party libraries are preloaded: the package and the tests are imported afresh by each
 command, from its own ``sys.path``. Known differences: a command that never imports numpy still sees
-numpy's four warnings filters; ``/proc/self/stat`` and C code calling getppid(2) see the waiter.
+numpy's four warnings filters; ``/proc/self/stat`` and C code calling getppid(2) see the waiter; a warm
+command is its own process group, so SIGKILL to the starting process's group ends it a few milliseconds
+later (its waiter kills it), not at the same instant: a test that needs a group gone at once gives its
+commands ``TESTS_WARM_START=0`` (test_batch_mode's killed daemon).
 """
 
 from __future__ import annotations
