@@ -58,6 +58,7 @@ UNPARTITIONED = "_all"
 PENDING_VIEWS = ".pending_views"
 RETIRED = ".retired"  # tables whose rebuild failed: their last files, kept out of every view
 DEFAULT_VIEW_WAIT_S = 10.0
+STALE_NEW_FILE_S = 3600.0  # a temporary DuckDB file this old was left by a killed process (it lives ~20 ms)
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _GLOB_CHARS = re.compile(r"([\[\]*?{}])")
 _HOLDER = re.compile(r"held in (.+?) \(PID (\d+)\)")
@@ -254,6 +255,10 @@ class ParquetStore:
 
     def _create_file(self) -> None:
         """Create an empty DuckDB file whole: built under a temporary name, linked in place unless one is."""
+        for stale in self.root.glob(f".{DUCKDB_NAME}.*.new"):  # left by a process killed here
+            with contextlib.suppress(OSError):
+                if time.time() - stale.stat().st_mtime > STALE_NEW_FILE_S:
+                    stale.unlink()
         new = self.root / f".{DUCKDB_NAME}.{os.getpid()}-{threading.get_ident()}.new"
         new.unlink(missing_ok=True)
         try:

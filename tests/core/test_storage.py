@@ -224,6 +224,17 @@ def test_when_the_temporary_file_cannot_be_made_duckdb_creates_the_file_in_place
     assert _rows(tmp_path / "giant.duckdb", "select x from scores") == [(1,)]
 
 
+def test_a_temporary_duckdb_file_left_by_a_killed_process_is_swept_by_the_next_creation(tmp_path):
+    """Killed between building the file aside and linking it, a process leaves ``.giant.duckdb.*.new``:
+    the next creation removes it once it is an hour old, and leaves a younger one (it may be in use)."""
+    old, young = tmp_path / ".giant.duckdb.123-456.new", tmp_path / ".giant.duckdb.789-1.new"
+    for path in (old, young):
+        path.write_bytes(b"\0" * 12288)
+    os.utime(old, (time.time() - 3700, time.time() - 3700))
+    ParquetStore(tmp_path).write("scores", pd.DataFrame({"x": [1]}), "a")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [young.name, "giant.duckdb", "scores"]
+
+
 def test_a_rebuild_moves_aside_only_the_file_found_damaged(tmp_path):
     """Two writers find the file damaged; the first rebuilds it. The second's rebuild must not move the
     first's healthy new file aside as "damaged": it keeps it and only recreates the views."""
