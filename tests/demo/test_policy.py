@@ -6,13 +6,17 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import numpy as np
+import pytest
+from scipy import ndimage
+
 from giant_assets.agents.baselines import ThumbnailAgent
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.providers import OpenAIResponsesModel
 from giant_assets.demo.scripted import DEMO_MODEL, ScriptedModelServer, demo_policy
 from giant_assets.demo.scripted.answer_key import key_answer
-from giant_assets.demo.scripted.policy import READABLE_DARK, _dark_fraction
+from giant_assets.demo.scripted.policy import READABLE_DARK, _dark_fraction, square_opening
 from giant_assets.experiments.declared import load_experiments
 from giant_assets.experiments.spec import Experiment
 from giant_assets.multipathqa.loading import parse_items, read_csv_strings
@@ -115,3 +119,25 @@ def test_the_demo_experiments_name_the_policy_s_model() -> None:
     declared = load_experiments(REPO / "experiments.yaml")
     models = {declared[n].model for n in ("demo-giant", "demo-thumbnail", "demo-patch", "demo-path-review")}
     assert models == {DEMO_MODEL}
+
+
+@pytest.mark.parametrize("size", [1, 3, 5, 7])
+def test_the_separable_opening_removes_what_scipys_opening_removes(size: int) -> None:
+    """The oracle: SciPy's binary opening with a size x size square (outside the image is background), on
+    random masks of every density, empty and one-pixel images, masks thinner than the square."""
+    rng = np.random.default_rng(size)
+    square = np.ones((size, size), bool)
+    shapes = [(0, 4), (1, 1), (2, 9), (size, size), (37, 53), (300, 211)]
+    for shape in shapes:
+        for density in (0.05, 0.5, 0.9, 0.99, 1.0):
+            mask = rng.random(shape) < density
+            want = ndimage.binary_opening(mask, structure=square)
+            got = square_opening(mask, size)
+            assert got.dtype == bool and got.shape == mask.shape
+            np.testing.assert_array_equal(got, want, err_msg=f"{shape} at {density}")
+
+
+@pytest.mark.parametrize("size", [0, 2, 4, -3])
+def test_an_even_or_empty_square_is_refused(size: int) -> None:
+    with pytest.raises(ValueError, match="positive odd"):
+        square_opening(np.ones((4, 4), bool), size)

@@ -101,11 +101,37 @@ def _luma(img: Image.Image) -> np.ndarray:
     return np.asarray(img.convert("L"), dtype=np.uint8)
 
 
+OPENING_PX = 5  # the square that opens the dark mask: thinner strokes (label text, lines) vanish
+
+
+def square_opening(mask: np.ndarray, size: int = OPENING_PX) -> np.ndarray:
+    """``scipy.ndimage.binary_opening(mask, np.ones((size, size)))`` (outside the image counts as
+    background), computed separably: a square's erosion is a run of ``size`` along the rows, then along
+    the columns, each an AND of ``size`` shifted views (its dilation the same with OR). About 15 times
+    faster on a 1024 px overview than SciPy's general structuring element; the same pixels
+    (tests/demo/test_policy.py compares both). ``size`` is odd: the square is centred."""
+    if size < 1 or size % 2 == 0:
+        raise ValueError(f"square_opening: size {size} is not a positive odd number")
+
+    def along(image: np.ndarray, axis: int, combine: np.ufunc) -> np.ndarray:
+        n = image.shape[axis]
+        padded = np.pad(image, [(size // 2, size // 2) if a == axis else (0, 0) for a in (0, 1)])
+        window = [slice(None), slice(None)]
+        window[axis] = slice(0, n)
+        out = padded[tuple(window)].copy()
+        for shift in range(1, size):
+            window[axis] = slice(shift, shift + n)
+            combine(out, padded[tuple(window)], out=out)
+        return out
+
+    eroded = along(along(mask, 0, np.logical_and), 1, np.logical_and)
+    return along(along(eroded, 0, np.logical_or), 1, np.logical_or)
+
+
 def _dark_mask(luma: np.ndarray) -> np.ndarray:
     """Dark pixels, opened so guide-label text and thin lines do not count as tissue; the guide labels'
     black boxes (near-black) are not lesion either."""
-    dark = (luma < DARK_LUMA) & (luma > LABEL_BLACK_LUMA)
-    return ndimage.binary_opening(dark, structure=np.ones((5, 5), bool))
+    return square_opening((luma < DARK_LUMA) & (luma > LABEL_BLACK_LUMA))
 
 
 def _dark_fraction(image_bytes: bytes) -> float:
