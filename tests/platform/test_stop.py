@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,7 +29,9 @@ from dagster._core.storage.tags import get_multidimensional_partition_tag
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._core.utils import make_new_backfill_id
 
-from giant_assets.demo.scripted import ScriptedModelServer, serve_demo_model
+from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
+from giant_assets.demo.scripted.recorded import RecordedRequest
+from giant_assets.demo.scripted.replies import Reply
 from giant_assets.platform import experiments_cli
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.platform.definitions import defs
@@ -67,6 +70,7 @@ class Row:
     env: dict[str, str]
     instance: DagsterInstance
     server: ScriptedModelServer
+    answering: threading.Event  # clear: the model takes requests (counted) but answers none yet
 
     def evaluate_runs(self) -> list[DagsterRun]:
         return [r for r in self.instance.get_runs() if r.job_name == "evaluate_cell"]
@@ -98,12 +102,23 @@ def queue_backfill(instance: DagsterInstance, keys: list[str]) -> str:
 
 
 @contextmanager
-def backfilled_row(tmp_path: Path, sample_wsi_root: Path, cells: tuple[str, ...]) -> Iterator[Row]:
+def backfilled_row(
+    tmp_path: Path, sample_wsi_root: Path, cells: tuple[str, ...], answering: bool = True
+) -> Iterator[Row]:
     """A daemon up on an instance whose backfill of ROW's ``cells`` it runs (as the UI launches one; a
-    backfill from the shell, `dagster job backfill`, is test_backfill_row's)."""
+    backfill from the shell, `dagster job backfill`, is test_backfill_row's). ``answering=False``: the
+    model holds every request until the test sets ``Row.answering``, so no cell can finish meanwhile."""
     data, home = tmp_path / "data", tmp_path / "dagster_home"
     daemon_home(home)
-    server = serve_demo_model(latency_s=1.5)
+    gate = threading.Event()
+    if answering:
+        gate.set()
+
+    def held_policy(request: RecordedRequest) -> Reply:
+        gate.wait(300)
+        return demo_policy(request)
+
+    server = ScriptedModelServer(rule=held_policy, latency_s=1.5).start()
     # ten runs of each item, one request at a time: a cell asks the model for minutes, so the tests stop
     # it long before it could finish (with three, a gtex cell started early had sometimes finished
     # before test_stop_one_benchmark... looked for its next request)
@@ -123,8 +138,9 @@ def backfilled_row(tmp_path: Path, sample_wsi_root: Path, cells: tuple[str, ...]
             ).success
             queue_backfill(instance, [str(result_key(ROW, b)) for b in cells])
         with dagster_daemon(env, REPO), DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
-            yield Row(env, instance, server)
+            yield Row(env, instance, server, gate)
     finally:
+        gate.set()
         server.stop()
 
 
@@ -163,8 +179,10 @@ def test_stop_cancels_the_backfill_and_terminates_the_rows_runs(
 def test_stop_one_benchmark_cancels_its_run_and_leaves_the_other_cells_of_the_backfill_running(
     tmp_path: Path, sample_wsi_root: Path
 ) -> None:
-    """One backfill holds both cells: canceling it would cancel the gtex run too, so it is left running."""
-    with backfilled_row(tmp_path, sample_wsi_root, ("tcga_slidebench", "gtex")) as row:
+    """One backfill holds both cells: canceling it would cancel the gtex run too, so it is left running.
+    The model answers nothing until the tcga_slidebench run is canceled: the gtex cell cannot finish
+    before the test looks for its next request (it did, under load, when the model answered all along)."""
+    with backfilled_row(tmp_path, sample_wsi_root, ("tcga_slidebench", "gtex"), answering=False) as row:
         tag = get_multidimensional_partition_tag(BENCHMARK)
 
         def by_benchmark() -> dict[str, DagsterRun]:
@@ -186,6 +204,7 @@ def test_stop_one_benchmark_cancels_its_run_and_leaves_the_other_cells_of_the_ba
         )
         assert by_benchmark()["tcga_slidebench"].status == DagsterRunStatus.CANCELED
         asked = len(row.server.requests)  # the gtex cell goes on asking the model; its backfill is kept
+        row.answering.set()
         gtex = lambda: f" (gtex run {by_benchmark()['gtex'].status.value})"  # noqa: E731
         wait_for("the gtex cell to ask the model again", lambda: len(row.server.requests) > asked, 60, gtex)
         assert by_benchmark()["gtex"].status == DagsterRunStatus.STARTED
