@@ -1,12 +1,13 @@
 """The exact read path per slide compression, against the CPU floor: read + RGB + Lanczos of one view.
 
 Slides: the 4096 x 3072, 4-level design of ``bench_views`` written as Aperio SVS with JPEG tiles, as SVS
-with JPEG 2000 tiles (compression 33005, lossless), and as DICOM-WSI (wsidicomizer, 256 px frames) with
+with JPEG 2000 tiles (compression 33005, lossless), as a generic TIFF with deflate tiles (the synthetic
+slides' own format), and as DICOM-WSI (wsidicomizer, 256 px frames) with
 baseline JPEG (quality 90) and with JPEG 2000 (lossless) frames. DICOM JPEG-LS is not listed: OpenSlide 4
 refuses its transfer syntax (1.2.840.10008.1.2.4.80), so no platform read exists to time.
 
-- **exact**: the platform's read (``access.read_scaled`` at ``views.choose_level``: the JPEG or Aperio
-  JPEG 2000 RGB tiles, or DICOM JPEG frames, directly where ``slides.tiles`` covers the slide, else
+- **exact**: the platform's read (``access.read_scaled`` at ``views.choose_level``: the JPEG, lossless
+  or Aperio JPEG 2000 RGB tiles, or DICOM JPEG frames, directly where ``slides.tiles`` covers the slide, else
   OpenSlide ``read_region``), then Lanczos;
 
 - **floor**: only the covering tiles (frames) decoded with imagecodecs (libjpeg-turbo, OpenJPEG), stitched
@@ -87,6 +88,7 @@ def write_slides(folder: Path) -> dict[str, tuple[Path, Callable]]:
     j2k = _write_j2k_svs(folder / "j2k.svs")
     slides["SVS JPEG 2000"] = (j2k, _tiff_floor(j2k))
     source = write_pyramidal_slide(folder / "source.tiff", ONE_LESION_DESIGN, levels=4)
+    slides["TIFF deflate"] = (source, _tiff_floor(source))
     for name, encoding in (("DICOM JPEG", JpegSettings(quality=90)), ("DICOM JPEG 2000", Jpeg2kSettings())):
         out = folder / name.replace(" ", "_")
         with warnings.catch_warnings():

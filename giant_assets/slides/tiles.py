@@ -1,12 +1,14 @@
-"""Read a slide region straight from its JPEG (or JPEG 2000) tiles (tifffile + imagecodecs) where that
-equals OpenSlide.
+"""Read a slide region straight from its JPEG, JPEG 2000 or lossless tiles (tifffile + imagecodecs)
+where that equals OpenSlide.
 
-OpenSlide's ``read_region`` costs several times the JPEG decoding of the tiles it covers (it paints
-them into a premultiplied ARGB buffer; see docs/perf.md). For the pyramids it can equal exactly,
-the region is instead decoded here from the covering tiles only and cut out in numpy:
+OpenSlide's ``read_region`` costs several times the decoding of the tiles it covers (it paints them
+into a premultiplied ARGB buffer; see docs/perf.md). For the pyramids it can equal exactly, the region
+is instead decoded here from the covering tiles only and cut out in numpy:
 
 - vendor ``aperio`` (SVS) or ``generic-tiff``; the OpenSlide level is a tiled TIFF page of the same size,
-  JPEG-compressed, 8-bit, 3 samples, contiguous (RGB or YCbCr JPEG);
+  8-bit, 3 samples, contiguous, either JPEG-compressed (RGB or YCbCr JPEG) or lossless RGB (no
+  compression, LZW, deflate; with or without the horizontal predictor): lossless tiles decode to the
+  same pixels whoever decodes them, and OpenSlide paints them unchanged (alpha 255);
 - or vendor ``aperio`` with JPEG 2000 RGB tiles (compression 33005): OpenSlide and imagecodecs decode
   them with the same OpenJPEG, lossy (9/7 wavelet) codestreams included, pixel for pixel. Aperio's
   YCbCr JPEG 2000 (33003) is left to OpenSlide, which converts those components with its own arithmetic;
@@ -34,6 +36,7 @@ import openslide
 
 DIRECT_VENDORS = ("aperio", "generic-tiff", "dicom")
 JPEG = 7  # TIFF compression tag value
+LOSSLESS = (1, 5, 8, 32946)  # TIFF compression: none, LZW, Adobe deflate, deflate (old code)
 APERIO_JP2K_RGB = 33005  # JPEG 2000 codestreams of RGB components (Aperio)
 
 
@@ -53,7 +56,7 @@ class _Level:
 
 
 class TileReader:
-    """The JPEG tile grids of one slide file, by OpenSlide level (None: that level is read by OpenSlide)."""
+    """The tile grids of one slide file, by OpenSlide level (None: that level is read by OpenSlide)."""
 
     def __init__(self, path: str, levels: list[_Level | None]) -> None:
         self.path = path
@@ -97,7 +100,7 @@ def _levels(path: str, slide: openslide.OpenSlide) -> list[_Level | None]:
     import tifffile  # imported here: most modules importing this one never read a slide
 
     aperio = slide.properties.get(openslide.PROPERTY_NAME_VENDOR) == "aperio"
-    compressions = (JPEG, APERIO_JP2K_RGB) if aperio else (JPEG,)
+    compressions = (JPEG, *LOSSLESS, APERIO_JP2K_RGB) if aperio else (JPEG, *LOSSLESS)
     levels: list[_Level | None] = []
     with tifffile.TiffFile(path) as tif:
         pages = [p for p in tif.pages if isinstance(p, tifffile.TiffPage) and p.is_tiled]

@@ -47,6 +47,26 @@ def _textured_j2k_svs(path: Path, compression: int, levels: int = 2) -> Path:
     return path
 
 
+def _textured_lossless(
+    path: Path, compression: str | None, predictor: bool = False, svs: bool = False, samples: int = 3
+) -> Path:
+    """A lossless tiled pyramid (generic TIFF, or Aperio SVS) of noisy texture with edge tiles (2000 x
+    1400 is not a multiple of 256); ``samples`` 4: RGBA, which OpenSlide composites and the tiles do not."""
+    rng = np.random.default_rng(13)
+    base = rng.integers(0, 256, (1400, 2000, samples), dtype=np.uint8)
+    with tifffile.TiffWriter(path) as tw:
+        for lv in range(3):
+            im = np.ascontiguousarray(base[:: 2**lv, :: 2**lv])
+            head = "Aperio Image Library v12.0.15\r\n2000x1400 [0,0 2000x1400] (256x256) RAW"
+            if lv:
+                head = f"Aperio Image Library v12.0.15\r\n2000x1400 -> {im.shape[1]}x{im.shape[0]} - "
+            tw.write(im, tile=(256, 256), photometric="rgb", compression=compression, predictor=predictor,
+                     extrasamples=(2,) if samples == 4 else None, metadata=None,
+                     description=f"{head}|AppMag = 20|MPP = 0.5000" if svs else None,
+                     subfiletype=1 if lv else 0)  # fmt: skip
+    return path
+
+
 @pytest.fixture(scope="module")
 def slides(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("tiles")
@@ -56,6 +76,11 @@ def slides(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "zlib-tiff": write_pyramidal_slide(d / "slide.tiff", ONE_LESION_DESIGN, levels=4),
         "j2k-svs": _textured_j2k_svs(d / "j2k.svs", 33005),
         "j2k-ycbcr-svs": _textured_j2k_svs(d / "j2k_ycbcr.svs", 33003),
+        "raw-tiff": _textured_lossless(d / "raw.tiff", None),
+        "lzw-predictor-tiff": _textured_lossless(d / "lzw.tiff", "lzw", predictor=True),
+        "deflate-predictor-tiff": _textured_lossless(d / "deflate.tiff", "deflate", predictor=True),
+        "deflate-svs": _textured_lossless(d / "deflate.svs", "adobe_deflate", svs=True),
+        "rgba-tiff": _textured_lossless(d / "rgba.tiff", "adobe_deflate", samples=4),
     }
 
 
@@ -79,11 +104,18 @@ def _openslide_rgb(slide: openslide.OpenSlide, loc, level, size) -> np.ndarray:
     return rgba[..., :3]
 
 
-@pytest.mark.parametrize("name", ["svs", "jpeg-tiff", "j2k-svs"])
+LOSSLESS_SLIDES = ["zlib-tiff", "raw-tiff", "lzw-predictor-tiff", "deflate-predictor-tiff", "deflate-svs"]
+
+
+@pytest.mark.parametrize("name", ["svs", "jpeg-tiff", "j2k-svs", *LOSSLESS_SLIDES])
 def test_direct_reads_equal_openslide(slides: dict[str, Path], name: str) -> None:
     rng = random.Random(3)
     with open_slide(slides[name]) as slide:
-        assert tile_reader(slide) is not None
+        assert slide.properties[openslide.PROPERTY_NAME_VENDOR] == (
+            "aperio" if name.endswith("svs") else "generic-tiff"
+        )
+        reader = tile_reader(slide)
+        assert reader is not None and all(reader.levels)
         for level in range(slide.level_count):
             ds = int(slide.level_downsamples[level])
             lw, lh = slide.level_dimensions[level]
@@ -110,8 +142,9 @@ def test_views_unchanged_by_the_direct_read(slides: dict[str, Path]) -> None:
 
 
 def test_openslide_reads_what_the_tiles_cannot(slides: dict[str, Path], tmp_path: Path) -> None:
-    with open_slide(slides["zlib-tiff"]) as slide:  # not JPEG
+    with open_slide(slides["rgba-tiff"]) as slide:  # 4 samples: OpenSlide composites the alpha
         assert tile_reader(slide) is None
+        assert slide.read_region((0, 0), 0, (8, 8)).size == (8, 8)
     with open_slide(slides["j2k-ycbcr-svs"]) as slide:  # Aperio's YCbCr JPEG 2000: OpenSlide converts it
         assert tile_reader(slide) is None
         assert slide.read_region((0, 0), 0, (8, 8)).size == (8, 8)
