@@ -291,20 +291,25 @@ class ParquetStore:
             return tables
         with _CURRENT_VIEWS_LOCK:
             seen, found = _CURRENT_VIEWS.get(self.duckdb_path, (None, frozenset()))
-        if seen == before and found.issuperset(tables):
-            return []
+        if seen == before:  # the file is as it was when its current views were listed: no need to look
+            return [t for t in tables if t not in found]
         try:
             with self.connect(read_only=True, timeout_s=self.view_wait_s) as con:
-                current = dict(
-                    con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall()
-                )
+                fresh = self._current_views(con)
         except DuckDBLocked:
             return None
-        fresh = {name for name, sql in current.items() if _is_safe(name) and self._glob(name) in sql}
         if file_identity(self.duckdb_path) == before:  # nobody wrote it while it was read
-            with _CURRENT_VIEWS_LOCK:
-                _CURRENT_VIEWS[self.duckdb_path] = (before, frozenset(fresh))
+            self._remember(before, fresh)
         return [t for t in tables if t not in fresh]
+
+    def _current_views(self, con: duckdb.DuckDBPyConnection) -> set[str]:
+        """The tables whose view in the open file reads their Parquet files."""
+        views = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall()
+        return {name for name, sql in views if _is_safe(name) and self._glob(name) in sql}
+
+    def _remember(self, identity: FileIdentity, fresh: set[str]) -> None:
+        with _CURRENT_VIEWS_LOCK:
+            _CURRENT_VIEWS[self.duckdb_path] = (identity, frozenset(fresh))
 
     def pending_views(self) -> set[str]:
         """Tables whose view creation was deferred because the DuckDB file was locked."""
@@ -360,10 +365,22 @@ class ParquetStore:
         self._clear_pending(self.pending_views())
 
     def _create_views(self, tables: list[str], timeout_s: float) -> None:
+        """Create the views, then remember the file's current views as of this write (listed, and the
+        file's identity taken, after a checkpoint while this connection holds the write lock; closing after
+        a checkpoint writes nothing), so this process's next write need not look while the file stays as
+        it is. Any later write by another process changes the identity: that write is looked at then."""
         with self.connect(timeout_s=timeout_s) as con:
             for name in tables:
                 if self.partitions(name):
                     con.execute(self.view_sql(name))
+            try:  # refused while another thread of this process has a transaction open on the file
+                con.execute("CHECKPOINT")
+            except duckdb.Error:
+                written = None
+            else:
+                fresh, written = self._current_views(con), file_identity(self.duckdb_path)
+        if written is not None:
+            self._remember(written, fresh)
         self._clear_pending(set(tables))
 
     def _clear_pending(self, tables: set[str]) -> None:

@@ -44,8 +44,9 @@ def test_partitions_are_files_and_one_view_covers_them(tmp_path):
 def test_views_found_current_are_not_checked_again_until_another_process_changes_the_file(
     tmp_path, monkeypatch
 ):
-    """Writes to a table whose view this process found current open no DuckDB connection; a view another
-    process replaces changes the file, so the next write checks again and restores it."""
+    """Writes to a table whose view this process created or found current open no DuckDB connection, nor
+    does a new table's first write look before creating its view; a view another process replaces
+    changes the file, so the next write checks again and restores it."""
     store, opened = ParquetStore(tmp_path), []
     connect = ParquetStore.connect
 
@@ -54,18 +55,20 @@ def test_views_found_current_are_not_checked_again_until_another_process_changes
         return connect(self, *args, **kwargs)
 
     monkeypatch.setattr(ParquetStore, "connect", counted)
-    for name in "ab":  # a: the view created; b: found current (one read-only look)
+    for name in "abcdef":  # a: the view created, and the file's views remembered as of that write
         store.write("scores", pd.DataFrame({"x": [1, 2]}), name)
-    assert opened == [False, True]
-    for name in "cdef":
-        store.write("scores", pd.DataFrame({"x": [1, 2]}), name)
-    assert opened == [False, True]  # nothing opened: the file is as it was
+    assert opened == [False]  # nothing opened after: the file is as this process left it
+    store.write("counts", pd.DataFrame({"n": [3]}))
+    assert opened == [False, False]  # a new table: its view created without a look first
+    assert _rows(store.duckdb_path, "select n from counts") == [(3,)]
     view = "CREATE OR REPLACE VIEW scores AS SELECT 1 x"
     replace = f"import duckdb, sys; duckdb.connect(sys.argv[1]).execute({view!r})"
     subprocess.run([sys.executable, "-c", replace, str(store.duckdb_path)], check=True, timeout=60)
     store.write("scores", pd.DataFrame({"x": [1, 2]}), "g")
-    assert opened == [False, True, True, False]  # looked, found it replaced, created it again
+    assert opened == [False, False, True, False]  # looked, found it replaced, created it again
     assert _rows(store.duckdb_path, "select count(*) from scores") == [(14,)]
+    store.write("counts", pd.DataFrame({"n": [4]}))
+    assert opened == [False, False, True, False]  # the re-creation remembered the file's views
 
 
 def test_a_failed_write_leaves_the_old_partition_and_no_temp_file(tmp_path):
@@ -286,6 +289,32 @@ def read_only_session(db: Path, kind: str):
     finally:
         proc.stdin.close()
         proc.wait(10)
+
+
+def test_a_view_replaced_right_after_this_process_made_one_is_looked_at_and_restored(tmp_path, monkeypatch):
+    """Another process replacing a view right after this process created one (once its write lock is
+    released): the file is no longer as this process left it, so its next write looks and restores the
+    view. Mutation: a remembered file taken as current without comparing its identity."""
+    store = ParquetStore(tmp_path)
+    store.write("scores", pd.DataFrame({"x": [1, 2]}), "a")
+    connect, opened = ParquetStore.connect, []
+
+    @contextmanager
+    def replaced_after_close(self, *args, **kwargs):
+        opened.append(kwargs.get("read_only", False))
+        with connect(self, *args, **kwargs) as con:
+            yield con
+        if len(opened) == 1:  # the view creation of table counts, then another writer's replacement
+            replace = "CREATE OR REPLACE VIEW scores AS SELECT 1 x"
+            code = f"import duckdb, sys; duckdb.connect(sys.argv[1]).execute({replace!r})"
+            subprocess.run([sys.executable, "-c", code, str(self.duckdb_path)], check=True, timeout=60)
+
+    monkeypatch.setattr(ParquetStore, "connect", replaced_after_close)
+    store.write("counts", pd.DataFrame({"n": [3]}))  # a new table: its view made without a look
+    assert opened == [False]
+    store.write("scores", pd.DataFrame({"x": [4]}), "c")
+    assert opened == [False, True, False]  # looked (nothing remembered), found scores replaced, restored it
+    assert _rows(store.duckdb_path, "select sum(x) from scores") == [(7,)]
 
 
 def _rows(db: Path, sql: str) -> list[tuple]:
