@@ -120,8 +120,8 @@ def backfilled_row(
 
     server = ScriptedModelServer(rule=held_policy, latency_s=1.5).start()
     # ten runs of each item, one request at a time: a cell asks the model for minutes, so the tests stop
-    # it long before it could finish (with three, a gtex cell started early had sometimes finished
-    # before test_stop_one_benchmark... looked for its next request)
+    # it long before it could finish (test_stop_cancels_the_backfill... bounds the calls by that; the
+    # one-benchmark test holds the answers instead, since a cell can still finish under load)
     slow = {"agent": "giant", "model": "scripted-slow", "base_url": server.openai_base_url, "concurrency": 1,
             "runs_per_item": RUNS_PER_ITEM}  # fmt: skip
     declared = write_experiments(tmp_path / "experiments.yaml", {ROW: slow})

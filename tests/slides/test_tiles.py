@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -126,6 +127,34 @@ def test_direct_reads_equal_openslide(slides: dict[str, Path], name: str) -> Non
                 got = read_direct(slide, (x * ds, y * ds), level, (w, h))
                 assert got is not None, (level, x, y, w, h)
                 assert np.array_equal(got, _openslide_rgb(slide, (x * ds, y * ds), level, (w, h)))
+
+
+def test_hostile_deflate_tiles_fall_back_to_openslide(slides: dict[str, Path], tmp_path: Path) -> None:
+    """A deflate tile that does not decode (its header zeroed), and one that inflates to 64 MB of zeros (a
+    "bomb" in the tile's place; tifffile inflates at most the tile's bytes): the direct read gives way
+    (None) and OpenSlide reads as before: it reports the damage, and libtiff cuts the bomb at the tile's
+    size. Mutation: a decoding error raised instead of giving way."""
+
+    broken = tmp_path / "broken.tiff"
+    broken.write_bytes(slides["deflate-predictor-tiff"].read_bytes())
+    corrupt_smallest_level_tiles(broken)
+    with open_slide(broken) as slide:
+        assert read_direct(slide, (0, 0), 2, (64, 64)) is None
+        with pytest.raises(openslide.OpenSlideError):
+            slide.read_region((0, 0), 2, (64, 64))
+
+    bomb = zlib.compress(bytes(64 << 20), 9)  # ~64 KB of deflate for 64 MB of pixels; a tile holds 192 KB
+    bombed = tmp_path / "bomb.tiff"
+    bombed.write_bytes(slides["deflate-predictor-tiff"].read_bytes())
+    with tifffile.TiffFile(bombed) as tif:
+        offset, count = tif.pages[0].dataoffsets[0], tif.pages[0].databytecounts[0]
+    assert len(bomb) < count
+    with open(bombed, "r+b") as fh:
+        fh.seek(offset)
+        fh.write(bomb + bytes(count - len(bomb)))
+    with open_slide(bombed) as slide:
+        assert read_direct(slide, (0, 0), 0, (64, 64)) is None
+        assert slide.read_region((0, 0), 0, (64, 64)).size == (64, 64)  # libtiff stops at the tile's size
 
 
 def test_views_unchanged_by_the_direct_read(slides: dict[str, Path]) -> None:
