@@ -5,10 +5,13 @@ built once per file and bounded."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from dagster import AssetKey, DagsterInstance, asset, materialize
@@ -17,7 +20,7 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventL
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
-from giant_assets.platform.instance_storage import KEPT_RUN_FILES, KeptEngineEventLogStorage
+from giant_assets.platform.instance_storage import KEPT_CONNECTIONS, KEPT_RUN_FILES, KeptEngineEventLogStorage
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -165,3 +168,109 @@ def test_a_schema_question_answered_no_is_asked_again(tmp_path: Path) -> None:
     storage.enable_secondary_index("not_migrated_yet")
     assert storage.has_secondary_index("not_migrated_yet")
     assert not storage.has_asset_key_col("no_such_column")
+
+
+def file_name(dbapi_connection: sqlite3.Connection) -> str:
+    return Path(dbapi_connection.execute("pragma database_list").fetchone()[2]).name
+
+
+@contextmanager
+def connections_counted() -> Iterator[tuple[dict[str, int], dict[str, int]]]:
+    """Connections opened and connections used (checked out of their pool) meanwhile, per database file
+    name (SQLAlchemy's pool events on every engine)."""
+    opened: dict[str, int] = {}
+    used: dict[str, int] = {}
+
+    def on_open(dbapi_connection: sqlite3.Connection, entry: object) -> None:
+        name = file_name(dbapi_connection)
+        opened[name] = opened.get(name, 0) + 1
+
+    def on_use(dbapi_connection: sqlite3.Connection, entry: object, proxy: object) -> None:
+        name = file_name(dbapi_connection)
+        used[name] = used.get(name, 0) + 1
+
+    event.listen(Engine, "connect", on_open)
+    event.listen(Engine, "checkout", on_use)
+    try:
+        yield opened, used
+    finally:
+        event.remove(Engine, "connect", on_open)
+        event.remove(Engine, "checkout", on_use)
+
+
+def test_the_shared_files_keep_their_connections_and_a_runs_own_file_does_not(tmp_path: Path) -> None:
+    """The runs index, event index and schedules keep idle connections between uses; a run's event file
+    (which the UI watches for changes) is opened and closed per use, as Dagster does."""
+    with instance_at(home(tmp_path, "h", shipped=True)) as instance, connections_counted() as (opened, used):
+        runs = [materialize([leaf, branch], instance=instance).run_id for _ in range(3)]
+        for _ in range(20):
+            instance.all_instigator_state()
+    for shared in ("runs.db", "index.db", "schedules.db"):  # ~20-100 uses each, one thread at a time
+        assert used[shared] >= 20 and opened.get(shared, 0) <= KEPT_CONNECTIONS, (shared, opened, used)
+    for run_id in runs:  # ~25 uses per run (its events stored), each through a connection of its own
+        assert opened[f"{run_id}.db"] == used[f"{run_id}.db"] >= 15, (opened, used)
+
+
+def test_a_shared_file_another_process_replaces_is_opened_afresh(tmp_path: Path) -> None:
+    """Another process moves the home's storage aside and starts a new one: this process's next
+    statements read and write the new files, not the moved ones its idle connections still hold."""
+    from giant_assets.platform.partitions import EXPERIMENT
+
+    folder = home(tmp_path, "h", shipped=True)
+    with instance_at(folder) as instance:
+        instance.add_dynamic_partitions(EXPERIMENT, ["old"])
+        first = materialize([leaf], instance=instance).run_id
+        assert instance.get_dynamic_partitions(EXPERIMENT) == ["old"]  # idle connections held now
+        replacer = (
+            "import sys, os\nfrom dagster import DagsterInstance\n"
+            "from dagster._core.instance.ref import InstanceRef\n"
+            "os.rename(os.path.join(sys.argv[1], 'history'), os.path.join(sys.argv[1], 'history-old'))\n"
+            "with DagsterInstance.from_ref(InstanceRef.from_dir(sys.argv[1])) as i:\n"
+            "    i.add_dynamic_partitions('experiment', ['new'])\n"
+        )
+        subprocess.run([sys.executable, "-c", replacer, str(folder)], check=True, timeout=120)
+        assert instance.get_dynamic_partitions(EXPERIMENT) == ["new"]
+        assert instance.get_run_by_id(first) is None and instance.get_runs() == []
+        instance.add_dynamic_partitions(EXPERIMENT, ["mine"])
+        second = materialize([leaf], instance=instance).run_id
+    with instance_at(folder) as reader:  # what this process wrote went to the new files
+        assert reader.get_dynamic_partitions(EXPERIMENT) == ["new", "mine"]
+        assert [run.run_id for run in reader.get_runs()] == [second]
+    moved = sqlite3.connect(folder / "history-old" / "runs" / "index.db")
+    assert moved.execute("select partition from dynamic_partitions").fetchall() == [("old",)]
+
+
+def test_a_forked_child_opens_its_own_connections_and_the_parents_keep_working(tmp_path: Path) -> None:
+    """A process forked while holding idle connections opens its own; closing everything it holds, the
+    copies it inherited too, leaves the parent's connections and the WAL they use intact."""
+    from giant_assets.platform.partitions import EXPERIMENT
+
+    folder = home(tmp_path, "h", shipped=True)
+    index = folder / "history" / "runs" / "index.db"
+    with instance_at(folder) as instance:
+        instance.add_dynamic_partitions(EXPERIMENT, ["parent-before"])
+        assert instance.get_dynamic_partitions(EXPERIMENT) == ["parent-before"]
+        with connections_counted() as (opened, _):
+            read, write = os.pipe()
+            child = os.fork()
+            if child == 0:  # the child: its own connection, a write, a read; then it exits
+                status = 1
+                try:
+                    instance.add_dynamic_partitions(EXPERIMENT, ["child"])
+                    seen = instance.get_dynamic_partitions(EXPERIMENT)
+                    os.write(write, f"{opened.get('index.db', 0)} {','.join(seen)}".encode())
+                    instance.dispose()  # closes every connection it holds, the copies inherited too
+                    status = 0
+                finally:
+                    os._exit(status)
+            os.close(write)
+            assert os.waitpid(child, 0)[1] == 0
+            said = os.read(read, 1000).decode()
+        child_opened, child_saw = said.split(" ")
+        assert int(child_opened) >= 1 and child_saw == "parent-before,child"
+        assert opened.get("index.db", 0) == 0  # the parent's idle connection is used again
+        assert index.with_name("index.db-wal").exists()  # the child's exit did not checkpoint it away
+        instance.add_dynamic_partitions(EXPERIMENT, ["parent-after"])
+        assert instance.get_dynamic_partitions(EXPERIMENT) == ["parent-before", "child", "parent-after"]
+    with sqlite3.connect(index) as con:
+        assert con.execute("pragma integrity_check").fetchone() == ("ok",)
