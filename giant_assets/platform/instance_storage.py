@@ -111,8 +111,6 @@ def _file_identity(path: str) -> tuple[int, int, int] | None:
     return os.getpid(), found.st_dev, found.st_ino
 
 
-
-
 @cache
 def _event_log_head() -> tuple[ScriptDirectory, str]:
     """The event log's migration scripts and their head revision, read once per process."""
