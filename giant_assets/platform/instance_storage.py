@@ -1,4 +1,4 @@
-"""The instance's SQLite storage: Dagster's own, keeping its engines and the shared files' connections.
+"""The instance's SQLite storage: Dagster's own, keeping its engines and their connections.
 
 Dagster 1.13's SQLite storages build a new SQLAlchemy engine for every statement they run (each event
 stored, each run or partition looked up): the engine's dialect is set up again and its compiled-statement
@@ -8,9 +8,10 @@ index, each run's event file, the schedules) and opens every connection through 
 
 Dagster opens each connection for one statement or transaction and closes it after (``NullPool``). Each
 open reads the file's schema again, and the close of a file's last connection checkpoints its WAL and
-deletes the WAL and shared-memory files. The files every process shares (the runs index, the event
-index, the schedules) keep up to ``KEPT_CONNECTIONS`` idle connections instead, as SQLAlchemy's own
-default for SQLite files does (``make demo``: 74.5 -> 67.4 CPU-s, the same output):
+deletes the WAL and shared-memory files. Every file (the runs index, the event index, each run's
+event file, the schedules) keeps up to ``KEPT_CONNECTIONS`` idle connections instead, as SQLAlchemy's
+own default for SQLite files does (``perf/bench_instance_storage.py``: 0.52-0.58 -> 0.35-0.36 CPU-s a
+run):
 
 - each use is still one transaction, rolled back on return if left open, so an idle connection holds no
   transaction and sees every other process's commits at its next statement;
@@ -20,8 +21,10 @@ default for SQLite files does (``make demo``: 74.5 -> 67.4 CPU-s, the same outpu
   it inherited is harmless: the parent's connections keep their locks, so the copies neither checkpoint
   nor delete the WAL the parent still uses.)
 
-A run's own event file keeps Dagster's connection per use: the UI follows a running run by watching that
-file change, which a kept connection would delay until its WAL is checkpointed.
+The UI follows a running run by watching its event file change (Dagster's watchdog on the file). With
+Dagster's connection per use, each close checkpointed the new events into the file; a kept connection
+leaves them in the WAL, so a write to a run's file marks the file modified (its modification time) once
+committed, and the watching UI reads the new events at once as before.
 
 Questions about the schema (does the index have this column, table, migrated index) are asked of the
 database until the answer is yes, then remembered: migrations only ever add them.
@@ -35,6 +38,7 @@ its own ``storage`` (PostgreSQL, a custom class) is used as written.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
@@ -101,6 +105,13 @@ def sqlite_engine(conn_string: str, *, keep_connections: bool = False, **kwargs:
     return engine
 
 
+def _tell_watchers(path: str) -> None:
+    """Mark a run's event file modified after a write committed to its WAL, as the checkpoint of
+    Dagster's closing connection did: the UI follows a running run by watching the file change."""
+    with contextlib.suppress(FileNotFoundError):  # deleted by another process meanwhile: nobody to tell
+        os.utime(path)
+
+
 def _file_identity(path: str) -> tuple[int, int, int] | None:
     """This process and the file at ``path`` (device, inode), or None when there is none: a connection
     is used again only by the process that opened it, on the file it opened."""
@@ -153,7 +164,7 @@ class KeptEngineEventLogStorage(SqliteEventLogStorage):
             if engine is None:
                 engine = sqlite_engine(
                     self.conn_string_for_shard(shard),
-                    keep_connections=shard == sqlite_event_log.INDEX_SHARD_NAME,  # a run's file: watched
+                    keep_connections=True,
                     connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS},
                 )
                 self._engines[shard] = engine
@@ -172,8 +183,13 @@ class KeptEngineEventLogStorage(SqliteEventLogStorage):
             if shard not in self._initialized_dbs:
                 self._initdb(engine)
                 self._initialized_dbs.add(shard)
-            with engine.connect() as conn, conn.begin():
-                yield conn
+            with engine.connect() as conn:
+                changes = conn.connection.dbapi_connection.total_changes  # type: ignore[union-attr]
+                with conn.begin():
+                    yield conn
+                wrote = conn.connection.dbapi_connection.total_changes != changes  # type: ignore[union-attr]
+            if wrote and shard != sqlite_event_log.INDEX_SHARD_NAME:
+                _tell_watchers(self.path_for_shard(shard))
 
     def has_table(self, table_name: str) -> bool:
         """Whether the event index has the table (asked for every asset event stored)."""

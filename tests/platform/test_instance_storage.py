@@ -198,17 +198,63 @@ def connections_counted() -> Iterator[tuple[dict[str, int], dict[str, int]]]:
         event.remove(Engine, "checkout", on_use)
 
 
-def test_the_shared_files_keep_their_connections_and_a_runs_own_file_does_not(tmp_path: Path) -> None:
-    """The runs index, event index and schedules keep idle connections between uses; a run's event file
-    (which the UI watches for changes) is opened and closed per use, as Dagster does."""
+def test_every_file_keeps_its_connections_between_uses(tmp_path: Path) -> None:
+    """The runs index, event index, schedules and each run's event file keep idle connections between
+    uses, where Dagster opens one per statement."""
     with instance_at(home(tmp_path, "h", shipped=True)) as instance, connections_counted() as (opened, used):
         runs = [materialize([leaf, branch], instance=instance).run_id for _ in range(3)]
         for _ in range(20):
             instance.all_instigator_state()
-    for shared in ("runs.db", "index.db", "schedules.db"):  # ~20-100 uses each, one thread at a time
-        assert used[shared] >= 20 and opened.get(shared, 0) <= KEPT_CONNECTIONS, (shared, opened, used)
-    for run_id in runs:  # ~25 uses per run (its events stored), each through a connection of its own
-        assert opened[f"{run_id}.db"] == used[f"{run_id}.db"] >= 15, (opened, used)
+    files = ["runs.db", "index.db", "schedules.db", *(f"{run_id}.db" for run_id in runs)]
+    for name in files:  # ~20-100 uses each (a run's: its ~25 events stored), one thread at a time
+        assert used[name] >= 20 and opened.get(name, 0) <= KEPT_CONNECTIONS, (name, opened, used)
+
+
+WRITER = """
+import sys
+from dagster import DagsterInstance
+from dagster._core.instance.ref import InstanceRef
+with DagsterInstance.from_ref(InstanceRef.from_dir(sys.argv[1])) as instance:
+    for line in sys.stdin:  # one event per line read, its connection kept open in between
+        instance.report_engine_event(line.strip(), job_name="watched", run_id=sys.argv[2])
+        print("stored", flush=True)
+"""
+
+
+def test_a_watcher_sees_each_event_another_process_stores_while_it_keeps_its_connection(
+    tmp_path: Path,
+) -> None:
+    """The UI follows a running run through Dagster's watch of the run's event file: each event another
+    process stores reaches the watcher while that process's connection stays open (the events are in
+    the WAL, not yet checkpointed into the file)."""
+    import time
+
+    folder = home(tmp_path, "h", shipped=True)
+    run_id = "0f0e0d0c-0000-4000-8000-000000000001"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(folder), run_id], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    seen: list[str] = []
+    try:
+        with instance_at(folder) as watcher:
+            writer.stdin.write("first\n")
+            writer.stdin.flush()
+            assert writer.stdout.readline() == "stored\n"
+            watcher.event_log_storage.watch(run_id, None, lambda entry, cursor: seen.append(entry.message))
+            time.sleep(0.5)  # the watch is scheduled
+            for message in ("second", "third"):
+                writer.stdin.write(f"{message}\n")
+                writer.stdin.flush()
+                assert writer.stdout.readline() == "stored\n"
+                deadline = time.monotonic() + 10
+                while message not in seen and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert message in seen, (message, seen)
+            assert (folder / "history" / "runs" / f"{run_id}.db-wal").exists()  # the writer's connection
+    finally:
+        writer.stdin.close()
+        assert writer.wait(60) == 0
 
 
 def test_a_shared_file_another_process_replaces_is_opened_afresh(tmp_path: Path) -> None:
