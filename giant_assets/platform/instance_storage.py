@@ -66,22 +66,20 @@ from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._serdes import ConfigurableClassData
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.pool import ConnectionPoolEntry, NullPool, QueuePool
+from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 
 MODULE = __name__
 KEPT_RUN_FILES = 16  # engines kept for run event files besides the index (a webserver reads many runs)
-KEPT_CONNECTIONS = 2  # idle connections kept per shared file; more at once are opened and closed as needed
+KEPT_CONNECTIONS = 2  # idle connections kept per file; more at once are opened and closed as needed
 # what Dagster's own event file creation retries on: another process creating the same file meanwhile
 CONCURRENT_INIT = re.compile(
     r"table [A-Za-z_]* already exists|database is locked|UNIQUE constraint failed: alembic_version"
 )
 
 
-def sqlite_engine(conn_string: str, *, keep_connections: bool = False, **kwargs: Any) -> Engine:
-    """An engine as Dagster's SQLite storages build them (a connection per use), or one keeping up to
-    ``KEPT_CONNECTIONS`` idle connections to its file between uses (the module's docstring)."""
-    if not keep_connections:
-        return db.create_engine(conn_string, poolclass=NullPool, **kwargs)
+def sqlite_engine(conn_string: str, **kwargs: Any) -> Engine:
+    """An engine keeping up to ``KEPT_CONNECTIONS`` idle connections to its file between uses, each used
+    again only by this process while the path is still that file (the module's docstring)."""
     connect_args = {**kwargs.pop("connect_args", {}), "check_same_thread": False}  # one thread at a time
     engine = db.create_engine(
         conn_string,
@@ -163,9 +161,7 @@ class KeptEngineEventLogStorage(SqliteEventLogStorage):
             engine = self._engines.get(shard)
             if engine is None:
                 engine = sqlite_engine(
-                    self.conn_string_for_shard(shard),
-                    keep_connections=True,
-                    connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS},
+                    self.conn_string_for_shard(shard), connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS}
                 )
                 self._engines[shard] = engine
                 runs = [key for key in self._engines if key != sqlite_event_log.INDEX_SHARD_NAME]
@@ -257,7 +253,7 @@ class KeptEngineConnections:
 
     def __init__(self, conn_string: str, inst_data: ConfigurableClassData | None = None) -> None:
         super().__init__(conn_string, inst_data)  # type: ignore[call-arg]
-        self._kept_engine = sqlite_engine(conn_string, keep_connections=True)
+        self._kept_engine = sqlite_engine(conn_string)
 
     @classmethod
     def from_config_value(cls, inst_data: ConfigurableClassData | None, config_value: dict[str, str]) -> Any:
