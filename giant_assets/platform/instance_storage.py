@@ -20,6 +20,9 @@ run):
 - a process forked with idle connections never uses its parent's: it opens its own. (Closing the copies
   it inherited is harmless: the parent's connections keep their locks, so the copies neither checkpoint
   nor delete the WAL the parent still uses.)
+- a process closes its kept connections when it exits (``atexit``), so the files it leaves hold all
+  their events and no WAL, as before; a process killed leaves its WAL, which SQLite's next open
+  recovers.
 
 The UI follows a running run by watching its event file change (Dagster's watchdog on the file). With
 Dagster's connection per use, each close checkpointed the new events into the file; a kept connection
@@ -38,12 +41,14 @@ its own ``storage`` (PostgreSQL, a custom class) is used as written.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
 import sqlite3
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -100,7 +105,19 @@ def sqlite_engine(conn_string: str, **kwargs: Any) -> Engine:
 
     event.listen(engine, "connect", opened)
     event.listen(engine, "checkout", reused)
+    _KEEPING.add(engine)
     return engine
+
+
+_KEEPING: weakref.WeakSet[Engine] = weakref.WeakSet()  # every engine keeping connections in this process
+
+
+@atexit.register
+def _close_kept_connections() -> None:
+    """At exit, close the connections kept: a file's last close checkpoints its WAL into it and deletes the
+    WAL and shared-memory files, so a process leaves the files as Dagster's connection per use did."""
+    for engine in list(_KEEPING):
+        engine.dispose()
 
 
 def _tell_watchers(path: str) -> None:

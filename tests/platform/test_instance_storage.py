@@ -320,3 +320,31 @@ def test_a_forked_child_opens_its_own_connections_and_the_parents_keep_working(t
         assert instance.get_dynamic_partitions(EXPERIMENT) == ["parent-before", "child", "parent-after"]
     with sqlite3.connect(index) as con:
         assert con.execute("pragma integrity_check").fetchone() == ("ok",)
+
+
+EXITING = """
+import sys
+from dagster import DagsterInstance, asset, materialize
+from dagster._core.instance.ref import InstanceRef
+
+@asset
+def leaf() -> int:
+    return 1
+
+instance = DagsterInstance.from_ref(InstanceRef.from_dir(sys.argv[1]))  # never disposed, as the demo's
+for _ in range(3):
+    assert materialize([leaf], instance=instance).success
+instance.add_dynamic_partitions("experiment", ["e1"])
+"""
+
+
+def test_a_process_that_exits_leaves_no_wal_behind(tmp_path: Path) -> None:
+    """A process that exits without disposing its instance (the demo, a run worker) closes its kept
+    connections at exit: every file it wrote holds its data and no WAL or shared-memory file is left."""
+    folder = home(tmp_path, "h", shipped=True)
+    subprocess.run([sys.executable, "-c", EXITING, str(folder)], check=True, timeout=120)
+    left = sorted(p.name for p in folder.rglob("*.db-*"))
+    assert left == [], left
+    with instance_at(folder) as reader:
+        assert len(reader.get_runs()) == 3 and reader.get_dynamic_partitions("experiment") == ["e1"]
+        assert len(reader.fetch_materializations(AssetKey("leaf"), limit=10).records) == 3
