@@ -13,7 +13,9 @@ event file, the schedules) keeps up to ``KEPT_CONNECTIONS`` idle connections ins
 own default for SQLite files does (``perf/bench_instance_storage.py``: 0.52-0.58 -> 0.35-0.36 CPU-s a
 run):
 
-- each use is still one transaction, rolled back on return if left open, so an idle connection holds no
+- each use is still one transaction, rolled back on return if left open, and every cursor it opened is
+  closed on return (a result left unread would otherwise hold the connection's read snapshot: its next
+  user would read old data and fail to write, "database is locked"), so an idle connection holds no
   transaction and sees every other process's commits at its next statement;
 - a connection is used again only while the path is still the file it opened (same device and inode,
   looked at on each use): a file deleted or replaced by another process is opened afresh, as before;
@@ -103,8 +105,17 @@ def sqlite_engine(conn_string: str, **kwargs: Any) -> Engine:
         if entry.info.get("file") != _file_identity(path):
             raise db_exc.DisconnectionError(f"{path} was deleted or replaced since this connection opened")
 
+    def executed(conn: Connection, cursor: Any, *args: Any) -> None:
+        conn.info.setdefault("cursors", weakref.WeakSet()).add(cursor)
+
+    def returned(dbapi_connection: Any, entry: ConnectionPoolEntry) -> None:
+        for cursor in list(entry.info.pop("cursors", ())):
+            cursor.close()
+
     event.listen(engine, "connect", opened)
     event.listen(engine, "checkout", reused)
+    event.listen(engine, "after_cursor_execute", executed)
+    event.listen(engine, "checkin", returned)
     _KEEPING.add(engine)
     return engine
 

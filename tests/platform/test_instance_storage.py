@@ -348,3 +348,29 @@ def test_a_process_that_exits_leaves_no_wal_behind(tmp_path: Path) -> None:
     with instance_at(folder) as reader:
         assert len(reader.get_runs()) == 3 and reader.get_dynamic_partitions("experiment") == ["e1"]
         assert len(reader.fetch_materializations(AssetKey("leaf"), limit=10).records) == 3
+
+
+def test_a_result_left_unread_does_not_hold_the_next_users_snapshot(tmp_path: Path) -> None:
+    """A use that leaves a query's result unread (still referenced after its connection went back)
+    does not pin the kept connection to the data of that moment: the next use sees another process's
+    commit and can write."""
+    from giant_assets.platform.partitions import EXPERIMENT
+
+    folder = home(tmp_path, "h", shipped=True)
+    with instance_at(folder) as instance:
+        instance.add_dynamic_partitions(EXPERIMENT, ["a", "b", "c"])
+        storage = instance.event_log_storage
+        with storage.index_connection() as conn:
+            unread = conn.exec_driver_sql("select partition from dynamic_partitions")
+            assert unread.fetchone() == ("a",)  # two rows not read yet; the result is still referenced
+        adder = (
+            "import sys\nfrom dagster import DagsterInstance\n"
+            "from dagster._core.instance.ref import InstanceRef\n"
+            "with DagsterInstance.from_ref(InstanceRef.from_dir(sys.argv[1])) as i:\n"
+            "    i.add_dynamic_partitions('experiment', ['other'])\n"
+        )
+        subprocess.run([sys.executable, "-c", adder, str(folder)], check=True, timeout=120)
+        assert instance.get_dynamic_partitions(EXPERIMENT) == ["a", "b", "c", "other"]
+        instance.add_dynamic_partitions(EXPERIMENT, ["mine"])  # a write, no "database is locked"
+        assert instance.get_dynamic_partitions(EXPERIMENT)[-1] == "mine"
+        assert unread is not None
