@@ -242,15 +242,21 @@ def test_a_watcher_sees_each_event_another_process_stores_while_it_keeps_its_con
             writer.stdin.flush()
             assert writer.stdout.readline() == "stored\n"
             watcher.event_log_storage.watch(run_id, None, lambda entry, cursor: seen.append(entry.message))
-            time.sleep(0.5)  # the watch is scheduled
-            for message in ("second", "third"):
+
+            def store_and_see(message: str, seconds: float) -> bool:
                 writer.stdin.write(f"{message}\n")
                 writer.stdin.flush()
                 assert writer.stdout.readline() == "stored\n"
-                deadline = time.monotonic() + 10
+                deadline = time.monotonic() + seconds
                 while message not in seen and time.monotonic() < deadline:
                     time.sleep(0.05)
-                assert message in seen, (message, seen)
+                return message in seen
+
+            # the watch starts on the observer's thread: events until one arrives, not a fixed pause
+            assert any(store_and_see(f"ready-{n}", 1) for n in range(20)), seen
+            assert seen[0] == "first"  # from the file's start: the events stored before the watch too
+            for message in ("second", "third"):  # then each event as it is stored
+                assert store_and_see(message, 10), (message, seen)
             assert (folder / "history" / "runs" / f"{run_id}.db-wal").exists()  # the writer's connection
     finally:
         writer.stdin.close()
