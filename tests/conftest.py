@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.warm_start.server import WARM_START_ENV, ServerExited, WarmStart
+from tests.support.warm_start.server import WARM_START_ENV, ServerExited, WarmStart, inherited_environment
 from tests.support.warm_start.zygote import UNSUPPORTED
 
 # The suite compiles the package's and tests' modules once, into git-ignored __pycache__ folders, even where
@@ -40,7 +40,7 @@ _warm_start: WarmStart | None = None
 
 @pytest.fixture(scope="session")
 def warm_start() -> WarmStart:
-    """This test process's warm-start server, listening."""
+    """The session's warm-start server, listening."""
     if _warm_start is None:
         pytest.skip(f"{WARM_START_ENV}=0: commands run cold")
     try:
@@ -75,14 +75,24 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def pytest_configure(config: pytest.Config) -> None:
     """The Python commands the tests start run warm (tests/support/warm_start): forked from one
-    interpreter per test process that imported Dagster, pandas and pyarrow once, instead of importing
-    them again in each of the suite's hundreds of processes (~2 of their ~5 CPU-seconds). Started while
-    the tests are collected; not in xdist's controller (it runs none). TESTS_WARM_START=0: all cold."""
+    interpreter per test session that imported Dagster, pandas and pyarrow once, instead of importing
+    them again in each of the suite's hundreds of processes (~2 of their ~5 CPU-seconds). xdist's
+    controller starts it while its workers start and collect (they inherit its variables and share it,
+    instead of each importing those libraries into a server of its own); without xdist, the test
+    process does. TESTS_WARM_START=0: all cold."""
     global _warm_start
-    runs_tests = hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
-    if runs_tests and os.environ.get(WARM_START_ENV) != "0":
-        _warm_start = WarmStart(os.environ)
-        os.environ.update(_warm_start.env)
+    socket = os.environ.get(WARM_START_ENV)
+    if socket == "0":
+        return
+    if hasattr(config, "workerinput"):  # an xdist worker: its controller's server
+        _warm_start = WarmStart.attached(socket) if socket else None
+        return
+    # the environment the commands will have: xdist's workers start with the C library's (more than
+    # os.environ here: inherited_environment), a single test process has its os.environ
+    _warm_start = WarmStart(
+        inherited_environment() if getattr(config.option, "numprocesses", None) else os.environ
+    )
+    os.environ.update(_warm_start.env)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.warm_start.server import WARM_START_ENV
+from tests.support.warm_start.server import WARM_START_ENV, ServerExited, WarmStart
 from tests.support.warm_start.zygote import UNSUPPORTED
 
 PROBE = r"""
@@ -269,6 +269,9 @@ def test_without_pidfd_open_the_server_exits_at_once_and_commands_run_cold(tmp_p
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == UNSUPPORTED, proc.stderr
     assert "no pidfd_open here" in proc.stderr and not (tmp_path / "socket").exists()
+    with pytest.raises(ServerExited) as exited:  # as an xdist worker sees its controller's server
+        WarmStart.attached(str(tmp_path / "socket")).wait_listening(timeout_s=5)
+    assert exited.value.returncode == UNSUPPORTED
 
 
 SPAWN_PROBE = r"""

@@ -1,7 +1,8 @@
-"""Start and stop the warm-start server (zygote.py) of a test process and the commands it starts."""
+"""Start and stop the warm-start server (zygote.py) of a test session and the commands it starts."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -11,6 +12,8 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
+
+from tests.support.warm_start.zygote import EXIT_SUFFIX
 
 WARM_START_ENV = "TESTS_WARM_START"  # the server's socket; "0": every command cold
 HERE = Path(__file__).resolve().parent
@@ -25,16 +28,31 @@ class ServerExited(RuntimeError):
         self.returncode = returncode
 
 
+def inherited_environment() -> dict[str, str]:
+    """The environment this process's children inherit: the C library's, which can hold more than
+    ``os.environ`` (GNU readline, which pytest imports, sets LINES and COLUMNS there, so xdist's workers
+    start with them)."""
+    entries = ctypes.POINTER(ctypes.c_char_p).in_dll(ctypes.CDLL(None), "environ")
+    environ: dict[str, str] = {}
+    index = 0
+    while (entry := entries[index]) is not None:
+        key, _, value = os.fsdecode(entry).partition("=")
+        environ[key] = value
+        index += 1
+    return environ
+
+
 class WarmStart:
     """A server started in the background (it listens after ~3 s; commands started before run cold).
     ``env``: the variables that send a process's commands to it (the socket, and PYTHONPATH with
-    ``warm_site`` first)."""
+    ``warm_site`` first). One per test session: xdist's workers inherit them from the controller that
+    started it and share it (``attached``)."""
 
     def __init__(self, environ: Mapping[str, str]) -> None:
         self.folder = tempfile.mkdtemp(prefix="giant-warm-")
         self.socket = os.path.join(self.folder, "socket")
         own = {k: v for k, v in environ.items() if k not in (WARM_START_ENV, "PYTHONWARNINGS")}
-        self.process = subprocess.Popen(
+        self.process: subprocess.Popen | None = subprocess.Popen(
             [sys.executable, str(HERE / "zygote.py"), self.socket],
             env=own,
             stdin=subprocess.DEVNULL,
@@ -44,17 +62,38 @@ class WarmStart:
         path = os.pathsep.join(p for p in (str(SITE), environ.get("PYTHONPATH", "")) if p)
         self.env = {WARM_START_ENV: self.socket, "PYTHONPATH": path}
 
+    @classmethod
+    def attached(cls, socket: str) -> WarmStart:
+        """The server another process started (an xdist worker's view of its controller's): waited
+        for here, stopped by its starter."""
+        server = cls.__new__(cls)
+        server.folder, server.socket, server.process, server.env = os.path.dirname(socket), socket, None, {}
+        return server
+
+    def exit_status(self) -> int | None:
+        """The server's exit status once it has exited (None while it runs)."""
+        if self.process is not None:
+            return self.process.poll()
+        try:  # not our child: the status the server wrote as it exited (zygote.py)
+            return int(Path(self.socket + EXIT_SUFFIX).read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+
     def wait_listening(self, timeout_s: float = 60) -> None:
         deadline = time.monotonic() + timeout_s
         while not os.path.exists(self.socket):
-            if self.process.poll() is not None:
-                raise ServerExited(self.process.returncode)
+            status = self.exit_status()
+            if status is not None:
+                raise ServerExited(status)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the warm-start server did not listen within {timeout_s:.0f}s")
             time.sleep(0.05)
 
     def stop(self) -> None:
-        """End the server and the waiters it forked (commands still running are their own groups)."""
+        """End the server and the waiters it forked (commands still running are their own groups); only
+        the process that started it does."""
+        if self.process is None:
+            return
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)

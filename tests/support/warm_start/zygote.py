@@ -358,6 +358,9 @@ def _wait(conn: socket.socket, request: dict, fds: list[int], added: list) -> No
 
 
 UNSUPPORTED = 3  # the server's exit status on a system it cannot serve (commands then run cold)
+EXIT_SUFFIX = (
+    ".exit"  # beside the socket: the status the server exited with, for processes it is not a child of
+)
 
 
 def serve(path: str) -> None:
@@ -410,5 +413,21 @@ def serve(path: str) -> None:
         conn.close()
 
 
+def _note_exit(path: str, status: int) -> None:
+    """Leave the exit status beside the socket, for test processes that did not start this server."""
+    with contextlib.suppress(OSError), open(path + EXIT_SUFFIX, "w") as out:
+        out.write(str(status))
+
+
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    SERVER_PID = os.getpid()
+    try:
+        serve(sys.argv[1])
+    except SystemExit as exc:
+        if os.getpid() == SERVER_PID:  # not a command's or a waiter's own ending
+            _note_exit(sys.argv[1], exc.code if isinstance(exc.code, int) else int(exc.code is not None))
+        raise
+    except BaseException:
+        if os.getpid() == SERVER_PID:
+            _note_exit(sys.argv[1], 1)
+        raise
