@@ -46,6 +46,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 import traceback
 import warnings
 
@@ -312,9 +313,11 @@ def _open_fds() -> list[int]:
     return [int(name) for name in os.listdir("/proc/self/fd") if name.isdigit()]
 
 
-def _wait(conn: socket.socket, request: dict, fds: list[int], added: list) -> None:
+def _wait(conn: socket.socket, request: dict, fds: list[int], added: list, log: str | None) -> None:
     """The waiter: fork the command's process, tell the starting process its pid, then wait for whichever
-    comes first: the command ends (report how) or the starting process dies (kill the command's group)."""
+    comes first: the command ends (report how, and log its CPU time to ``log``) or the starting process
+    dies (kill the command's group)."""
+    started = time.monotonic()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     starter = os.pidfd_open(request["pid"])
     child = os.fork()
@@ -341,7 +344,16 @@ def _wait(conn: socket.socket, request: dict, fds: list[int], added: list) -> No
         if conn in ready and child_fd not in ready:  # end of stream: the starting process is exiting
             ready.append(starter)
         if child_fd in ready:
-            _, status = os.waitpid(child, 0)
+            _, status, usage = os.wait4(child, 0)
+            if log:  # what the command cost: its own CPU and its waited-for descendants'
+                cost = {
+                    "argv": request.get("orig_argv", [])[1:6],
+                    "test": request["env"].get("PYTEST_CURRENT_TEST"),
+                    "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+                    "wall_s": round(time.monotonic() - started, 3),
+                }
+                with open(log, "a") as out:
+                    out.write(json.dumps(cost) + "\n")
             ending = (
                 {"signal": os.WTERMSIG(status)}
                 if os.WIFSIGNALED(status)
@@ -382,7 +394,7 @@ def serve(path: str) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # waiters are reaped by the kernel
     print("ready", flush=True)
     server = os.getpid()
-    log = os.environ.get("TESTS_WARM_START_LOG")  # a line per command: its argv, why it ran cold
+    log = os.environ.get("TESTS_WARM_START_LOG")  # a line per command: its argv, why it ran cold, its CPU
     while True:
         conn, _ = listener.accept()
         fds: list[int] = []
@@ -398,7 +410,7 @@ def serve(path: str) -> None:
                 waiter = os.getpid()
                 try:
                     listener.close()
-                    _wait(conn, request, fds, added)
+                    _wait(conn, request, fds, added, log)
                 except BaseException:  # noqa: BLE001
                     if os.getpid() != waiter:
                         raise  # the command's own ending (SystemExit, its exception): not the waiter's
