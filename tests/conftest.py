@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import signal
@@ -93,6 +94,20 @@ def pytest_configure(config: pytest.Config) -> None:
         inherited_environment() if getattr(config.option, "numprocesses", None) else os.environ
     )
     os.environ.update(_warm_start.env)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """xdist's controller waits for its server to listen before starting the workers (xdist's own
+    sessionstart runs last), so that they start warm too: forked with those libraries imported, each
+    collects the suite for ~6 CPU-seconds less."""
+    if (
+        _warm_start is not None
+        and _warm_start.process is not None
+        and getattr(session.config.option, "numprocesses", None)
+    ):
+        with contextlib.suppress(ServerExited):  # workers and commands then run cold (the fixture says why)
+            _warm_start.wait_listening()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

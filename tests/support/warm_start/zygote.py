@@ -220,7 +220,10 @@ def _stdio(settings: list[dict | None]) -> None:
         else:
             raw = io.FileIO(fd, "r" if fd == 0 else "w", closefd=False)
             raw.name = f"<{name}>"  # type: ignore[misc]
-            buffered = io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)
+            if fd == 0:
+                buffered = io.BufferedReader(raw)
+            else:  # -u (or PYTHONUNBUFFERED): the text layer writes straight to the descriptor
+                buffered = raw if spec.get("unbuffered") else io.BufferedWriter(raw)
             stream = io.TextIOWrapper(
                 buffered, encoding=spec["encoding"], errors=spec["errors"], newline="\n",
                 line_buffering=spec["line_buffering"], write_through=spec["write_through"],

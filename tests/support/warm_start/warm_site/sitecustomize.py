@@ -1,8 +1,9 @@
 """Hand this Python command to the test suite's warm-start server (tests/support/warm_start/zygote.py),
 then exit as the command does. Only when ``TESTS_WARM_START`` names the server's socket (the test suite
 sets it); otherwise, and whenever the server cannot take the command, Python goes on as usual. Taken:
-``python [-Wopt...] -m MODULE``, ``python [-Wopt...] SCRIPT`` and multiprocessing's spawned children
-(``python [-Wopt...] -c "from multiprocessing.spawn import spawn_main; ..." --multiprocessing-fork``).
+``python [-u] [-Wopt...] -m MODULE``, ``python [-u] [-Wopt...] SCRIPT``, multiprocessing's spawned children
+(``python [-Wopt...] -c "from multiprocessing.spawn import spawn_main; ..." --multiprocessing-fork``) and
+xdist's workers (``python -u -c "import sys;exec(eval(sys.stdin.readline()))"``).
 """
 
 import contextlib
@@ -11,6 +12,7 @@ import sys
 
 SPAWN = "from multiprocessing.spawn import spawn_main; spawn_main("  # the -c code of a spawned child
 FORK = "--multiprocessing-fork"
+EXECNET = "import sys;exec(eval(sys.stdin.readline()))"  # the -c code of execnet's popen gateway (xdist)
 
 
 def _hand_over() -> None:
@@ -19,13 +21,17 @@ def _hand_over() -> None:
     if not path or len(argv) < 2:
         return
     args = argv[1:]
-    while args and args[0].startswith("-W") and len(args[0]) > 2:  # -Wopt (multiprocessing passes them so)
-        args = args[1:]  # already in sys.warnoptions, which the command takes over
+    while args and (args[0] == "-u" or (args[0].startswith("-W") and len(args[0]) > 2)):
+        args = args[
+            1:
+        ]  # -Wopt (multiprocessing passes them so): in sys.warnoptions; -u: in the stdio taken over
     code = None
     if args[:1] == ["-m"] and len(args) > 1:
         module = args[1]
     elif args[:1] == ["-c"] and args[1:2] and args[1].startswith(SPAWN) and args[2:] == [FORK]:
         module, code = "", args[1]  # a multiprocessing "spawn" child: Dagster's run workers
+    elif args == ["-c", EXECNET]:
+        module, code = "", args[1]  # an xdist worker (execnet's bootstrap: the rest comes on stdin)
     elif args and not args[0].startswith("-") and os.path.isfile(args[0]) and "site-packages" not in args[0]:
         module = ""  # a script (not a library's helper, as Dagster's watch_orphans.py: tiny, run cold)
     else:  # other -c code, other options, the interactive prompt: cold
@@ -50,6 +56,8 @@ def _hand_over() -> None:
                 "errors": stream.errors,
                 "line_buffering": stream.line_buffering,
                 "write_through": stream.write_through,
+                "unbuffered": type(getattr(stream, "buffer", None)).__name__
+                == "FileIO",  # -u, PYTHONUNBUFFERED
             }
         )
     umask = os.umask(0)
