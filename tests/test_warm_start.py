@@ -37,7 +37,7 @@ seen = {
     "executable": sys.executable,
     "flags": list(sys.flags),
     "stdin": sys.stdin.read(),
-    "stdio": [(s.name, s.encoding, s.errors, s.line_buffering, s.write_through)
+    "stdio": [(s.name, s.encoding, s.errors, s.line_buffering, s.write_through, type(s.buffer).__name__)
               for s in (sys.stdin, sys.stdout, sys.stderr)],
     "filters": [(f[0], str(f[1]), f[2].__name__, str(f[3]), f[4]) for f in warnings.filters],
     "signals": [str(signal.getsignal(s))
@@ -74,15 +74,15 @@ def probe(tmp_path: Path, warm_start) -> Path:  # noqa: ANN001 - the server, lis
 
 
 def _run(
-    probe: Path, warm: bool, env: dict[str, str] | None = None, **kwargs
+    probe: Path, warm: bool, env: dict[str, str] | None = None, options: tuple[str, ...] = (), **kwargs
 ) -> tuple[dict, subprocess.CompletedProcess]:
     base = dict(os.environ) | (env or {})
     if not warm:
         base[WARM_START_ENV] = "0"
     given = kwargs.pop("input", None)
     started = subprocess.Popen(
-        [sys.executable, str(probe), "one", "two words"], env=base, text=True, stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs,
+        [sys.executable, *options, str(probe), "one", "two words"], env=base, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs,
     )  # fmt: skip
     out, err = started.communicate(given, timeout=60)
     proc = subprocess.CompletedProcess(started.args, started.returncode, out, err)
@@ -143,6 +143,27 @@ def test_it_ran_warm_with_its_own_random_seed_and_imports_the_package_afresh(pro
     (cold_here, _), (warm_here, first), (_, second) = runs
     assert cold_here and not warm_here
     assert first[0] != second[0] and first[1] != second[1]
+
+
+def test_an_unbuffered_command_writes_unbuffered(probe: Path) -> None:
+    """``python -u`` (as xdist starts its workers): warm too, its stdout and stderr written straight to
+    their descriptors as a fresh interpreter's are."""
+    cold, warm, _, _ = _both(probe, options=("-u",))
+    assert warm["orig_argv"][1] == "-u"
+    assert (
+        [s[-1] for s in warm["stdio"]]
+        == [s[-1] for s in cold["stdio"]]
+        == ["BufferedReader", "FileIO", "FileIO"]
+    )
+
+
+def test_the_xdist_workers_run_warm() -> None:
+    """This test process, when xdist started it, is a fork of the session's warm-start server: its real
+    parent (not what the patched os.getppid answers) is one of the server's waiters."""
+    if not os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get(WARM_START_ENV, "0") == "0":
+        pytest.skip("not an xdist worker of a warm-started session")
+    parent = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[1])
+    assert "zygote.py" in Path(f"/proc/{parent}/cmdline").read_bytes().decode()
 
 
 def test_an_uncaught_exception_ends_it_as_it_ends_a_fresh_interpreter(probe: Path) -> None:
