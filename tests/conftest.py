@@ -75,12 +75,11 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The Python commands the tests start run warm (tests/support/warm_start): forked from one
-    interpreter per test session that imported Dagster, pandas and pyarrow once, instead of importing
-    them again in each of the suite's hundreds of processes (~2 of their ~5 CPU-seconds). xdist's
-    controller starts it while its workers start and collect (they inherit its variables and share it,
-    instead of each importing those libraries into a server of its own); without xdist, the test
-    process does. TESTS_WARM_START=0: all cold."""
+    """The test processes and the Python commands they start run warm (tests/support/warm_start): forked
+    from one interpreter per test session that imported Dagster, pandas and pyarrow once, instead of
+    importing them again in each of the suite's hundreds of processes (~2 of their ~5 CPU-seconds).
+    xdist's controller starts it (and its workers are forked from it: pytest_sessionstart); without xdist,
+    the test process does. TESTS_WARM_START=0: all cold."""
     global _warm_start
     socket = os.environ.get(WARM_START_ENV)
     if socket == "0":
@@ -106,7 +105,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         and _warm_start.process is not None
         and getattr(session.config.option, "numprocesses", None)
     ):
-        with contextlib.suppress(ServerExited):  # workers and commands then run cold (the fixture says why)
+        with contextlib.suppress(ServerExited, TimeoutError):  # then they run cold (the fixture says why)
             _warm_start.wait_listening()
 
 
