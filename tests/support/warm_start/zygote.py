@@ -16,8 +16,9 @@ a timeout), the waiter kills the command's process group.
 
 Dagster's run workers (multiprocessing "spawn" children of its code servers, ``-c "from
 multiprocessing.spawn import spawn_main; ..." --multiprocessing-fork``, ``-Wopt`` options before) are
-taken too: their pipe and tracker descriptors pass like any other. What stays cold (run by the starting
-process itself, as without this): other ``-c`` code, scripts inside ``site-packages`` (libraries'
+taken too: their pipe and tracker descriptors pass like any other. So are xdist's workers (execnet's
+``python -u -c`` bootstrap; ``-u`` keeps stdout and stderr unbuffered). What stays cold (run by the
+starting process itself, as without this): other ``-c`` code, scripts inside ``site-packages`` (libraries'
 helpers such as Dagster's watch_orphans.py: tiny), other interpreter flags (``-u``, ``-X``,
 PYTHONHASHSEED...) or executable, other ids, capabilities, limits, niceness, cgroup or namespaces
 (``setpriv``, ``preexec_fn``), an environment that differs from this server's in a variable the
