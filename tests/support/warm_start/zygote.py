@@ -19,7 +19,7 @@ multiprocessing.spawn import spawn_main; ..." --multiprocessing-fork``, ``-Wopt`
 taken too: their pipe and tracker descriptors pass like any other. So are xdist's workers (execnet's
 ``python -u -c`` bootstrap; ``-u`` keeps stdout and stderr unbuffered). What stays cold (run by the
 starting process itself, as without this): other ``-c`` code, scripts inside ``site-packages`` (libraries'
-helpers such as Dagster's watch_orphans.py: tiny), other interpreter flags (``-u``, ``-X``,
+helpers such as Dagster's watch_orphans.py: tiny), other interpreter flags (``-X``, ``-B``,
 PYTHONHASHSEED...) or executable, other ids, capabilities, limits, niceness, cgroup or namespaces
 (``setpriv``, ``preexec_fn``), an environment that differs from this server's in a variable the
 preloaded libraries read while importing (recorded here), and everything when the server is not
