@@ -32,7 +32,10 @@ def inherited_environment() -> dict[str, str]:
     """The environment this process's children inherit: the C library's, which can hold more than
     ``os.environ`` (GNU readline, which pytest imports, sets LINES and COLUMNS there, so xdist's workers
     start with them)."""
-    entries = ctypes.POINTER(ctypes.c_char_p).in_dll(ctypes.CDLL(None), "environ")
+    try:
+        entries = ctypes.POINTER(ctypes.c_char_p).in_dll(ctypes.CDLL(None), "environ")
+    except (OSError, ValueError):  # a C library without an exported ``environ``: os.environ is the best guess
+        return dict(os.environ)
     environ: dict[str, str] = {}
     index = 0
     while (entry := entries[index]) is not None:
