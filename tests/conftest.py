@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import os
 import signal
@@ -75,11 +74,11 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The test processes and the Python commands they start run warm (tests/support/warm_start): forked
-    from one interpreter per test session that imported Dagster, pandas and pyarrow once, instead of
-    importing them again in each of the suite's hundreds of processes (~2 of their ~5 CPU-seconds).
-    xdist's controller starts it (and its workers are forked from it: pytest_sessionstart); without xdist,
-    the test process does. TESTS_WARM_START=0: all cold."""
+    """The Python commands the tests start run warm (tests/support/warm_start): forked from one
+    interpreter per test session that imported Dagster, pandas and pyarrow once, instead of importing
+    them again in each of the suite's hundreds of processes (~2 of their ~5 CPU-seconds). xdist's
+    controller starts it while its workers start and collect (they inherit its variables and share it);
+    without xdist, the test process does. TESTS_WARM_START=0: all cold."""
     global _warm_start
     socket = os.environ.get(WARM_START_ENV)
     if socket == "0":
@@ -93,20 +92,6 @@ def pytest_configure(config: pytest.Config) -> None:
         inherited_environment() if getattr(config.option, "numprocesses", None) else os.environ
     )
     os.environ.update(_warm_start.env)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """xdist's controller waits for its server to listen before starting the workers (xdist's own
-    sessionstart runs last), so that they start warm too: forked with those libraries imported, each
-    collects the suite for ~6 CPU-seconds less."""
-    if (
-        _warm_start is not None
-        and _warm_start.process is not None
-        and getattr(session.config.option, "numprocesses", None)
-    ):
-        with contextlib.suppress(ServerExited, TimeoutError):  # then they run cold (the fixture says why)
-            _warm_start.wait_listening()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -146,8 +146,8 @@ def test_it_ran_warm_with_its_own_random_seed_and_imports_the_package_afresh(pro
 
 
 def test_an_unbuffered_command_writes_unbuffered(probe: Path) -> None:
-    """``python -u`` (as xdist starts its workers): warm too, its stdout and stderr written straight to
-    their descriptors as a fresh interpreter's are."""
+    """``python -u``: warm too, its stdout and stderr written straight to their descriptors as a fresh
+    interpreter's are."""
     cold, warm, _, _ = _both(probe, options=("-u",))
     assert warm["orig_argv"][1] == "-u"
     assert (
@@ -155,15 +155,6 @@ def test_an_unbuffered_command_writes_unbuffered(probe: Path) -> None:
         == [s[-1] for s in cold["stdio"]]
         == ["BufferedReader", "FileIO", "FileIO"]
     )
-
-
-def test_the_xdist_workers_run_warm() -> None:
-    """This test process, when xdist started it, is a fork of the session's warm-start server: its real
-    parent (not what the patched os.getppid answers) is one of the server's waiters."""
-    if not os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get(WARM_START_ENV, "0") == "0":
-        pytest.skip("not an xdist worker of a warm-started session")
-    parent = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[1])
-    assert "zygote.py" in Path(f"/proc/{parent}/cmdline").read_bytes().decode()
 
 
 def test_an_uncaught_exception_ends_it_as_it_ends_a_fresh_interpreter(probe: Path) -> None:

@@ -16,14 +16,14 @@ a timeout), the waiter kills the command's process group.
 
 Dagster's run workers (multiprocessing "spawn" children of its code servers, ``-c "from
 multiprocessing.spawn import spawn_main; ..." --multiprocessing-fork``, ``-Wopt`` options before) are
-taken too: their pipe and tracker descriptors pass like any other. So are xdist's workers (execnet's
-``python -u -c`` bootstrap; ``-u`` keeps stdout and stderr unbuffered). What stays cold (run by the
-starting process itself, as without this): other ``-c`` code, scripts inside ``site-packages`` (libraries'
-helpers such as Dagster's watch_orphans.py: tiny), other interpreter flags (``-X``, ``-B``,
-PYTHONHASHSEED...) or executable, other ids, capabilities, limits, niceness, cgroup or namespaces
-(``setpriv``, ``preexec_fn``), an environment that differs from this server's in a variable the
-preloaded libraries read while importing (recorded here), and everything when the server is not
-there. Only third-party libraries are preloaded: the package and the tests are imported afresh by each
+taken too: their pipe and tracker descriptors pass like any other. ``-u`` is taken (stdout and stderr
+stay unbuffered). What stays cold (run by the starting process itself, as without this): other ``-c``
+code (xdist's workers among them: tried warm on 2026-11-29, see docs/perf.md), scripts inside
+``site-packages`` (libraries' helpers such as Dagster's watch_orphans.py: tiny), other interpreter
+flags (``-X``, ``-B``, PYTHONHASHSEED...) or executable, other ids, capabilities, limits, niceness,
+cgroup or namespaces (``setpriv``, ``preexec_fn``), an environment that differs from this server's in a
+variable the preloaded libraries read while importing (recorded here), and everything when the server
+is not there. Only third-party libraries are preloaded: the package and the tests are imported afresh by each
 command, from its own ``sys.path``. Known differences: a command that never imports numpy still sees
 numpy's four warnings filters; ``/proc/self/stat`` and C code calling getppid(2) see the waiter; a warm
 command is its own process group, so SIGKILL to the starting process's group ends it a few milliseconds

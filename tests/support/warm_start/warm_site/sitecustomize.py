@@ -1,9 +1,8 @@
 """Hand this Python command to the test suite's warm-start server (tests/support/warm_start/zygote.py),
 then exit as the command does. Only when ``TESTS_WARM_START`` names the server's socket (the test suite
 sets it); otherwise, and whenever the server cannot take the command, Python goes on as usual. Taken:
-``python [-u] [-Wopt...] -m MODULE``, ``python [-u] [-Wopt...] SCRIPT``, multiprocessing's spawned children
-(``python [-Wopt...] -c "from multiprocessing.spawn import spawn_main; ..." --multiprocessing-fork``) and
-xdist's workers (``python -u -c "import sys;exec(eval(sys.stdin.readline()))"``).
+``python [-u] [-Wopt...] -m MODULE``, ``python [-u] [-Wopt...] SCRIPT`` and multiprocessing's spawned children
+(``python [-Wopt...] -c "from multiprocessing.spawn import spawn_main; ..." --multiprocessing-fork``).
 """
 
 import contextlib
@@ -12,7 +11,6 @@ import sys
 
 SPAWN = "from multiprocessing.spawn import spawn_main; spawn_main("  # the -c code of a spawned child
 FORK = "--multiprocessing-fork"
-EXECNET = "import sys;exec(eval(sys.stdin.readline()))"  # the -c code of execnet's popen gateway (xdist)
 
 
 def _hand_over() -> None:
@@ -30,8 +28,6 @@ def _hand_over() -> None:
         module = args[1]
     elif args[:1] == ["-c"] and args[1:2] and args[1].startswith(SPAWN) and args[2:] == [FORK]:
         module, code = "", args[1]  # a multiprocessing "spawn" child: Dagster's run workers
-    elif args == ["-c", EXECNET]:
-        module, code = "", args[1]  # an xdist worker (execnet's bootstrap: the rest comes on stdin)
     elif args and not args[0].startswith("-") and os.path.isfile(args[0]) and "site-packages" not in args[0]:
         module = ""  # a script (not a library's helper, as Dagster's watch_orphans.py: tiny, run cold)
     else:  # other -c code, other options, the interactive prompt: cold
