@@ -374,9 +374,7 @@ def _wait(conn: socket.socket, request: dict, fds: list[int], added: list, log: 
 
 
 UNSUPPORTED = 3  # the server's exit status on a system it cannot serve (commands then run cold)
-EXIT_SUFFIX = (
-    ".exit"  # beside the socket: the status the server exited with, for processes it is not a child of
-)
+EXIT_SUFFIX = ".exit"  # beside the socket: the status the server exited with (for non-children)
 
 
 def serve(path: str) -> None:
@@ -437,13 +435,12 @@ def _note_exit(path: str, status: int) -> None:
 
 if __name__ == "__main__":
     SERVER_PID = os.getpid()
+    exit_status = 1  # an uncaught exception's
     try:
         serve(sys.argv[1])
     except SystemExit as exc:
-        if os.getpid() == SERVER_PID:  # not a command's or a waiter's own ending
-            _note_exit(sys.argv[1], exc.code if isinstance(exc.code, int) else int(exc.code is not None))
+        exit_status = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
         raise
-    except BaseException:
-        if os.getpid() == SERVER_PID:
-            _note_exit(sys.argv[1], 1)
-        raise
+    finally:
+        if os.getpid() == SERVER_PID:  # not a command's own ending (its SystemExit passes here too)
+            _note_exit(sys.argv[1], exit_status)

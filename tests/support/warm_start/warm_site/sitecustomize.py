@@ -6,6 +6,7 @@ sets it); otherwise, and whenever the server cannot take the command, Python goe
 """
 
 import contextlib
+import io
 import os
 import sys
 
@@ -19,10 +20,9 @@ def _hand_over() -> None:
     if not path or len(argv) < 2:
         return
     args = argv[1:]
+    # -Wopt (multiprocessing passes them so) is in sys.warnoptions, -u in the stdio: both taken over
     while args and (args[0] == "-u" or (args[0].startswith("-W") and len(args[0]) > 2)):
-        args = args[
-            1:
-        ]  # -Wopt (multiprocessing passes them so): in sys.warnoptions; -u: in the stdio taken over
+        args = args[1:]
     code = None
     if args[:1] == ["-m"] and len(args) > 1:
         module = args[1]
@@ -52,8 +52,7 @@ def _hand_over() -> None:
                 "errors": stream.errors,
                 "line_buffering": stream.line_buffering,
                 "write_through": stream.write_through,
-                "unbuffered": type(getattr(stream, "buffer", None)).__name__
-                == "FileIO",  # -u, PYTHONUNBUFFERED
+                "unbuffered": isinstance(getattr(stream, "buffer", None), io.FileIO),  # -u
             }
         )
     umask = os.umask(0)
