@@ -53,7 +53,8 @@ import warnings
 
 DEFAULT_FILTERS = list(warnings.filters)  # a fresh interpreter's (started without -W or PYTHONWARNINGS)
 # Not DuckDB: its task scheduler's threads do not survive a fork (a forked process hangs at exit joining
-# them). numpy's OpenBLAS threads and pyarrow's jemalloc thread have fork handlers.
+# them; importing it starts one already). Not scipy.ndimage either: its import starts a thread. numpy's
+# OpenBLAS threads and pyarrow's jemalloc thread have fork handlers.
 PRELOAD = (
     "numpy",
     "pandas",
@@ -75,6 +76,19 @@ PRELOAD = (
     "dagster._core.storage.event_log.sqlite.sqlite_event_log",
     "dagster._core.storage.runs.sqlite.sqlite_run_storage",
     "dagster._core.storage.schedules.sqlite.sqlite_schedule_storage",
+    # what the commands still imported themselves (a sampling profile of the whole suite, 2026-11-29):
+    # Dagster's code server and gRPC (code servers, launches), its asset selection grammar and instance
+    # paths (upath), the figures and charts (matplotlib), Parquet datasets, slides, the Gemini SDK, tables
+    "dagster._grpc.server",
+    "dagster._core.definitions.antlr_asset_selection.antlr_asset_selection",
+    "upath",
+    "matplotlib.pyplot",
+    "pyarrow.dataset",
+    "tifffile",
+    "google.genai",
+    "anyio._backends._asyncio",
+    "jinja2",
+    "tabulate",
 )
 # PYTHON* variables a command may set for itself (the others, PYTHONHASHSEED, PYTHONUTF8..., shape the
 # interpreter at start-up: a command that sets them otherwise runs cold)
