@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.warm_start.server import WARM_START_ENV, ServerExited, WarmStart
+from tests.support.warm_start.server import WARM_START_ENV, ServerExited, WarmStart, warm_code
 from tests.support.warm_start.zygote import UNSUPPORTED
 
 PROBE = r"""
@@ -143,6 +143,27 @@ def test_it_ran_warm_with_its_own_random_seed_and_imports_the_package_afresh(pro
     (cold_here, _), (warm_here, first), (_, second) = runs
     assert cold_here and not warm_here
     assert first[0] != second[0] and first[1] != second[1]
+
+
+def test_c_code_runs_warm_only_when_its_test_asks_and_sees_what_it_sees_cold(warm_start) -> None:  # noqa: ANN001
+    """``python -c CODE``: cold unless the test asked (server.warm_code), and then as ``-c`` makes it
+    (argv[0] "-c", "" first on the path, no file)."""
+    seen = []
+    for env in (dict(os.environ), warm_code()):
+        started = subprocess.Popen(
+            [sys.executable, "-c", PROBE, "one", "two words"], env=env, text=True,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        out, err = started.communicate(timeout=60)
+        assert started.returncode == 0, err
+        got = json.loads(out.splitlines()[0])
+        seen.append((got.pop("pid") == started.pid, got))
+    (cold_here, cold), (warm_here, warm) = seen
+    assert cold_here and not warm_here
+    for got in (cold, warm):
+        del got["random"], got["hash"]
+    assert warm == cold
+    assert cold["argv"] == ["-c", "one", "two words"] and cold["path"][0] == "" and cold["name"] == "__main__"
 
 
 def test_an_unbuffered_command_writes_unbuffered(probe: Path) -> None:

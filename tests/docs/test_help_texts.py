@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.warm_start.server import warm_code
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
 # the judges are programs the grader runs (JSON on stdin, a verdict on stdout): they take no flags
@@ -43,7 +45,11 @@ def helps() -> dict[str, str]:
     """Every command's --help text, from one process."""
     scripts = json.dumps({name: SCRIPTS[name] for name in COMMANDS})
     done = subprocess.run(
-        [sys.executable, "-c", HELP_ALL, scripts], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", HELP_ALL, scripts],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=warm_code(),
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)

@@ -16,6 +16,7 @@ from dagster._core.instance.ref import InstanceRef
 from giant_assets.cluster.instance import POSTGRES_URL_ENV
 from giant_assets.platform.instance import GiantInstance
 from giant_assets.platform.partitions import BENCHMARK, EXPERIMENT, result_key, results_partitions
+from tests.support.warm_start.server import warm_code
 
 REPO = Path(__file__).resolve().parents[2]
 CELL = result_key("e1", "gtex")
@@ -185,7 +186,7 @@ def delete_elsewhere(home: str, *benchmarks: str) -> None:
         "with DagsterInstance.from_ref(InstanceRef.from_dir(sys.argv[1])) as instance:\n"
         "    for key in sys.argv[2:]:\n        instance.delete_dynamic_partition('benchmark', key)\n"
     )
-    subprocess.run([sys.executable, "-c", code, home, *benchmarks], check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", code, home, *benchmarks], check=True, timeout=120, env=warm_code())
 
 
 @asset(partitions_def=results_partitions)

@@ -21,6 +21,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 from giant_assets.platform.instance_storage import KEPT_CONNECTIONS, KEPT_RUN_FILES, KeptEngineEventLogStorage
+from tests.support.warm_start.server import warm_code
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -138,7 +139,9 @@ def test_a_run_deleted_by_another_process_is_gone_at_once(tmp_path: Path) -> Non
             "with DagsterInstance.from_ref(InstanceRef.from_dir(sys.argv[1])) as i:\n"
             "    i.delete_run(sys.argv[2])\n"
         )
-        subprocess.run([sys.executable, "-c", deleter, str(folder), run_id], check=True, timeout=120)
+        subprocess.run(
+            [sys.executable, "-c", deleter, str(folder), run_id], check=True, timeout=120, env=warm_code()
+        )
         assert instance.get_run_by_id(run_id) is None
         assert instance.all_logs(run_id) == []
         assert instance.fetch_materializations(AssetKey("leaf"), limit=10).records == []
@@ -233,7 +236,7 @@ def test_a_watcher_sees_each_event_another_process_stores_while_it_keeps_its_con
     run_id = "0f0e0d0c-0000-4000-8000-000000000001"
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(folder), run_id], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        text=True,
+        text=True, env=warm_code(),
     )  # fmt: skip
     seen: list[str] = []
     try:
@@ -280,7 +283,9 @@ def test_a_shared_file_another_process_replaces_is_opened_afresh(tmp_path: Path)
             "with DagsterInstance.from_ref(InstanceRef.from_dir(sys.argv[1])) as i:\n"
             "    i.add_dynamic_partitions('experiment', ['new'])\n"
         )
-        subprocess.run([sys.executable, "-c", replacer, str(folder)], check=True, timeout=120)
+        subprocess.run(
+            [sys.executable, "-c", replacer, str(folder)], check=True, timeout=120, env=warm_code()
+        )
         assert instance.get_dynamic_partitions(EXPERIMENT) == ["new"]
         assert instance.get_run_by_id(first) is None and instance.get_runs() == []
         instance.add_dynamic_partitions(EXPERIMENT, ["mine"])
@@ -348,7 +353,7 @@ def test_a_process_that_exits_leaves_no_wal_behind(tmp_path: Path) -> None:
     """A process that exits without disposing its instance (the demo, a run worker) closes its kept
     connections at exit: every file it wrote holds its data and no WAL or shared-memory file is left."""
     folder = home(tmp_path, "h", shipped=True)
-    subprocess.run([sys.executable, "-c", EXITING, str(folder)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", EXITING, str(folder)], check=True, timeout=120, env=warm_code())
     left = sorted(p.name for p in folder.rglob("*.db-*"))
     assert left == [], left
     with instance_at(folder) as reader:
@@ -375,7 +380,7 @@ def test_a_result_left_unread_does_not_hold_the_next_users_snapshot(tmp_path: Pa
             "with DagsterInstance.from_ref(InstanceRef.from_dir(sys.argv[1])) as i:\n"
             "    i.add_dynamic_partitions('experiment', ['other'])\n"
         )
-        subprocess.run([sys.executable, "-c", adder, str(folder)], check=True, timeout=120)
+        subprocess.run([sys.executable, "-c", adder, str(folder)], check=True, timeout=120, env=warm_code())
         assert instance.get_dynamic_partitions(EXPERIMENT) == ["a", "b", "c", "other"]
         instance.add_dynamic_partitions(EXPERIMENT, ["mine"])  # a write, no "database is locked"
         assert instance.get_dynamic_partitions(EXPERIMENT)[-1] == "mine"

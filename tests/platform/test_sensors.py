@@ -16,6 +16,7 @@ from giant_assets.platform.partitions import BENCHMARK, EXPERIMENT
 from giant_assets.platform.resources import ExperimentsResource
 from giant_assets.platform.sensors import experiments_sensor, sync_experiments
 from tests.support.dagster_env import write_experiments
+from tests.support.warm_start.server import warm_code
 
 
 def evaluate(instance: DagsterInstance, path: Path):
@@ -75,7 +76,7 @@ def test_the_sensors_tick_at_their_own_pace_unless_the_environment_shortens_it(m
     loaded = subprocess.run(  # a code location loaded with it set, as the daemon tests' daemons are
         [sys.executable, "-c", "from giant_assets.platform.definitions import defs; "
          "print(sorted({s.minimum_interval_seconds for s in defs.get_repository_def().sensor_defs}))"],
-        env=os.environ | {SENSOR_INTERVAL_ENV: "2"}, capture_output=True, text=True, timeout=120,
+        env=warm_code(os.environ | {SENSOR_INTERVAL_ENV: "2"}), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert loaded.stdout.strip() == "[2]", loaded.stderr[-2000:]
     monkeypatch.setenv(SENSOR_INTERVAL_ENV, "2.4")

@@ -16,6 +16,16 @@ from pathlib import Path
 from tests.support.warm_start.zygote import EXIT_SUFFIX
 
 WARM_START_ENV = "TESTS_WARM_START"  # the server's socket; "0": every command cold
+WARM_CODE_ENV = "TESTS_WARM_START_CODE"  # "1": ``python -c CODE`` runs warm too (warm_code below)
+
+
+def warm_code(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's) with ``python -c CODE`` commands run warm: a test's own -c
+    code stays cold unless its test asks, as it may probe what a fresh interpreter has (imported
+    modules, frozen objects) or kill its starting process and expect it gone at once."""
+    return {**(os.environ if env is None else env), WARM_CODE_ENV: "1"}
+
+
 HERE = Path(__file__).resolve().parent
 SITE = HERE / "warm_site"  # its sitecustomize hands a command over
 

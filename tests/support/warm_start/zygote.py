@@ -18,7 +18,8 @@ Dagster's run workers (multiprocessing "spawn" children of its code servers, ``-
 multiprocessing.spawn import spawn_main; ..." --multiprocessing-fork``, ``-Wopt`` options before) are
 taken too: their pipe and tracker descriptors pass like any other. ``-u`` is taken (stdout and stderr
 stay unbuffered). What stays cold (run by the starting process itself, as without this): other ``-c``
-code (xdist's workers among them: tried warm on 2026-11-29, see docs/perf.md), scripts inside
+code unless its test asks (``server.warm_code``: a test's code may probe what a fresh interpreter holds;
+never xdist's workers: tried warm on 2026-11-29, see docs/perf.md), scripts inside
 ``site-packages`` (libraries' helpers such as Dagster's watch_orphans.py: tiny), other interpreter
 flags (``-X``, ``-B``, PYTHONHASHSEED...) or executable, other ids, capabilities, limits, niceness,
 cgroup or namespaces (``setpriv``, ``preexec_fn``), an environment that differs from this server's in a

@@ -2,7 +2,8 @@
 then exit as the command does. Only when ``TESTS_WARM_START`` names the server's socket (the test suite
 sets it); otherwise, and whenever the server cannot take the command, Python goes on as usual. Taken:
 ``python [-u] [-Wopt...] -m MODULE``, ``python [-u] [-Wopt...] SCRIPT`` and multiprocessing's spawned children
-(``python [-Wopt...] -c "from multiprocessing.spawn import spawn_main; ..." --multiprocessing-fork``).
+(``python [-Wopt...] -c "from multiprocessing.spawn import spawn_main; ..." --multiprocessing-fork``), and
+``python [-u] [-Wopt...] -c CODE`` when ``TESTS_WARM_START_CODE`` is 1 (a test that asked: server.warm_code).
 """
 
 import contextlib
@@ -12,6 +13,7 @@ import sys
 
 SPAWN = "from multiprocessing.spawn import spawn_main; spawn_main("  # the -c code of a spawned child
 FORK = "--multiprocessing-fork"
+CODE_ENV = "TESTS_WARM_START_CODE"  # "1": other -c code too
 
 
 def _hand_over() -> None:
@@ -28,6 +30,8 @@ def _hand_over() -> None:
         module = args[1]
     elif args[:1] == ["-c"] and args[1:2] and args[1].startswith(SPAWN) and args[2:] == [FORK]:
         module, code = "", args[1]  # a multiprocessing "spawn" child: Dagster's run workers
+    elif args[:1] == ["-c"] and len(args) > 1 and os.environ.get(CODE_ENV) == "1":
+        module, code = "", args[1]  # a test's -c code, its test having asked (never xdist's workers)
     elif args and not args[0].startswith("-") and os.path.isfile(args[0]) and "site-packages" not in args[0]:
         module = ""  # a script (not a library's helper, as Dagster's watch_orphans.py: tiny, run cold)
     else:  # other -c code, other options, the interactive prompt: cold
