@@ -9,7 +9,6 @@ failures raise ``CellFailed`` with a message for the user (the asset turns it in
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,6 +18,7 @@ import pandas as pd
 
 from giant_assets.agents.pricing import experiment_prices, price_record, unpriced_refusal
 from giant_assets.agents.registry import make_agent, save_settings
+from giant_assets.core.interrupts import run_interruptible
 from giant_assets.eval.scoring import billed_columns
 from giant_assets.experiments.binding import bind
 from giant_assets.experiments.declared import unbudgeted
@@ -135,7 +135,7 @@ def run_cell(
             await agent.aclose()
 
     try:
-        outcome = asyncio.run(go())
+        outcome = run_interruptible(go())  # Ctrl-C never taken for a failed write (core/interrupts.py)
     except StoreWriteFailed as exc:
         raise CellFailed(f"{name}|{benchmark}: {exc}") from None
     if rounds is not None and outcome.waiting:
