@@ -17,7 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.warm_start.server import WARM_START_ENV, ServerExited, WarmStart, warm_code
+from tests.support.warm_start.server import (
+    WARM_START_ENV,
+    ServerExited,
+    WarmStart,
+    kill_groups_below,
+    warm_code,
+)
 from tests.support.warm_start.zygote import UNSUPPORTED
 
 PROBE = r"""
@@ -289,6 +295,31 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
+
+
+def test_stopping_the_server_kills_the_commands_below_it_in_their_own_groups() -> None:
+    """What ``WarmStart.stop`` does before killing the server's group: every process below it and its
+    group, a command in a session of its own too (as warm commands are); nothing beside it."""
+    beside = subprocess.Popen(["sleep", "300"])
+    root = subprocess.Popen(
+        ["bash", "-c", "setsid bash -c 'sleep 300 & echo $! ; wait' & wait"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        grandchild = int(root.stdout.readline())
+        assert os.getpgid(grandchild) != os.getpgrp() and _alive(grandchild), grandchild
+        kill_groups_below(root.pid)
+        deadline = time.monotonic() + 10
+        while _alive(grandchild) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(grandchild), Path(f"/proc/{grandchild}/stat").read_text()
+        assert root.wait(timeout=10) == 0  # its children ended: its wait returned
+        assert beside.poll() is None
+    finally:
+        for proc in (beside, root):
+            proc.kill()
+            proc.wait()
 
 
 def test_without_pidfd_open_the_server_exits_at_once_and_commands_run_cold(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
@@ -103,10 +104,45 @@ class WarmStart:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        """End the server and the waiters it forked (commands still running are their own groups); only
-        the process that started it does."""
+        """End the server, the waiters it forked and the commands still running (each its own process
+        group: killing the waiters alone left them orphaned, e.g. a code server whose daemon a test
+        had stopped, waiting for a run forever); only the process that started it does."""
         if self.process is None:
             return
+        kill_groups_below(self.process.pid)
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def kill_groups_below(root: int) -> None:
+    """SIGKILL every process descended from ``root`` and the process group of each (never this
+    process's own group)."""
+    own = os.getpgrp()
+    for pid in _descendants(root):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            group = os.getpgid(pid)
+            if group != own:
+                os.killpg(group, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
+
+
+def _descendants(root: int) -> list[int]:
+    """The processes below ``root``, from each process's parent in /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # ended meanwhile
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
