@@ -21,13 +21,17 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 
 _parse = ScriptDirectory.__dict__["from_config"].__func__  # alembic's own (cls, config)
-_parsed: dict[tuple[str | None, str | None], ScriptDirectory] = {}
+_parsed: dict[tuple[str, tuple[str, ...]], ScriptDirectory] = {}
 _lock = threading.Lock()
 
 
 def parsed_scripts(config: Config) -> ScriptDirectory:
-    """The migration folder ``config`` names, parsed on the process's first ask."""
-    key = (config.get_main_option("script_location"), config.get_main_option("version_locations"))
+    """The migration folder ``config`` names, parsed on the process's first ask (a config naming none
+    is left to alembic, which says so)."""
+    location = config.get_alembic_option("script_location")  # where alembic's own from_config looks
+    if location is None:
+        return _parse(ScriptDirectory, config)
+    key = (location, tuple(config.get_version_locations_list() or ()))
     with _lock:
         found = _parsed.get(key)
         if found is None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from dagster import DagsterInstance
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.storage.event_log.sqlite import sqlite_event_log
@@ -67,3 +69,8 @@ def test_instances_are_stamped_and_checked_at_the_head(tmp_path: Path) -> None:
             instance.dispose()
     with DagsterInstance.ephemeral() as ephemeral:
         assert ephemeral.run_storage.has_instance  # created and stamped in memory
+
+
+def test_a_config_naming_no_folder_is_left_to_alembic() -> None:
+    with pytest.raises(CommandError, match="script_location"):
+        ScriptDirectory.from_config(Config())
