@@ -25,7 +25,6 @@ from dagster._core.instance.ref import InstanceRef
 from giant_assets.platform import migration_scripts
 
 REPO = Path(__file__).resolve().parents[1]
-ALEMBIC = migration_scripts._parse  # alembic's own from_config
 
 
 def open_home(home: Path) -> None:
@@ -58,7 +57,7 @@ def main() -> None:
         for n in range(rounds + 1):
             for way in ("alembic", "once"):
                 if way == "alembic":
-                    ScriptDirectory.from_config = classmethod(ALEMBIC)  # type: ignore[method-assign,assignment]
+                    ScriptDirectory.from_config = classmethod(migration_scripts.alembic_from_config)  # type: ignore[method-assign,assignment]
                 else:
                     migration_scripts.parse_once()
                 made += 1

@@ -12,6 +12,10 @@ a Ctrl-C whenever the signal landed in a write (seen in tests/platform/test_resu
 If it raises, the main task is cancelled (the batch ends as on any cancellation: journaled runs are
 kept, runs in flight are not journaled) and the handler's exception is raised once the loop has closed.
 A handler that only records the signal (Dagster's while interrupts are held) is left to do just that.
+
+The platform's event loops that run inside Dagster (a cell's batch, the pictures' re-rendered views, the
+batch sensor's polls) go through it; the CLIs' loops run under Python's own handler, which
+``asyncio.run`` already guards.
 """
 
 from __future__ import annotations

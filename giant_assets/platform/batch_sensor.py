@@ -18,7 +18,6 @@ log that the cell cannot go on by itself, naming the last run and what to do.
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import json
 import os
@@ -38,6 +37,7 @@ from dagster import (
 )
 
 from giant_assets.agents.providers.retry import RetryPolicy
+from giant_assets.core.interrupts import run_interruptible
 from giant_assets.core.secrets import redact_secrets
 from giant_assets.core.settings import sensor_interval
 from giant_assets.experiments.declared import DeclaredExperiments, ExperimentsFileError
@@ -221,7 +221,7 @@ def make_batch_rounds_sensor(job: JobDefinition):
             for b in batches
             if not b.get("cancel_requested") and now - looked.get(b["batch_id"], 0) >= _poll_s(experiments, b)
         ]
-        ended, contradicted = asyncio.run(_ended(due, experiments)) if due else ({}, [])
+        ended, contradicted = run_interruptible(_ended(due, experiments)) if due else ({}, [])
         looked = {b["batch_id"]: (now if b in due else looked.get(b["batch_id"], 0)) for b in batches}
         waiting, errors = [], []
         for b in batches:

@@ -20,7 +20,7 @@ import threading
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
-_parse = ScriptDirectory.__dict__["from_config"].__func__  # alembic's own (cls, config)
+alembic_from_config = ScriptDirectory.__dict__["from_config"].__func__  # alembic's own: (cls, config)
 _parsed: dict[tuple[str, tuple[str, ...]], ScriptDirectory] = {}
 _lock = threading.Lock()
 
@@ -30,12 +30,12 @@ def parsed_scripts(config: Config) -> ScriptDirectory:
     is left to alembic, which says so)."""
     location = config.get_alembic_option("script_location")  # where alembic's own from_config looks
     if location is None:
-        return _parse(ScriptDirectory, config)
+        return alembic_from_config(ScriptDirectory, config)
     key = (location, tuple(config.get_version_locations_list() or ()))
     with _lock:
         found = _parsed.get(key)
         if found is None:
-            found = _parsed[key] = _parse(ScriptDirectory, config)
+            found = _parsed[key] = alembic_from_config(ScriptDirectory, config)
         return found
 
 

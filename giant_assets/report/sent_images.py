@@ -16,6 +16,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from giant_assets.core.interrupts import run_interruptible
 from giant_assets.experiments.plugins import is_plugin
 from giant_assets.experiments.spec import Experiment
 from giant_assets.slides.access import open_slide
@@ -102,4 +103,4 @@ def render_sent_images(
     experiment: Experiment, wsi_path: str, runs: list[list[dict[str, Any]]]
 ) -> list[list[SentImage]]:
     """Per run (its trajectory steps), the images its model was sent, in step order (blocking)."""
-    return asyncio.run(_render(experiment, wsi_path, runs))
+    return run_interruptible(_render(experiment, wsi_path, runs))

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def alembic_parse(config: Config) -> ScriptDirectory:
-    return migration_scripts._parse(ScriptDirectory, config)
+    return migration_scripts.alembic_from_config(ScriptDirectory, config)
 
 
 def one_revision_folder(folder: Path, revision: str) -> Config:

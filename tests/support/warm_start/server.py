@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from tests.support.warm_start.zygote import EXIT_SUFFIX
+from tests.support.warm_start.zygote import EXIT_SUFFIX, parent_pid
 
 WARM_START_ENV = "TESTS_WARM_START"  # the server's socket; "0": every command cold
 WARM_CODE_ENV = "TESTS_WARM_START_CODE"  # "1": ``python -c CODE`` runs warm too (warm_code below)
@@ -134,8 +134,7 @@ def _descendants(root: int) -> list[int]:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as stat:
-                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            parent = parent_pid(int(entry))
         except (OSError, IndexError, ValueError):  # ended meanwhile
             continue
         children.setdefault(parent, []).append(int(entry))

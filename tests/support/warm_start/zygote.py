@@ -296,12 +296,17 @@ def _parent_of(starter: int):  # noqa: ANN202
 
     def getppid() -> int:
         try:
-            with open(f"/proc/{starter}/stat") as stat:
-                return int(stat.read().rsplit(")", 1)[1].split()[1])
+            return parent_pid(starter)
         except (OSError, IndexError, ValueError):
             return 1
 
     return getppid
+
+
+def parent_pid(pid: int) -> int:
+    """``pid``'s parent, from /proc (OSError when it is gone)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])  # after the command name, which may hold ")"
 
 
 def _run(request: dict) -> None:
