@@ -24,7 +24,7 @@ from tests.support.warm_start.server import (
     kill_groups_below,
     warm_code,
 )
-from tests.support.warm_start.zygote import UNSUPPORTED
+from tests.support.warm_start.zygote import UNSUPPORTED, parent_pid
 
 PROBE = r"""
 import json, os, random, resource, signal, sys, time, warnings
@@ -298,22 +298,24 @@ def _alive(pid: int) -> bool:
 
 
 def test_stopping_the_server_kills_the_commands_below_it_in_their_own_groups() -> None:
-    """What ``WarmStart.stop`` does before killing the server's group: every process below it and its
-    group, a command in a session of its own too (as warm commands are); nothing beside it."""
+    """What ``WarmStart.stop`` does before killing the server's group: every process below it and the
+    group of each: a command in a session of its own (as warm commands are), and a process of that
+    group no longer below it (its parent exited); never this process's own group, nor a process
+    beside it."""
     beside = subprocess.Popen(["sleep", "300"])
-    root = subprocess.Popen(
-        ["bash", "-c", "setsid bash -c 'sleep 300 & echo $! ; wait' & wait"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    script = "sleep 300 & echo $!; setsid bash -c '(sleep 300 & echo $!); sleep 300 & echo $!; wait' & wait"
+    root = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, text=True)
     try:
-        grandchild = int(root.stdout.readline())
-        assert os.getpgid(grandchild) != os.getpgrp() and _alive(grandchild), grandchild
+        ours, orphan, below = (int(root.stdout.readline()) for _ in range(3))
+        assert os.getpgid(ours) == os.getpgrp()  # in this process's group: killed alone, not its group
+        assert os.getpgid(orphan) == os.getpgid(below) != os.getpgrp()
+        assert _alive(orphan) and _alive(below) and parent_pid(orphan) != parent_pid(below)
         kill_groups_below(root.pid)
         deadline = time.monotonic() + 10
-        while _alive(grandchild) and time.monotonic() < deadline:
+        while any(_alive(pid) for pid in (ours, orphan, below)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _alive(grandchild), Path(f"/proc/{grandchild}/stat").read_text()
+        for pid in (ours, orphan, below):
+            assert not _alive(pid), Path(f"/proc/{pid}/stat").read_text()
         assert root.wait(timeout=10) == 0  # its children ended: its wait returned
         assert beside.poll() is None
     finally:
