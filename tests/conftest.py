@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import os
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -52,17 +54,30 @@ def warm_start() -> WarmStart:
     return _warm_start
 
 
+@pytest.fixture(scope="session")
+def rate_limit_dirs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("ratelimits")
+
+
 @pytest.fixture(autouse=True)
-def own_rate_limits(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def own_rate_limits(rate_limit_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test (and the processes it starts) its own machine-wide rate-limit files: the buckets of
-    one test, or of an earlier run of the suite, never throttle another."""
-    monkeypatch.setenv("GIANT_RATE_LIMIT_DIR", str(tmp_path_factory.mktemp("ratelimits")))
+    one test, or of an earlier run of the suite, never throttle another. (``mkdtemp`` in one folder:
+    pytest's numbered ``mktemp`` lists every earlier test's folder each time.)"""
+    monkeypatch.setenv("GIANT_RATE_LIMIT_DIR", tempfile.mkdtemp(dir=rate_limit_dirs))
 
 
 @pytest.fixture(scope="session")
 def sample_wsi_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bundled sample's slides, generated once per test worker (real pyramidal TIFF/SVS)."""
-    return ensure_sample_slides(tmp_path_factory.mktemp("sample_wsi"))
+    """The bundled sample's slides (real pyramidal TIFF/SVS), generated once per run of the suite: its
+    xdist workers share the run's folder, the first to take the lock writes them. Tests copy them
+    before changing anything."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return ensure_sample_slides(tmp_path_factory.mktemp("sample_wsi"))
+    shared = tmp_path_factory.getbasetemp().parent  # this run's pytest-N: the workers' basetemps are in it
+    with open(shared / "sample_wsi.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return ensure_sample_slides(shared / "sample_wsi")
 
 
 @pytest.fixture

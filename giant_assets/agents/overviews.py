@@ -8,6 +8,12 @@ decoding and Pillow's resampling and encoding release the GIL, so reads run besi
 beside each other, ``workers`` at a time, oldest request first) and keeps the newest ``capacity``
 results (about 200 KB each: the encoded image, not the pixels).
 
+Every cache of a process also shares its finished overviews through ``PROCESS_OVERVIEWS`` (the newest
+``PROCESS_CAPACITY``): the cells of one Dagster run or ``materialize`` call, the demo's experiments and
+the sweep's agents each build their own agent, and all show the same slides at the same size. An overview
+is shared only between caches that make it alike (size, encoding, guides, label, the view function and
+its arguments) and only while the file is unchanged.
+
 ``prefetch`` starts the read before a run needs it: the batch runner calls it for the runs about to
 start, so a run's first model call does not wait for its slide to be read while it holds a model slot.
 """
@@ -15,9 +21,11 @@ start, so a run's first model call does not wait for its slide to be read while 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import openslide
@@ -28,6 +36,7 @@ from giant_assets.slides.access import JPEG_QUALITY, encode_image, media_type, o
 from giant_assets.slides.views import SlideView, overview
 
 OVERVIEW_LABEL = "overview of the whole slide"
+PROCESS_CAPACITY = 64  # finished overviews every cache of the process shares (~200 KB each)
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,36 @@ def read_overview(
     return Overview(int(width), int(height), view.box, view.level, view.image.size, part)
 
 
+class SharedOverviews:
+    """Finished overviews of this process, the newest ``capacity`` kept, looked up from any thread."""
+
+    def __init__(self, capacity: int = PROCESS_CAPACITY) -> None:
+        self.capacity = max(1, capacity)
+        self._kept: OrderedDict[tuple, Overview] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> Overview | None:
+        with self._lock:
+            found = self._kept.get(key)
+            if found is not None:
+                self._kept.move_to_end(key)
+            return found
+
+    def put(self, key: tuple, shown: Overview) -> None:
+        with self._lock:
+            self._kept[key] = shown
+            self._kept.move_to_end(key)
+            while len(self._kept) > self.capacity:
+                self._kept.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+
+
+PROCESS_OVERVIEWS = SharedOverviews()
+
+
 class OverviewCache:
     """Overviews of slide files at one size and format, computed once each; see the module docstring."""
 
@@ -90,6 +129,7 @@ class OverviewCache:
         capacity: int = 64,
         workers: int | None = None,
         view: ViewMaker = overview,
+        shared: SharedOverviews | None = PROCESS_OVERVIEWS,
     ) -> None:
         self.long_side = long_side
         self.encoding = encoding
@@ -102,6 +142,10 @@ class OverviewCache:
         self._slots: asyncio.Semaphore | None = None
         self._entries: OrderedDict[tuple, asyncio.Task[Overview]] = OrderedDict()
         self.reads = 0  # overviews actually read (for tests and benchmarks)
+        self.taken = 0  # overviews taken from the process's shared ones instead
+        how = _view_identity(view)  # None: a view not comparable by value is never shared
+        self._shared = shared if how is not None else None
+        self._how = (long_side, encoding, guides, label, how)
 
     def prefetch(self, path: str | None) -> None:
         """Start reading ``path``'s overview unless it is cached or under way (must run in the loop)."""
@@ -140,7 +184,7 @@ class OverviewCache:
         if task is not None:
             self._entries.move_to_end(key)
             return task
-        task = asyncio.ensure_future(self._read(key[0]))
+        task = asyncio.ensure_future(self._read(key))
         task.add_done_callback(_consume_exception)
         self._entries[key] = task
         excess = len(self._entries) - self.capacity
@@ -149,14 +193,35 @@ class OverviewCache:
                 del self._entries[old]
         return task
 
-    async def _read(self, path: str) -> Overview:
+    async def _read(self, key: tuple) -> Overview:
+        shared_key = (*key, *self._how)
+        if self._shared is not None and (made := self._shared.get(shared_key)) is not None:
+            self.taken += 1
+            return made
         assert self._slots is not None  # made by _entry in this loop
         async with self._slots:
             self.reads += 1
-            return await asyncio.to_thread(self._read_now, path)
+            made = await asyncio.to_thread(self._read_now, key[0])
+        if self._shared is not None:
+            self._shared.put(shared_key, made)
+        return made
 
     def _read_now(self, path: str) -> Overview:
         return read_overview(path, self.long_side, self.encoding, self.guides, self.label, self.view)
+
+
+def _view_identity(view: ViewMaker) -> Hashable | None:
+    """What makes two view functions make the same image: the function, or a ``functools.partial``'s
+    function and arguments; None when they are not hashable."""
+    if isinstance(view, functools.partial):
+        how: Hashable = (view.func, view.args, tuple(sorted(view.keywords.items())))
+    else:
+        how = view
+    try:
+        hash(how)
+    except TypeError:
+        return None
+    return how
 
 
 def _file_key(path: str | None) -> tuple | None:

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from giant_assets.agents.baselines import PatchAgent, ThumbnailAgent
+from giant_assets.agents.overviews import PROCESS_OVERVIEWS
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.providers import RetryPolicy, make_chat_model
 from giant_assets.agents.registry import make_agent
@@ -125,6 +126,7 @@ def test_thumbnail_one_call_at_the_configured_size(slide_path, provider, api, si
 
 
 def test_thumbnail_read_once_per_slide_file_and_ahead_through_the_runner(slide_path, tmp_path) -> None:
+    PROCESS_OVERVIEWS.clear()  # this agent's own reads: none taken from an earlier test's
     rows = [
         {"benchmark_name": "tcga_expert_vqa", "benchmark_id": bid, "prompt": make_item(slide_path).prompt,
          "options": OPTIONS, "wsi_path": str(slide_path), "truth_label": 2}

@@ -7,13 +7,20 @@ import asyncio
 import base64
 import io
 import shutil
+from functools import partial
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
 from giant_assets.agents.giant import GiantAgent
-from giant_assets.agents.overviews import Encoding, OverviewCache, read_overview
+from giant_assets.agents.overviews import (
+    PROCESS_OVERVIEWS,
+    Encoding,
+    OverviewCache,
+    SharedOverviews,
+    read_overview,
+)
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.providers import OpenAIResponsesModel
 from giant_assets.demo.scripted import ScriptedModelServer, demo_policy
@@ -22,11 +29,17 @@ from giant_assets.runs.journal import Journal
 from giant_assets.runs.runner import BatchSettings, run_batch
 from giant_assets.slides.access import encode_image, open_slide
 from giant_assets.slides.synthetic import ONE_LESION_DESIGN, SlideDesign, write_pyramidal_slide
-from giant_assets.slides.views import overview
+from giant_assets.slides.views import overview, thumbnail_view
 from tests.support.corrupt_slides import corrupt_smallest_level_tiles
 
 PRICES = PriceTable({"scripted-vlm": ModelPrice(0.0, 0.0)})
 PROMPT = 'Which organ?\n1. Lung\n2. Liver\n3. Skin\nAnswer as JSON {"answer": N}.'
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_overviews() -> None:
+    """Each test counts its own reads: none taken from overviews an earlier test of this process made."""
+    PROCESS_OVERVIEWS.clear()
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +189,7 @@ def test_a_cancelled_run_does_not_cancel_a_shared_read(slide_dir: Path) -> None:
 
 def test_capacity_drops_the_least_recently_used(slide_dir: Path, tmp_path: Path) -> None:
     paths = [str(p) for p in file_copies(slide_dir / "a.svs", tmp_path, 3)]
-    cache = OverviewCache(200, Encoding(), capacity=2)
+    cache = OverviewCache(200, Encoding(), capacity=2, shared=None)  # this cache's own capacity
 
     async def go() -> None:
         await cache.get(paths[0])
@@ -219,3 +232,82 @@ def test_an_undecodable_slide_fails_its_own_runs_only(slide_dir: Path, tmp_path:
         assert failed["error"].startswith("slide unavailable") and str(bad) in failed["error"]
     assert len(srv.requests) == 2 * 2 * 2  # two good items x two runs x (crop + answer); none for the bad
     assert not any(key[0] == str(bad) for key in agent.overviews._entries)  # the failure was not kept
+
+
+def test_caches_alike_share_each_overview_once_per_process(slide_dir: Path, tmp_path: Path) -> None:
+    """The cells of a run each build their own agent: an overview made alike (size, encoding, guides,
+    label, view and its arguments) from an unchanged file is read once for all of them."""
+    path = str(write_pyramidal_slide(tmp_path / "s.svs", ONE_LESION_DESIGN, levels=4, svs=True))
+    shared = SharedOverviews()
+
+    def shown(cache: OverviewCache) -> object:
+        return asyncio.run(cache.get(path))
+
+    first_cache = OverviewCache(300, Encoding(), shared=shared)
+    first = shown(first_cache)
+    alike = OverviewCache(300, Encoding(), shared=shared)
+    assert shown(alike) is first and (first_cache.reads, alike.reads, alike.taken) == (1, 0, 1)
+    unlike = [
+        OverviewCache(301, Encoding(), shared=shared),
+        OverviewCache(300, Encoding(quality=80), shared=shared),
+        OverviewCache(300, Encoding(), guides=False, shared=shared),
+        OverviewCache(300, Encoding(), label="another label", shared=shared),
+        OverviewCache(300, Encoding(), view=partial(overview, image_read="fast"), shared=shared),
+        OverviewCache(300, Encoding(), guides=False, view=thumbnail_view, shared=shared),
+    ]
+    for cache in unlike:
+        made = shown(cache)
+        assert (cache.reads, cache.taken) == (1, 0), cache._how
+        assert made == read_overview(path, cache.long_side, cache.encoding, cache.guides,
+                                     cache.label, cache.view)  # fmt: skip
+    fast = OverviewCache(300, Encoding(), view=partial(overview, image_read="fast"), shared=shared)
+    assert shown(fast) is shown(unlike[4]) and (fast.reads, fast.taken) == (0, 1)  # an equal partial
+    write_pyramidal_slide(Path(path), SlideDesign(2048, 1536), levels=3, svs=True)  # the file rewritten
+    after = OverviewCache(300, Encoding(), shared=shared)
+    assert (shown(after).width, after.reads) == (2048, 1)
+
+
+def test_a_view_not_comparable_by_value_is_never_shared(slide_dir: Path) -> None:
+    path, shared = str(slide_dir / "a.svs"), SharedOverviews()
+    listed = [OverviewCache(200, Encoding(), view=partial(_listed_view, pixels=[10**7]), shared=shared)
+              for _ in range(2)]  # fmt: skip
+    valued = [OverviewCache(200, Encoding(), view=partial(overview, max_read_pixels=10**7), shared=shared)
+              for _ in range(2)]  # fmt: skip
+    for cache in listed + valued:
+        asyncio.run(cache.get(path))
+    assert [(c.reads, c.taken) for c in listed + valued] == [(1, 0), (1, 0), (1, 0), (0, 1)]
+
+
+def _listed_view(slide, long_side: int, guides: bool, pixels: list[int]):
+    return overview(slide, long_side, guides, max_read_pixels=pixels[0])
+
+
+def test_the_process_keeps_its_newest_overviews(slide_dir: Path, tmp_path: Path) -> None:
+    paths = [str(p) for p in file_copies(slide_dir / "a.svs", tmp_path, 3)]
+    shared = SharedOverviews(capacity=2)
+    for path in paths:
+        asyncio.run(OverviewCache(200, Encoding(), shared=shared).get(path))
+    newest = OverviewCache(200, Encoding(), shared=shared)
+    for path in (paths[2], paths[1]):
+        asyncio.run(newest.get(path))
+    assert (newest.reads, newest.taken) == (0, 2)
+    oldest = OverviewCache(200, Encoding(), shared=shared)
+    asyncio.run(oldest.get(paths[0]))
+    assert (oldest.reads, oldest.taken) == (1, 0)
+
+
+def test_agents_of_one_process_send_the_overview_read_once(slide_dir: Path, tmp_path: Path) -> None:
+    """Two GIANT agents alike (two cells) read the slide once; the `fast` image read its own."""
+    a = slide_dir / "a.svs"
+    with ScriptedModelServer(rule=demo_policy) as srv:
+
+        def chat() -> OpenAIResponsesModel:
+            return OpenAIResponsesModel("scripted-vlm", base_url=srv.openai_base_url)
+
+        agents = [GiantAgent(chat(), prices=PRICES), GiantAgent(chat(), prices=PRICES),
+                  GiantAgent(chat(), prices=PRICES, image_read="fast")]  # fmt: skip
+        for i, agent in enumerate(agents):
+            assert run(agent, rows([a]), tmp_path / str(i), runs=1, concurrency=1).executed == 1
+    assert [(g.overviews.reads, g.overviews.taken) for g in agents] == [(1, 0), (0, 1), (1, 0)]
+    sent = sent_overviews(srv)
+    assert len(sent) == 3 and sent[0] == sent[1]

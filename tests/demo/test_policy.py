@@ -4,9 +4,11 @@ is readable, the 1024 px thumbnail is not, so only GIANT gets the sample's answe
 from __future__ import annotations
 
 import asyncio
+import base64
 from pathlib import Path
 
 import numpy as np
+import openslide
 import pytest
 from scipy import ndimage
 
@@ -14,7 +16,7 @@ from giant_assets.agents.baselines import ThumbnailAgent
 from giant_assets.agents.giant import GiantAgent
 from giant_assets.agents.pricing import ModelPrice, PriceTable
 from giant_assets.agents.providers import OpenAIResponsesModel
-from giant_assets.demo.scripted import DEMO_MODEL, ScriptedModelServer, demo_policy
+from giant_assets.demo.scripted import DEMO_MODEL, ScriptedModelServer, demo_policy, policy
 from giant_assets.demo.scripted.answer_key import key_answer
 from giant_assets.demo.scripted.policy import READABLE_DARK, _dark_fraction, square_opening
 from giant_assets.experiments.declared import load_experiments
@@ -23,6 +25,8 @@ from giant_assets.multipathqa.loading import parse_items, read_csv_strings
 from giant_assets.multipathqa.sample import sample_csv_path
 from giant_assets.runs.agent_api import AgentAnswer, AgentItem
 from giant_assets.runs.extraction import extract_label
+from giant_assets.slides.access import encode_image
+from giant_assets.slides.views import overview
 
 REPO = Path(__file__).resolve().parents[2]
 PRICES = PriceTable({"scripted-vlm": ModelPrice(input_per_mtok=0.0, output_per_mtok=0.0)})
@@ -141,3 +145,37 @@ def test_the_separable_opening_removes_what_scipys_opening_removes(size: int) ->
 def test_an_even_or_empty_square_is_refused(size: int) -> None:
     with pytest.raises(ValueError, match="positive odd"):
         square_opening(np.ones((4, 4), bool), size)
+
+
+def test_the_findings_of_an_image_are_kept_per_question_and_equal_a_fresh_look(sample_wsi_root: Path) -> None:
+    """The overview a run is sent is looked at again at its answer (and by every run of the item): the
+    kept findings are those of a fresh look, per question (whole overview, or an area of it)."""
+    slide = openslide.OpenSlide(str(sample_wsi_root / GTEX["GTEX-111CU-1826"]))
+    try:
+        jpeg = base64.b64decode(encode_image(overview(slide, 1000).image))
+    finally:
+        slide.close()
+    whole = "The slide is 4096 x 3072 level-0 pixels."
+    area = whole + " It occupies image pixels x 0..500, y 0..300 of the overview."
+    blob, share, looks = policy._largest_dark_blob, policy._dark_share, []
+
+    def counted(look):
+        def counting(*args):
+            looks.append(look)
+            return look(*args)
+
+        return counting
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(policy, "_FINDINGS", policy.ImageFindings(size=2))
+        fresh = {question: policy._dark_region_box(question, jpeg) for question in (whole, area)}
+        assert fresh[whole] != fresh[area]  # another blob in the area: the area is part of the key
+        mp.setattr(policy, "_FINDINGS", policy.ImageFindings(size=2))
+        mp.setattr(policy, "_largest_dark_blob", counted(blob))
+        mp.setattr(policy, "_dark_share", counted(share))
+        for _ in range(3):
+            assert {q: policy._dark_region_box(q, jpeg) for q in (whole, area)} == fresh
+        assert looks == [blob, blob]  # one look per question, however often asked
+        assert policy._dark_fraction(jpeg) == share(jpeg) and looks[-1] is share
+        assert policy._dark_region_box(whole, jpeg) == fresh[whole]  # the oldest was let go (size 2)
+        assert looks == [blob, blob, share, blob]

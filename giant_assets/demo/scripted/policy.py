@@ -12,6 +12,10 @@ from __future__ import annotations
 import hashlib
 import io
 import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import TypeVar
 
 import numpy as np
 from PIL import Image
@@ -97,6 +101,35 @@ def _known_answer(context: str, prompt: str, first_images: tuple[bytes, ...]) ->
     return key_answer(prompt, at=(x + w / 2, y + h / 2), size=(int(size[1]), int(size[2])))
 
 
+T = TypeVar("T")
+
+
+class ImageFindings:
+    """What the policy found in an image, kept by the image bytes' digest (the newest ``size``): a run's
+    overview is looked at again when it answers, and every run of an item is sent the same overview."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._kept: OrderedDict[Hashable, object] = OrderedDict()
+        self._lock = threading.Lock()  # the scripted server answers each request in its own thread
+
+    def get(self, image_bytes: bytes, question: Hashable, find: Callable[[], T]) -> T:
+        key = (hashlib.blake2b(image_bytes, digest_size=16).digest(), question)
+        with self._lock:
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key]  # type: ignore[return-value]
+        found = find()
+        with self._lock:
+            self._kept[key] = found
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+        return found
+
+
+_FINDINGS = ImageFindings()
+
+
 def _luma(img: Image.Image) -> np.ndarray:
     return np.asarray(img.convert("L"), dtype=np.uint8)
 
@@ -135,6 +168,10 @@ def _dark_mask(luma: np.ndarray) -> np.ndarray:
 
 
 def _dark_fraction(image_bytes: bytes) -> float:
+    return _FINDINGS.get(image_bytes, "dark fraction", lambda: _dark_share(image_bytes))
+
+
+def _dark_share(image_bytes: bytes) -> float:
     return float(_dark_mask(_luma(Image.open(io.BytesIO(image_bytes)))).mean())
 
 
@@ -150,18 +187,33 @@ def _dark_region_box(prompt: str, image_bytes: bytes | None) -> tuple[int, int, 
     centre = (width // 4, height // 4, width // 2, height // 2)
     if image_bytes is None:
         return centre
-    luma = _luma(Image.open(io.BytesIO(image_bytes)))
     area = _SLIDE_AREA.search(prompt)
-    if area is not None:
-        x0, x1, y0, y1 = (int(v) for v in area.groups())
+    within = tuple(int(v) for v in area.groups()) if area is not None else None
+    blob = _FINDINGS.get(
+        image_bytes, ("largest dark blob", within), lambda: _largest_dark_blob(image_bytes, within)
+    )
+    if blob is None:
+        return centre
+    (x0, y0, x1, y1), (image_w, image_h) = blob
+    sx, sy = width / image_w, height / image_h
+    bx, by = x0 * sx, y0 * sy
+    bw, bh = (x1 - x0) * sx, (y1 - y0) * sy
+    pad = 0.5 * max(bw, bh)
+    return round(bx - pad), round(by - pad), round(bw + 2 * pad), round(bh + 2 * pad)
+
+
+def _largest_dark_blob(
+    image_bytes: bytes, within: tuple[int, ...] | None
+) -> tuple[tuple[int, int, int, int], tuple[int, int]] | None:
+    """The largest dark blob's bounding box (x0, y0, x1, y1) in the image (or in its ``within`` area:
+    x0, x1, y0, y1) and the size of what was searched; None when nothing is dark."""
+    luma = _luma(Image.open(io.BytesIO(image_bytes)))
+    if within is not None:
+        x0, x1, y0, y1 = within
         luma = luma[y0:y1, x0:x1]
     labels, n = ndimage.label(_dark_mask(luma))
     if n == 0:
-        return centre
+        return None
     sizes = ndimage.sum_labels(np.ones_like(labels), labels, index=np.arange(1, n + 1))
     rows, cols = ndimage.find_objects(labels)[int(np.argmax(sizes))]
-    sx, sy = width / luma.shape[1], height / luma.shape[0]
-    bx, by = cols.start * sx, rows.start * sy
-    bw, bh = (cols.stop - cols.start) * sx, (rows.stop - rows.start) * sy
-    pad = 0.5 * max(bw, bh)
-    return round(bx - pad), round(by - pad), round(bw + 2 * pad), round(bh + 2 * pad)
+    return (cols.start, rows.start, cols.stop, rows.stop), (luma.shape[1], luma.shape[0])
