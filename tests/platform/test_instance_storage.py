@@ -385,3 +385,37 @@ def test_a_result_left_unread_does_not_hold_the_next_users_snapshot(tmp_path: Pa
         instance.add_dynamic_partitions(EXPERIMENT, ["mine"])  # a write, no "database is locked"
         assert instance.get_dynamic_partitions(EXPERIMENT)[-1] == "mine"
         assert unread is not None
+
+
+def test_a_process_killed_after_its_commits_loses_none_of_them(tmp_path: Path) -> None:
+    """Each file's connections commit with ``synchronous=NORMAL`` under the WAL journal (no disk flush
+    per commit, SQLite's recommended pairing): a commit is in the WAL when it returns, so a process
+    killed (kill -9) right after leaves every event it stored; the next open recovers the WAL."""
+    import signal
+
+    folder = home(tmp_path, "h", shipped=True)
+    run_id = "0f0e0d0c-0000-4000-8000-000000000002"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(folder), run_id], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True, env=warm_code(),
+    )  # fmt: skip
+    try:
+        for n in range(5):
+            writer.stdin.write(f"event-{n}\n")
+            writer.stdin.flush()
+            assert writer.stdout.readline() == "stored\n"
+        writer.send_signal(signal.SIGKILL)
+        assert writer.wait(60) == -signal.SIGKILL
+    finally:
+        writer.kill()
+    assert (folder / "history" / "runs" / f"{run_id}.db-wal").exists()  # killed: its WAL left behind
+    with instance_at(folder) as reader:
+        stored = [e.message for e in reader.all_logs(run_id)]
+        assert stored == [f"event-{n}" for n in range(5)]
+        storage = reader.event_log_storage
+        for shard in (run_id, "index"):
+            with storage._connect(shard) as conn:  # noqa: SLF001 (the kept engine's own connection)
+                assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+                assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        with reader.run_storage.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1
