@@ -20,6 +20,7 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventL
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
+from giant_assets.demo.ui import create_storage
 from giant_assets.platform.instance_storage import KEPT_CONNECTIONS, KEPT_RUN_FILES, KeptEngineEventLogStorage
 from tests.support.warm_start.server import warm_code
 
@@ -68,6 +69,55 @@ def test_a_run_event_file_is_created_as_dagsters_own(tmp_path: Path) -> None:
     assert created == schema(tmp_path / "theirs" / "run-a.db")
     assert created[1] and created[2] == "wal"
     assert schema(tmp_path / "ours" / "index.db") == schema(tmp_path / "theirs" / "index.db")
+
+
+def test_a_run_event_file_created_by_many_at_once_is_made_once_as_dagsters(tmp_path: Path) -> None:
+    """Storages of several processes (here threads, each its own storage and connections) creating the
+    same run's event file at once: none fails, the file is as Dagster's own, stamped once."""
+    import threading
+
+    barrier, failed = threading.Barrier(6), []
+
+    def create() -> None:
+        storage = KeptEngineEventLogStorage(str(tmp_path / "ours"))
+        barrier.wait()
+        try:
+            with storage.run_connection("run-a") as conn:
+                conn.exec_driver_sql("select 1")
+        except Exception as exc:  # noqa: BLE001 (collected, asserted below)
+            failed.append(exc)
+        finally:
+            storage.dispose()
+
+    threads = [threading.Thread(target=create) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    theirs = SqliteEventLogStorage(str(tmp_path / "theirs"))
+    with theirs.run_connection("run-a") as conn:
+        conn.exec_driver_sql("select 1")
+    assert failed == []
+    created = schema(tmp_path / "ours" / "run-a.db")
+    assert created == schema(tmp_path / "theirs" / "run-a.db") and len(created[1]) == 1
+
+
+def test_a_run_event_file_of_an_older_revision_is_left_as_it_is(tmp_path: Path) -> None:
+    """As Dagster's own: a run file stamped with another revision is used as it is, not re-created."""
+    ours = KeptEngineEventLogStorage(str(tmp_path / "ours"))
+    with ours.run_connection("run-a") as conn:
+        conn.exec_driver_sql("select 1")
+    path = tmp_path / "ours" / "run-a.db"
+    with sqlite3.connect(path) as con:
+        con.execute("update alembic_version set version_num = 'older'")
+        con.execute("drop index idx_step_key")
+    ours.dispose()
+    again = KeptEngineEventLogStorage(str(tmp_path / "ours"))
+    with again.run_connection("run-a") as conn:
+        conn.exec_driver_sql("select 1")
+    again.dispose()
+    master, stamped, _ = schema(path)
+    assert stamped == [("older",)] and "idx_step_key" not in {row[1] for row in master}
 
 
 def test_the_shipped_instance_materializes_with_kept_engines_built_once_per_file(tmp_path: Path) -> None:
@@ -234,6 +284,8 @@ def test_a_watcher_sees_each_event_another_process_stores_while_it_keeps_its_con
 
     folder = home(tmp_path, "h", shipped=True)
     run_id = "0f0e0d0c-0000-4000-8000-000000000001"
+    create_storage(folder)  # first, as `make ui` does: Dagster's own creation of a new home's files is
+    # not safe for two processes at once ("table ... already exists")
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(folder), run_id], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         text=True, env=warm_code(),
