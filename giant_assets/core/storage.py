@@ -219,8 +219,11 @@ class ParquetStore:
             raise FileNotFoundError(f"table {table!r} has no data for partition file(s): {missing}")
         if not paths:
             raise FileNotFoundError(f"table {table!r} has no partitions under {self.table_dir(table)}")
-        frames = [pq.read_table(p).to_pandas() for p in paths]
-        return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        tables = [pq.read_table(p) for p in paths]
+        if all(t.schema.equals(tables[0].schema) for t in tables[1:]):  # one conversion for them all
+            return (pa.concat_tables(tables) if len(tables) > 1 else tables[0]).to_pandas()
+        # partitions written with other columns or types: pandas' concat (missing values as pandas has them)
+        return pd.concat([t.to_pandas() for t in tables], ignore_index=True)
 
     def connect(self, read_only: bool = False, timeout_s: float | None = None) -> duckdb.DuckDBPyConnection:
         """Open the DuckDB file, retrying while another process holds its lock; DuckDBLocked after that."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from giant_assets.core.files import atomic_write_bytes
@@ -69,6 +70,35 @@ def test_views_found_current_are_not_checked_again_until_another_process_changes
     assert _rows(store.duckdb_path, "select count(*) from scores") == [(14,)]
     store.write("counts", pd.DataFrame({"n": [4]}))
     assert opened == [False, False, True, False]  # the re-creation remembered the file's views
+
+
+def _partition_by_partition(store: ParquetStore, table: str) -> pd.DataFrame:
+    """The oracle: each partition file read by pyarrow on its own, joined by pandas."""
+    frames = [pq.read_table(store.partition_path(table, k)).to_pandas() for k in store.partitions(table)]
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_reading_many_partitions_equals_reading_each_and_joining_them(tmp_path):
+    """Partitions of one schema are joined before the one conversion to pandas; partitions of other
+    columns or types the old way (NaN where a partition has no such column, as pandas' concat has it)."""
+    store = ParquetStore(tmp_path)
+    for n in range(5):  # one schema: texts, integers, floats, booleans, lists, an all-missing column
+        store.write("same", pd.DataFrame({
+            "id": [f"e{n}-{i}" for i in range(3)], "run": [n, n + 1, n + 2], "score": [0.5 * n, None, 1e308],
+            "ok": [True, False, n % 2 == 0], "boxes": [[1, 2], [], [n]], "error": [None, None, None],
+        }), partition=f"e{n}/tcga")  # fmt: skip
+    same = store.read("same")
+    assert len(same) == 15 and list(same.index) == list(range(15))
+    pd.testing.assert_frame_equal(same, _partition_by_partition(store, "same"), check_exact=True)
+    store.write("mixed", pd.DataFrame({"id": ["a"], "run": [1], "note": ["kept"]}), partition="p1")
+    store.write("mixed", pd.DataFrame({"id": ["b"], "run": [2.5]}), partition="p2")  # no note; a float run
+    store.write("mixed", pd.DataFrame({"id": ["c"], "run": [3], "flag": [True]}), partition="p3")
+    mixed = store.read("mixed")
+    pd.testing.assert_frame_equal(mixed, _partition_by_partition(store, "mixed"), check_exact=True)
+    # as pandas' concat has it: NaN (not None) where a partition has no such column
+    assert mixed["note"].tolist()[0] == "kept" and isinstance(mixed["flag"][0], float)
+    assert mixed["run"].dtype == float
+    assert store.read("mixed", ["p2"]).to_dict("list") == {"id": ["b"], "run": [2.5]}
 
 
 def test_a_failed_write_leaves_the_old_partition_and_no_temp_file(tmp_path):
