@@ -24,6 +24,7 @@ sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 from giant_assets.multipathqa.sample import ensure_sample_slides  # noqa: E402
+from tests.support.slides import keep_renderings_in  # noqa: E402
 
 # A suite started with SIGINT ignored (`make test &` in a script, nohup, some CI runners) would pass that on
 # to SIGTERM: each in-process Dagster run copies SIGINT's handler to SIGTERM when it ends
@@ -72,12 +73,22 @@ def sample_wsi_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundled sample's slides (real pyramidal TIFF/SVS), generated once per run of the suite: its
     xdist workers share the run's folder, the first to take the lock writes them. Tests copy them
     before changing anything."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        return ensure_sample_slides(tmp_path_factory.mktemp("sample_wsi"))
-    shared = tmp_path_factory.getbasetemp().parent  # this run's pytest-N: the workers' basetemps are in it
+    shared = run_folder(tmp_path_factory)
     with open(shared / "sample_wsi.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         return ensure_sample_slides(shared / "sample_wsi")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def rendered_slides(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """tests.support.slides renders each distinct synthetic slide once per run of the suite."""
+    keep_renderings_in(run_folder(tmp_path_factory) / "rendered_slides")
+
+
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This run of the suite's folder: with xdist, its pytest-N, which holds every worker's basetemp."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
 
 
 @pytest.fixture

@@ -30,7 +30,8 @@ from giant_assets.agents.providers import (
 from giant_assets.agents.providers.errors import RequestNotSent
 from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply
 from giant_assets.experiments.declared import ExperimentsFileError, load_experiments
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
+from tests.support.slides import write_pyramidal_slide
 
 GIANT_RUN = Path(sys.executable).parent / "giant-run"
 UNVERIFIED = (

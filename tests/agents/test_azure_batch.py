@@ -22,9 +22,10 @@ from giant_assets.core.secrets import redact_secrets
 from giant_assets.demo.batch_api import BatchAPIServer
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.runs.agent_api import AgentItem
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
 from tests.support.batching import answer_all
 from tests.support.cloud import ManagedIdentityEndpoint
+from tests.support.slides import write_pyramidal_slide
 
 KEY = "azure-batch-key-SECRET-0123456789abcdef"
 DEPLOYMENT = "gpt5-global-batch"

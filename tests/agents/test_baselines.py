@@ -24,7 +24,8 @@ from giant_assets.runs.agent_api import AgentItem
 from giant_assets.runs.journal import Journal
 from giant_assets.runs.runner import BatchSettings, run_batch
 from giant_assets.slides.access import encode_image, open_slide
-from giant_assets.slides.synthetic import LESION, TISSUE, Blob, SlideDesign, write_pyramidal_slide
+from giant_assets.slides.synthetic import LESION, TISSUE, Blob, SlideDesign
+from tests.support.slides import write_pyramidal_slide
 
 # a large tissue section with a large dark lesion: patches land on both, so the vote has two camps
 DESIGN = SlideDesign(

@@ -29,7 +29,8 @@ from giant_assets.demo.batch_api import BatchAPIServer
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.runs.agent_api import AgentItem
 from giant_assets.runs.run_identity import RunIdentity, running
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
+from tests.support.slides import write_pyramidal_slide
 
 PROVIDERS = ["openai", "azure", "anthropic"]
 OPENAI_WIRE = ("openai", "azure")  # the Files + Batches wire: a batch fails as a whole with a reason

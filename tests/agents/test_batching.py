@@ -28,8 +28,9 @@ from giant_assets.demo.scripted import (
     crop_reply,
 )
 from giant_assets.runs.agent_api import AgentItem
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
 from tests.support.batching import answer_all
+from tests.support.slides import write_pyramidal_slide
 
 STEPS = 3  # two crops, then the answer
 # a round closes this long after every live run waits (the timer starts only then, so a short one

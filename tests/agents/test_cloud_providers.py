@@ -23,7 +23,7 @@ from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply,
 from giant_assets.experiments.declared import ExperimentsFileError, load_experiments
 from giant_assets.experiments.spec import Experiment
 from giant_assets.runs.agent_api import AgentAnswer, AgentItem
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
 from tests.support.cloud import (
     AWS_ENV,
     AWS_SECRET,
@@ -32,6 +32,7 @@ from tests.support.cloud import (
     authorized_user,
     service_account,
 )
+from tests.support.slides import write_pyramidal_slide
 
 REPO = Path(__file__).resolve().parents[2]
 OPTIONS = ["Lung", "Liver", "Skin"]

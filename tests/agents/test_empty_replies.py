@@ -22,7 +22,8 @@ from giant_assets.experiments.spec import Experiment
 from giant_assets.runs.agent_api import AgentItem
 from giant_assets.runs.records import AGENT_ERROR, NO_ANSWER
 from giant_assets.runs.runner import result_row
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
+from tests.support.slides import write_pyramidal_slide
 
 IN, OUT = 11, 7  # the tokens each empty reply reports (billed, so counted)
 

@@ -27,8 +27,9 @@ from giant_assets.platform import experiments_cli
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
 from giant_assets.runs.agent_api import AgentItem
 from giant_assets.runs.journal import Journal
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
 from tests.support.dagster_env import resources_for, write_experiments
+from tests.support.slides import write_pyramidal_slide
 
 PRICES = load_price_table()
 GIANT = Experiment(name="g", agent="giant", provider="openai", model="gpt-5", max_steps=8)

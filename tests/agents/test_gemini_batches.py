@@ -26,8 +26,9 @@ from giant_assets.demo.batch_api import BatchAPIServer
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.platform.experiments_cli import main as experiments_main
 from giant_assets.runs.agent_api import AgentItem
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
 from tests.support.batching import answer_all
+from tests.support.slides import write_pyramidal_slide
 
 MODEL = "gemini-2.5-pro"
 CREATE = ("POST", f"/v1beta/models/{MODEL}:batchGenerateContent")

@@ -44,7 +44,8 @@ from giant_assets.runs.agent_api import AgentAnswer, AgentItem
 from giant_assets.runs.journal import Journal
 from giant_assets.runs.runner import BatchSettings, run_batch
 from giant_assets.slides.guides import GUIDE_COLOR
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
+from tests.support.slides import write_pyramidal_slide
 
 DESIGN = ONE_LESION_DESIGN  # 4096 x 3072, levels at downsample 1, 2, 4, 8
 KEY = "sk-giant-test-7f3a9cSECRET00000000000000001"

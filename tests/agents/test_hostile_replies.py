@@ -28,8 +28,9 @@ from giant_assets.core import jsonscan
 from giant_assets.core.jsonscan import json_objects
 from giant_assets.demo.scripted import Reply, ScriptedModelServer
 from giant_assets.runs.extraction import extract_label
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
 from tests.agents.test_run_cli import OPTIONS, giant_run
+from tests.support.slides import write_pyramidal_slide
 
 TAG, DECODER = giant._TAG, jsonscan._DECODER
 

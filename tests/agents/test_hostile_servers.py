@@ -14,8 +14,9 @@ import pytest
 from giant_assets.agents.providers.local import text_tool_calls
 from giant_assets.demo.scripted import RecordedRequest, Reply, ScriptedModelServer
 from giant_assets.runs.extraction import extract_label
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
 from tests.agents.test_local_servers import local_agent, run
+from tests.support.slides import write_pyramidal_slide
 
 DEPTH = 100_000
 DEEP_CALL = (

@@ -22,7 +22,8 @@ from giant_assets.demo.scripted import ScriptedModelServer, answer_reply, crop_r
 from giant_assets.experiments.spec import Experiment
 from giant_assets.runs.agent_api import AgentItem
 from giant_assets.slides.guides import draw_guides
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
+from tests.support.slides import write_pyramidal_slide
 
 KEY = "sk-image-read-test-00000000000000000001"
 PRICES = PriceTable({"scripted-vlm": ModelPrice(input_per_mtok=1.0, output_per_mtok=1.0)})

@@ -22,7 +22,8 @@ from giant_assets.agents.providers import OpenAIChatModel, OpenAIResponsesModel,
 from giant_assets.demo.scripted import ScriptedModelServer, answer_reply, crop_reply
 from giant_assets.experiments.spec import Experiment
 from giant_assets.runs.agent_api import AgentItem
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
+from tests.support.slides import write_pyramidal_slide
 
 KEY = "sk-images-test-0000SECRET000000000000001"
 FAST = RetryPolicy(max_attempts=2, base_delay_s=0.01, max_delay_s=0.02, max_total_wait_s=5)

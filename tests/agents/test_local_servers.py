@@ -27,8 +27,9 @@ from giant_assets.experiments.declared import load_experiments
 from giant_assets.experiments.spec import Experiment
 from giant_assets.runs.agent_api import AgentAnswer, AgentItem
 from giant_assets.slides.access import encode_image
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
 from tests.support.local_servers import PLAIN_ANSWER, Quirks, navigate, prompt_tokens, quirks
+from tests.support.slides import write_pyramidal_slide
 
 REPO = Path(__file__).resolve().parents[2]
 PROMPT = 'Which organ?\n1. Lung\n2. Liver\n3. Skin\nAnswer as JSON {"answer": N}.'

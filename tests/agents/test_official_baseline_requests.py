@@ -35,8 +35,9 @@ from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply
 from giant_assets.experiments.spec import Experiment
 from giant_assets.runs.agent_api import AgentAnswer
 from giant_assets.runs.runner import agent_item
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
 from tests.agents.test_official_requests import OPTIONS, item_row, official_options, official_view
+from tests.support.slides import write_pyramidal_slide
 
 KEY = "azure-key-SECRET-0123456789abcdef0123456789"
 DEPLOYMENT = "my-gpt5-deployment"

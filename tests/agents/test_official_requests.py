@@ -37,8 +37,9 @@ from giant_assets.multipathqa.loading import parse_items
 from giant_assets.runs.agent_api import AgentAnswer
 from giant_assets.runs.runner import agent_item
 from giant_assets.slides.guides import draw_guides
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
 from tests.agents.test_prompts import fixture_repo
+from tests.support.slides import write_pyramidal_slide
 
 PRICES = PriceTable(
     {m: ModelPrice(1.0, 1.0) for m in ("scripted-vlm", "gpt-5", "gpt-4o", "claude-sonnet-4-5")}

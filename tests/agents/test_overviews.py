@@ -28,9 +28,10 @@ from giant_assets.runs.agent_api import AgentItem
 from giant_assets.runs.journal import Journal
 from giant_assets.runs.runner import BatchSettings, run_batch
 from giant_assets.slides.access import encode_image, open_slide
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, SlideDesign, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN, SlideDesign
 from giant_assets.slides.views import overview, thumbnail_view
 from tests.support.corrupt_slides import corrupt_smallest_level_tiles
+from tests.support.slides import write_pyramidal_slide
 
 PRICES = PriceTable({"scripted-vlm": ModelPrice(0.0, 0.0)})
 PROMPT = 'Which organ?\n1. Lung\n2. Liver\n3. Skin\nAnswer as JSON {"answer": N}.'

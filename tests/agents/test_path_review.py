@@ -23,8 +23,9 @@ from giant_assets.experiments.prompts import BUILT_IN, PATH_REVIEW_PROMPT, load_
 from giant_assets.experiments.spec import Experiment
 from giant_assets.runs.agent_api import AgentItem
 from giant_assets.runs.records import steps_frame
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
 from tests.agents.test_prompts import fixture_repo
+from tests.support.slides import write_pyramidal_slide
 
 # a review script in the released one's shape (our own text): a plain constant, never formatted, so
 # its doubled braces reach the model as they are

@@ -18,7 +18,8 @@ from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply
 from giant_assets.experiments.prompts import BUILT_IN, load_prompt_file
 from giant_assets.experiments.spec import Experiment
 from giant_assets.runs.agent_api import AgentItem
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
+from tests.support.slides import write_pyramidal_slide
 
 ROOT = Path(__file__).resolve().parents[2]
 # A module in the shape of the official GPT agent: module-level prompt constants with the official

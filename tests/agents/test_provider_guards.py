@@ -27,8 +27,9 @@ from giant_assets.experiments.spec import Experiment
 from giant_assets.runs.agent_api import AgentAnswer, AgentItem
 from giant_assets.runs.journal import Journal
 from giant_assets.runs.runner import BatchSettings, run_batch
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
 from tests.support.cloud import AWS_ENV, service_account
+from tests.support.slides import write_pyramidal_slide
 
 OPTIONS = ["Lung", "Liver", "Skin"]
 PROMPT = 'Which organ?\n1. Lung\n2. Liver\n3. Skin\nAnswer as JSON {"answer": N}.'

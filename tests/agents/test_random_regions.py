@@ -17,7 +17,8 @@ from giant_assets.agents.registry import make_agent
 from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply
 from giant_assets.experiments.spec import Experiment
 from giant_assets.runs.agent_api import AgentItem
-from giant_assets.slides.synthetic import TISSUE, Blob, SlideDesign, render_level, write_pyramidal_slide
+from giant_assets.slides.synthetic import TISSUE, Blob, SlideDesign, render_level
+from tests.support.slides import write_pyramidal_slide
 
 KEY = "sk-regions-test-0000SECRET00000000000001"
 TISSUE_BLOB = Blob(2048, 1536, 1600, 1200, TISSUE)  # 6.0 M px: above the tcga preset's 16 x 512^2

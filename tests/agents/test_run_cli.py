@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from giant_assets.demo.scripted import Reply, ScriptedModelServer, crop_reply, demo_policy
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
+from tests.support.slides import write_pyramidal_slide
 
 GIANT_RUN = Path(sys.executable).parent / "giant-run"
 OPTIONS = ["Low", "Medium", "High", "Cannot determine"]

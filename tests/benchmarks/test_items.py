@@ -12,7 +12,8 @@ from giant_assets.benchmarks.declaration import Declaration
 from giant_assets.benchmarks.items import load_declared_items
 from giant_assets.multipathqa.loading import CsvFormatError
 from giant_assets.platform.experiments_cli import main
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
+from tests.support.slides import write_pyramidal_slide
 
 COLUMNS = {"id": "case", "slide": "wsi", "question": "q", "options": "opts", "answer": "truth"}
 LUNG = "['LUAD', 'LUSC', 'Normal']"

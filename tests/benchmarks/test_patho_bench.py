@@ -19,8 +19,9 @@ from giant_assets.experiments.declared import load_benchmarks
 from giant_assets.platform import experiments_cli
 from giant_assets.platform.definitions import ALL_ASSETS
 from giant_assets.platform.partitions import result_key
-from giant_assets.slides.synthetic import TISSUE, Blob, SlideDesign, write_pyramidal_slide
+from giant_assets.slides.synthetic import TISSUE, Blob, SlideDesign
 from tests.support.dagster_env import add_experiments, resources_for
+from tests.support.slides import write_pyramidal_slide
 
 FIXTURES = Path(__file__).parent / "fixtures" / "patho_bench"
 CELL = AssetSelection.assets("predictions", "trajectory_steps", "item_predictions", "benchmark_metrics")

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
+from tests.support.slides import write_pyramidal_slide
 
 REPO = Path(__file__).resolve().parents[2]
 GIANT_RUN = Path(sys.executable).parent / "giant-run"

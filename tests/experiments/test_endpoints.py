@@ -21,7 +21,8 @@ from giant_assets.experiments.binding import bind
 from giant_assets.experiments.spec import Experiment
 from giant_assets.runs.agent_api import AgentItem
 from giant_assets.runs.journal import Journal
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
+from tests.support.slides import write_pyramidal_slide
 
 PRICES = load_price_table()
 GIANT = Experiment(name="gpt5-giant", agent="giant", provider="openai", model="gpt-5", max_steps=8)

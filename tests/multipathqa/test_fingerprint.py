@@ -19,7 +19,8 @@ from giant_assets.multipathqa.fingerprint import (
     slide_digest,
 )
 from giant_assets.multipathqa.wsi import resolve_items
-from giant_assets.slides.synthetic import SlideDesign, write_pyramidal_slide
+from giant_assets.slides.synthetic import SlideDesign
+from tests.support.slides import write_pyramidal_slide
 
 OPTIONS = ["Present", "Absent", "Cannot determine", "Not applicable"]
 

@@ -19,8 +19,9 @@ from giant_assets.multipathqa.fetch_cli import main
 from giant_assets.multipathqa.gdc import FetchPolicy, GdcFetcher
 from giant_assets.multipathqa.inventory import check_csv
 from giant_assets.multipathqa.sample import sample_csv_path
-from giant_assets.slides.synthetic import SlideDesign, write_pyramidal_slide
+from giant_assets.slides.synthetic import SlideDesign
 from tests.support.gdc_server import GdcServer, ServedFile
+from tests.support.slides import write_pyramidal_slide
 
 CLI = Path(sys.executable).with_name("giant-fetch-slides")
 SLIDE_UUID = "aa11bb22-cc33-4d44-8e55-ff6677889900"

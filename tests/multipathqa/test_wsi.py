@@ -10,8 +10,9 @@ import pandas as pd
 from giant_assets.multipathqa import wsi
 from giant_assets.multipathqa.sample import SAMPLE_SLIDES
 from giant_assets.multipathqa.wsi import read_slide_metadata, resolve_items, resolve_slide, strip_uuid_affix
-from giant_assets.slides.synthetic import SlideDesign, write_pyramidal_slide
+from giant_assets.slides.synthetic import SlideDesign
 from tests.support.corrupt_slides import corrupt_smallest_level_tiles
+from tests.support.slides import write_pyramidal_slide
 
 FILE_ID = "d3c8a4a6-5e1e-4c0c-9a8e-2f1d3c2b6a01"
 SLIDE_UUID = "1f0e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"

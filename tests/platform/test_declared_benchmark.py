@@ -21,8 +21,9 @@ from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.platform.definitions import ALL_ASSETS
 from giant_assets.platform.experiments_cli import main as experiments_cli
 from giant_assets.platform.partitions import BENCHMARK, result_key
-from giant_assets.slides.synthetic import LESION, TISSUE, Blob, SlideDesign, write_pyramidal_slide
+from giant_assets.slides.synthetic import LESION, TISSUE, Blob, SlideDesign
 from tests.support.dagster_env import add_experiments, resources_for
+from tests.support.slides import write_pyramidal_slide
 
 NAME = "lesion-check"
 CELL = AssetSelection.assets(

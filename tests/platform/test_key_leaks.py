@@ -24,8 +24,9 @@ from dagster._core.instance.ref import InstanceRef
 
 from giant_assets.demo.scripted import Reply, ScriptedModelServer, answer_reply, demo_policy
 from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
 from tests.support.dagster_env import add_experiments, resources_for, write_experiments
+from tests.support.slides import write_pyramidal_slide
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

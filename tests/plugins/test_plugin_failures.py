@@ -16,7 +16,8 @@ from giant_assets.experiments.plugins import PluginError
 from giant_assets.experiments.spec import Experiment
 from giant_assets.kit import Message, TextPart
 from giant_assets.runs.agent_api import AgentItem
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
+from tests.support.slides import write_pyramidal_slide
 
 PACKAGES = Path(__file__).parent / "packages"
 KEY = "azure-key-0123456789abcdef0123456789abcdef"

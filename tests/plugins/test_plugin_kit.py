@@ -21,7 +21,8 @@ from giant_assets.report.sent_images import render_sent_images
 from giant_assets.report.trajectory_images import draw_run
 from giant_assets.report.viewer.overlays import run_overlays
 from giant_assets.runs.agent_api import AgentAnswer, AgentItem
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
+from tests.support.slides import write_pyramidal_slide
 
 PACKAGES = Path(__file__).parent / "packages"
 QUESTION = 'Which organ?\n1. Lung\n2. Liver\n3. Skin\nAnswer as JSON {"answer": N}.'

@@ -18,10 +18,11 @@ from giant_assets.report.trajectory_images import write_pictures
 from giant_assets.report.viewer import item_pages, write_benchmark
 from giant_assets.report.viewer.pages import reported_by_run
 from giant_assets.report.viewer.serve import serve_in_thread
-from giant_assets.slides.synthetic import Blob, SlideDesign, write_pyramidal_slide
+from giant_assets.slides.synthetic import Blob, SlideDesign
 from tests.report.browser import Browser, chromium_path, require_openseadragon
 from tests.report.test_review_server import SAVED
 from tests.report.test_viewer_site import frames
+from tests.support.slides import write_pyramidal_slide
 
 MARK_COLOR = (20, 190, 60)
 MARK = Blob(1900, 1300, 160, 110, MARK_COLOR)  # level-0 box [1740, 1190, 320, 220]

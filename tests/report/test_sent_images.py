@@ -20,7 +20,8 @@ from giant_assets.experiments.spec import Experiment
 from giant_assets.report.sent_images import render_sent_images
 from giant_assets.runs.agent_api import AgentItem
 from giant_assets.runs.records import steps_frame
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
+from tests.support.slides import write_pyramidal_slide
 
 KEY_ENV = "GIANT_TEST_SENT_KEY"
 # the second crop reaches outside the slide: the clipped box is what was shown and is replayed

@@ -18,8 +18,9 @@ from PIL import Image
 
 from giant_assets.report.slide_tiles import SlideTiles, dzi_url, slide_key
 from giant_assets.slides.formats import openslide_target
-from giant_assets.slides.synthetic import LESION, TISSUE, Blob, SlideDesign, write_pyramidal_slide
+from giant_assets.slides.synthetic import LESION, TISSUE, Blob, SlideDesign
 from tests.support.dicom_slides import write_dicom_wsi
+from tests.support.slides import write_pyramidal_slide
 
 # small dark blobs every 40 px: a tile read one pixel off differs from the oracle along every edge
 DOTS = tuple(Blob(x, y, 9, 7, LESION) for x in range(20, 2048, 40) for y in range(20, 1536, 40))

@@ -21,7 +21,8 @@ from giant_assets.report.trajectory_images import (
     draw_run,
     write_pictures,
 )
-from giant_assets.slides.synthetic import BACKGROUND, LESION, TISSUE, Blob, SlideDesign, write_pyramidal_slide
+from giant_assets.slides.synthetic import BACKGROUND, LESION, TISSUE, Blob, SlideDesign
+from tests.support.slides import write_pyramidal_slide
 
 DESIGN = SlideDesign(
     4096,

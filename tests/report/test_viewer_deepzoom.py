@@ -13,7 +13,8 @@ import pytest
 from giant_assets.report import vendor
 from giant_assets.report.slide_tiles import dzi_url, slide_key
 from giant_assets.report.viewer.serve import serve_in_thread
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
+from tests.support.slides import write_pyramidal_slide
 
 
 @pytest.fixture(scope="module")

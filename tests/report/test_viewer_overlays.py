@@ -14,8 +14,9 @@ import pytest
 from giant_assets.report.trajectory_images import write_pictures
 from giant_assets.report.viewer import item_pages, write_benchmark
 from giant_assets.report.viewer.overlays import run_overlays
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
 from tests.report.test_viewer_site import frames
+from tests.support.slides import write_pyramidal_slide
 
 SQUARE = {"region_id": "r1", "kind": "polygon", "label": "", "coords": "[[10, 20], [110, 20], [60, 220]]"}
 

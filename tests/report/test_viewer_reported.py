@@ -27,9 +27,9 @@ from giant_assets.report.trajectory_images import (
 from giant_assets.report.viewer import item_pages, write_benchmark
 from giant_assets.report.viewer.lazy import render_pending
 from giant_assets.report.viewer.pages import reported_by_run
-from giant_assets.slides.synthetic import write_pyramidal_slide
 from tests.report.test_trajectory_images import DESIGN, has_colour
 from tests.report.test_viewer_site import Tags, frames
+from tests.support.slides import write_pyramidal_slide
 
 W, H = 4096, 3072  # DESIGN's size
 SCALE = OVERVIEW_SIZE / W  # overview px per level-0 px

@@ -13,8 +13,9 @@ import pytest
 
 from giant_assets.report.trajectory_images import write_pictures
 from giant_assets.report.viewer import item_pages, write_benchmark
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
 from tests.report.browser import Browser, chromium_path, file_url
+from tests.support.slides import write_pyramidal_slide
 
 HOSTILE_QUESTION = 'Which? <script>window.pwned = 1</script><img src="x" onerror="window.pwned = 2">'
 HOSTILE_TEXT = "</pre></details><script>window.pwned = 3</script> looks like <b>tumour</b>"

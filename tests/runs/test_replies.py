@@ -24,7 +24,8 @@ from giant_assets.runs.journal import Journal
 from giant_assets.runs.ledger import ExperimentLedger, PartitionLedger
 from giant_assets.runs.replies import ReplyStore, StoreWriteFailed, replies_path
 from giant_assets.runs.runner import BatchSettings, run_batch, usd_as_set
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
+from tests.support.slides import write_pyramidal_slide
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "scripted-ledger"

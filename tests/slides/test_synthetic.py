@@ -4,6 +4,7 @@ replaced): every pixel the same, for the bundled sample's designs and for random
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import numpy as np
 import openslide
@@ -21,6 +22,7 @@ from giant_assets.slides.synthetic import (
     render_level,
     write_pyramidal_slide,
 )
+from tests.support import slides as suite_slides
 
 
 def per_pixel(design: SlideDesign, downsample: int) -> np.ndarray:
@@ -109,3 +111,20 @@ def test_each_level_of_a_written_slide_is_the_design_rendered_at_its_downsample(
             w, h = slide.level_dimensions[level]
             got = np.asarray(slide.read_region((0, 0), level, (w, h)).convert("RGB"))
             np.testing.assert_array_equal(got, per_pixel(ONE_LESION_DESIGN, ds))
+
+
+def test_the_suites_slides_are_the_packages_and_each_callers_own(tmp_path: Path) -> None:
+    """tests.support.slides renders a slide once per run of the suite and copies it: the copy is the
+    file the package writes, and a caller changing its copy changes no later caller's."""
+    cached, design = suite_slides.write_pyramidal_slide, ONE_LESION_DESIGN
+    first = cached(tmp_path / "a" / "s.svs", design, levels=3, svs=True)
+    fresh = write_pyramidal_slide(tmp_path / "fresh.svs", design, levels=3, svs=True)
+    assert first.read_bytes() == fresh.read_bytes()
+    first.write_bytes(b"changed by its test")
+    assert cached(tmp_path / "b" / "s.svs", design, levels=3, svs=True).read_bytes() == fresh.read_bytes()
+    other = cached(tmp_path / "c.tiff", design, levels=2).read_bytes()
+    assert (
+        other
+        == write_pyramidal_slide(tmp_path / "d.tiff", design, levels=2).read_bytes()
+        != fresh.read_bytes()
+    )

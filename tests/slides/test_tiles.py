@@ -12,10 +12,11 @@ import pytest
 import tifffile
 
 from giant_assets.slides.access import open_slide
-from giant_assets.slides.synthetic import ONE_LESION_DESIGN, write_pyramidal_slide
+from giant_assets.slides.synthetic import ONE_LESION_DESIGN
 from giant_assets.slides.tiles import read_direct, tile_reader
 from giant_assets.slides.views import overview, region
 from tests.support.corrupt_slides import corrupt_smallest_level_tiles
+from tests.support.slides import write_pyramidal_slide
 
 
 def _textured_jpeg_tiff(path: Path, levels: int = 3) -> Path:

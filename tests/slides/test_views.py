@@ -15,8 +15,9 @@ from PIL import Image, ImageDraw, ImageFont
 
 from giant_assets.slides.access import InvalidRegion, open_slide
 from giant_assets.slides.guides import font_path
-from giant_assets.slides.synthetic import LESION, ONE_LESION_DESIGN, render_level, write_pyramidal_slide
+from giant_assets.slides.synthetic import LESION, ONE_LESION_DESIGN, render_level
 from giant_assets.slides.views import overview, region, thumbnail_view
+from tests.support.slides import write_pyramidal_slide
 
 DESIGN = ONE_LESION_DESIGN  # 4096 x 3072
 

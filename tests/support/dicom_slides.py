@@ -6,7 +6,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from giant_assets.slides.synthetic import SlideDesign, write_pyramidal_slide
+from giant_assets.slides.synthetic import SlideDesign
+from tests.support.slides import write_pyramidal_slide
 
 JPEG_QUALITY = 90  # of the DICOM's baseline JPEG frames (transfer syntax 1.2.840.10008.1.2.4.50)
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from giant_assets.slides.synthetic import SlideDesign, write_pyramidal_slide
+from giant_assets.slides.synthetic import SlideDesign
 from tests.support.corrupt_slides import corrupt_smallest_level_tiles
+from tests.support.slides import write_pyramidal_slide
 
 UUID_A = "1f0e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
 UUID_B = "22222222-3333-4444-8555-666666666666"
