@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import inspect
 import os
 import shutil
 from pathlib import Path
@@ -28,17 +29,20 @@ def keep_renderings_in(folder: Path) -> None:
     _rendered = folder
 
 
-def write_pyramidal_slide(path: Path | str, design: SlideDesign, **options: Any) -> Path:
-    """``giant_assets.slides.synthetic.write_pyramidal_slide(path, design, **options)``, rendered once."""
+def write_pyramidal_slide(path: Path | str, design: SlideDesign, *args: Any, **options: Any) -> Path:
+    """``giant_assets.slides.synthetic.write_pyramidal_slide`` (same arguments), rendered once."""
     if _rendered is None:
-        return synthetic.write_pyramidal_slide(path, design, **options)
-    key = hashlib.sha256(repr((design, sorted(options.items()))).encode()).hexdigest()[:32]
+        return synthetic.write_pyramidal_slide(path, design, *args, **options)
+    call = inspect.signature(synthetic.write_pyramidal_slide).bind(path, design, *args, **options)
+    call.apply_defaults()
+    what = {name: value for name, value in call.arguments.items() if name != "path"}
+    key = hashlib.sha256(repr(sorted(what.items())).encode()).hexdigest()[:32]
     first = _rendered / f"{key}.tiff"
     with open(_rendered / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another worker rendering the same slide: wait for it
         if not first.exists():
             partial = _rendered / f"{key}.{os.getpid()}.partial"
-            synthetic.write_pyramidal_slide(partial, design, **options)
+            synthetic.write_pyramidal_slide(partial, **what)
             partial.rename(first)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
