@@ -8,6 +8,7 @@ import pytest
 
 from giant_assets.platform.experiments_cli import main
 from tests.support.dagster_env import write_experiments
+from tests.support.warm_start.server import warm_code
 
 
 def test_help_describes_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
@@ -144,7 +145,7 @@ def test_a_sync_that_loses_the_race_to_another_adds_what_is_still_missing(tmp_pa
         text=True,
     )  # fmt: skip
     assert winner.stdout.readline() == "locked\n"
-    env = {**os.environ, "DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(tmp_path / "data")}
+    env = warm_code({**os.environ, "DAGSTER_HOME": str(home), "GIANT_DATA_DIR": str(tmp_path / "data")})
     cli = [sys.executable, "-c", SYNC, "sync", "--file", str(declared)]
     syncs = [
         subprocess.Popen(

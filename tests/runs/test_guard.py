@@ -17,6 +17,7 @@ import pytest
 
 from giant_assets.runs import guard
 from giant_assets.runs.guard import LOCK_POLL_S, ORPHAN_POLL_S, JournalBusy, journal_lock, lock_path
+from tests.support.warm_start.server import warm_code
 
 # A batch process: run_batch over N items with an agent that records every call in a file (the "model").
 BATCH = r"""
@@ -193,7 +194,7 @@ async def _hold(journal: Path, wait_s: float, log=lambda line: None) -> None:
 def test_two_concurrent_runs_of_one_partition_never_ask_twice(tmp_path):
     journal, calls = tmp_path / "tcga.jsonl", tmp_path / "calls.txt"
     args = [str(journal), str(calls), "40", "0.02"]
-    env = {**os.environ, "GIANT_JOURNAL_LOCK_WAIT_S": "60"}
+    env = warm_code({**os.environ, "GIANT_JOURNAL_LOCK_WAIT_S": "60"})  # neither is killed: they may run warm
     runs = [
         subprocess.Popen([sys.executable, "-c", BATCH, *args], stdout=subprocess.PIPE, text=True, env=env)
         for _ in range(2)
