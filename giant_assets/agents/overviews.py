@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ import openslide
 from PIL import Image
 
 from giant_assets.agents.providers import ImagePart
+from giant_assets.core.recent import RecentValues
 from giant_assets.slides.access import JPEG_QUALITY, encode_image, media_type, open_slide
 from giant_assets.slides.views import SlideView, overview
 
@@ -87,31 +87,11 @@ def read_overview(
     return Overview(int(width), int(height), view.box, view.level, view.image.size, part)
 
 
-class SharedOverviews:
+class SharedOverviews(RecentValues[Overview]):
     """Finished overviews of this process, the newest ``capacity`` kept, looked up from any thread."""
 
     def __init__(self, capacity: int = PROCESS_CAPACITY) -> None:
-        self.capacity = max(1, capacity)
-        self._kept: OrderedDict[tuple, Overview] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple) -> Overview | None:
-        with self._lock:
-            found = self._kept.get(key)
-            if found is not None:
-                self._kept.move_to_end(key)
-            return found
-
-    def put(self, key: tuple, shown: Overview) -> None:
-        with self._lock:
-            self._kept[key] = shown
-            self._kept.move_to_end(key)
-            while len(self._kept) > self.capacity:
-                self._kept.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._kept.clear()
+        super().__init__(capacity)
 
 
 PROCESS_OVERVIEWS = SharedOverviews()

@@ -159,13 +159,6 @@ def _file_identity(path: str) -> tuple[int, int, int] | None:
     return os.getpid(), found.st_dev, found.st_ino
 
 
-@cache
-def _event_log_head() -> tuple[ScriptDirectory, str]:
-    """The event log's migration scripts and their head revision, read once per process."""
-    script = ScriptDirectory.from_config(get_alembic_config(sqlite_event_log.__file__))
-    return script, script.as_revision_number("head")
-
-
 _CREATED = re.compile(r"^CREATE (TABLE|INDEX|UNIQUE INDEX) ")
 
 
@@ -181,12 +174,12 @@ def _event_file_script() -> str:
     transaction taken for writing at once (``BEGIN IMMEDIATE``: a process creating the same file waits,
     then finds it made); ``IF NOT EXISTS``, which SQLite leaves out of the schema it stores, makes it
     harmless to run twice."""
-    script, head = _event_log_head()
+    script = ScriptDirectory.from_config(get_alembic_config(sqlite_event_log.__file__))
     engine = db.create_engine("sqlite://")
     try:
         SqlEventLogStorageMetadata.create_all(engine)
         with engine.connect() as connection:
-            MigrationContext.configure(connection).stamp(script, head)
+            MigrationContext.configure(connection).stamp(script, "head")
             connection.commit()
             made = connection.exec_driver_sql(
                 "SELECT type, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY rowid"

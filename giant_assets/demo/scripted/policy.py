@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 import io
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import TypeVar
 
@@ -21,6 +19,7 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
+from giant_assets.core.recent import RecentValues
 from giant_assets.demo.scripted.answer_key import key_answer
 from giant_assets.demo.scripted.recorded import RecordedRequest
 from giant_assets.demo.scripted.replies import Reply, answer_reply, crop_reply
@@ -102,6 +101,7 @@ def _known_answer(context: str, prompt: str, first_images: tuple[bytes, ...]) ->
 
 
 T = TypeVar("T")
+_NOT_YET = object()
 
 
 class ImageFindings:
@@ -109,22 +109,15 @@ class ImageFindings:
     overview is looked at again when it answers, and every run of an item is sent the same overview."""
 
     def __init__(self, size: int = 256) -> None:
-        self.size = size
-        self._kept: OrderedDict[Hashable, object] = OrderedDict()
-        self._lock = threading.Lock()  # the scripted server answers each request in its own thread
+        self._kept: RecentValues[object] = RecentValues(size)  # the scripted server: a thread a request
 
     def get(self, image_bytes: bytes, question: Hashable, find: Callable[[], T]) -> T:
         key = (hashlib.blake2b(image_bytes, digest_size=16).digest(), question)
-        with self._lock:
-            if key in self._kept:
-                self._kept.move_to_end(key)
-                return self._kept[key]  # type: ignore[return-value]
-        found = find()
-        with self._lock:
-            self._kept[key] = found
-            while len(self._kept) > self.size:
-                self._kept.popitem(last=False)
-        return found
+        found = self._kept.get(key, _NOT_YET)
+        if found is _NOT_YET:
+            found = find()
+            self._kept.put(key, found)
+        return found  # type: ignore[return-value]
 
 
 _FINDINGS = ImageFindings()
