@@ -24,7 +24,12 @@ sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 from giant_assets.multipathqa.sample import ensure_sample_slides  # noqa: E402
+from tests.support import ephemeral_storage  # noqa: E402
 from tests.support.slides import keep_renderings_in  # noqa: E402
+
+# The tests' ephemeral Dagster instances keep their in-memory databases' connections (one per thread)
+# instead of opening one per statement: tests/support/ephemeral_storage.py
+ephemeral_storage.install()
 
 # A suite started with SIGINT ignored (`make test &` in a script, nohup, some CI runners) would pass that on
 # to SIGTERM: each in-process Dagster run copies SIGINT's handler to SIGTERM when it ends
