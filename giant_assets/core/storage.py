@@ -45,14 +45,17 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from giant_assets.core.files import atomic_write_bytes
 from giant_assets.core.settings import DUCKDB_NAME, VIEW_WAIT_ENV, env_seconds
+
+if TYPE_CHECKING:  # imported where a DuckDB file is opened: loading the code location needs none of it
+    import duckdb
 
 UNPARTITIONED = "_all"
 PENDING_VIEWS = ".pending_views"
@@ -103,6 +106,8 @@ class DuckDBDamaged(RuntimeError):
 
 def is_damage(exc: Exception) -> bool:
     """True for DuckDB's errors on opening a file that is not (all of) a database."""
+    import duckdb
+
     return isinstance(exc, duckdb.IOException) and any(m in str(exc).lower() for m in _DAMAGE)
 
 
@@ -146,6 +151,8 @@ def _lock_holder(exc: Exception) -> str:
 
 
 def _is_lock_error(exc: Exception) -> bool:
+    import duckdb
+
     return isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
 
 
@@ -227,6 +234,8 @@ class ParquetStore:
 
     def connect(self, read_only: bool = False, timeout_s: float | None = None) -> duckdb.DuckDBPyConnection:
         """Open the DuckDB file, retrying while another process holds its lock; DuckDBLocked after that."""
+        import duckdb
+
         self.root.mkdir(parents=True, exist_ok=True)
         if not read_only and not self.duckdb_path.exists():
             self._create_file()
@@ -258,6 +267,8 @@ class ParquetStore:
 
     def _create_file(self) -> None:
         """Create an empty DuckDB file whole: built under a temporary name, linked in place unless one is."""
+        import duckdb
+
         for stale in self.root.glob(f".{DUCKDB_NAME}.*.new"):  # left by a process killed here
             with contextlib.suppress(OSError):
                 if time.time() - stale.stat().st_mtime > STALE_NEW_FILE_S:
@@ -372,6 +383,8 @@ class ParquetStore:
         file's identity taken, after a checkpoint while this connection holds the write lock; closing after
         a checkpoint writes nothing), so this process's next write need not look while the file stays as
         it is. Any later write by another process changes the identity: that write is looked at then."""
+        import duckdb
+
         with self.connect(timeout_s=timeout_s) as con:
             for name in tables:
                 if self.partitions(name):
@@ -431,6 +444,8 @@ class ParquetStore:
 
     def query(self, sql: str, params: list | None = None) -> pd.DataFrame:
         """Run SQL against the DuckDB file (read-only) and return a DataFrame."""
+        import duckdb
+
         with self.connect(read_only=True) as con:
             try:
                 return con.execute(sql, params or []).df()

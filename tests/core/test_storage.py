@@ -181,7 +181,6 @@ def test_concurrent_processes_write_partitions_without_lock_errors(tmp_path):
 
 def _spy_connects(monkeypatch) -> list[tuple[str, int | None]]:
     """Every duckdb.connect the store makes (real DuckDB still opens): its path and the file's size then."""
-    from giant_assets.core import storage
 
     seen, real = [], duckdb.connect
 
@@ -189,7 +188,7 @@ def _spy_connects(monkeypatch) -> list[tuple[str, int | None]]:
         seen.append((Path(path).name, Path(path).stat().st_size if Path(path).exists() else None))
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(storage.duckdb, "connect", spy)
+    monkeypatch.setattr(duckdb, "connect", spy)
     return seen
 
 
@@ -208,7 +207,6 @@ def test_the_duckdb_file_appears_whole(tmp_path, monkeypatch):
 
 def test_a_duckdb_file_created_meanwhile_by_another_process_is_kept(tmp_path, monkeypatch):
     """Another process links its file in first: this one keeps it (views and all) and discards its own."""
-    from giant_assets.core import storage
 
     real = duckdb.connect
 
@@ -218,7 +216,7 @@ def test_a_duckdb_file_created_meanwhile_by_another_process_is_kept(tmp_path, mo
                 con.execute("create view theirs as select 7 as y")
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(storage.duckdb, "connect", other_wins)
+    monkeypatch.setattr(duckdb, "connect", other_wins)
     ParquetStore(tmp_path).write("scores", pd.DataFrame({"x": [1]}), "a")
     monkeypatch.undo()
     db = tmp_path / "giant.duckdb"
@@ -241,7 +239,6 @@ def test_without_hard_links_duckdb_creates_the_file_in_place(tmp_path, monkeypat
 
 
 def test_when_the_temporary_file_cannot_be_made_duckdb_creates_the_file_in_place(tmp_path, monkeypatch):
-    from giant_assets.core import storage
 
     real = duckdb.connect
 
@@ -250,7 +247,7 @@ def test_when_the_temporary_file_cannot_be_made_duckdb_creates_the_file_in_place
             raise duckdb.IOException(f'IO Error: Cannot open file "{path}": Permission denied')
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(storage.duckdb, "connect", refuse_temporary)
+    monkeypatch.setattr(duckdb, "connect", refuse_temporary)
     ParquetStore(tmp_path).write("scores", pd.DataFrame({"x": [1]}), "a")
     monkeypatch.undo()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["giant.duckdb", "scores"]

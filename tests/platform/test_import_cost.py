@@ -25,6 +25,7 @@ DEFERRED = {
     "jinja2": "report/viewer/site.py: _environment",
     "huggingface_hub": "multipathqa/download.py: download_multipathqa",
     "tifffile": "slides/synthetic.py: write_pyramidal_slide",
+    "duckdb": "core/storage.py: where the DuckDB file is opened (views, queries)",
     "openai": "agents/providers (model calls only)",
     "anthropic": "agents/providers (model calls only)",
 }
