@@ -126,6 +126,7 @@ def test_a_warm_command_sees_what_a_cold_one_sees(probe: Path, tmp_path: Path) -
     cold, warm = seen
     assert warm.pop("pid") != cold.pop("pid")
     assert warm.pop("random") != cold.pop("random")
+    assert (cold.pop("modules"), warm.pop("modules")) == (False, True)  # the package's modules preloaded
     del warm["hash"], cold["hash"]  # each interpreter its own seed
     assert warm == cold
     assert cold["stdin"] == "on stdin\n" and cold["env"]["PROBE_A"] == "x"
@@ -134,9 +135,9 @@ def test_a_warm_command_sees_what_a_cold_one_sees(probe: Path, tmp_path: Path) -
     assert filters.index(("ignore", "None", "DeprecationWarning", "None", 0)) < len(filters) - 4
 
 
-def test_it_ran_warm_with_its_own_random_seed_and_imports_the_package_afresh(probe: Path) -> None:
+def test_it_ran_warm_with_its_own_random_seed(probe: Path) -> None:
     """A warm run's process is not the one started (that one waits for it); two warm runs draw other
-    random numbers (forks of one interpreter would draw the same); nothing of the package is preloaded."""
+    random numbers (forks of one interpreter would draw the same)."""
     runs = []
     for warm in (False, True, True):
         proc = subprocess.Popen(
@@ -145,10 +146,36 @@ def test_it_ran_warm_with_its_own_random_seed_and_imports_the_package_afresh(pro
         )  # fmt: skip
         seen = json.loads(proc.communicate(timeout=60)[0].splitlines()[0])
         runs.append((proc.pid == seen["pid"], seen["random"]))
-        assert seen["modules"] is False
+        assert seen["modules"] is warm
     (cold_here, _), (warm_here, first), (_, second) = runs
     assert cold_here and not warm_here
     assert first[0] != second[0] and first[1] != second[1]
+
+
+def test_a_command_whose_path_finds_another_copy_of_the_package_runs_cold_on_that_copy(
+    probe: Path, tmp_path: Path
+) -> None:
+    """The package's preloaded modules are the server's copy: a command run where another copy comes
+    first on its path (another checkout, a sandbox) runs cold, importing its own."""
+    other = tmp_path / "checkout" / "giant_assets"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("")
+    (other / "where.py").write_text("import json, os, sys\nprint(json.dumps([__file__, os.getpid()]))\n")
+    runs = {}
+    for cwd in (tmp_path / "checkout", tmp_path):
+        started = subprocess.Popen(
+            [sys.executable, "-m", "giant_assets.where"], cwd=cwd, env=dict(os.environ), text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        out, err = started.communicate(timeout=60)
+        runs[cwd.name] = (started.returncode, out, err, started.pid)
+    code, out, err, pid = runs["checkout"]
+    assert code == 0, err
+    assert json.loads(out) == [str(other / "where.py"), pid]  # its own copy, in the process started: cold
+    code, out, err, pid = runs[tmp_path.name]  # elsewhere the path finds the installed package: no where.py
+    assert code == 1 and "No module named giant_assets.where" in err
+    seen, _ = _run(probe, True)  # and the installed package's commands run warm, with it preloaded
+    assert seen["modules"] is True
 
 
 def test_c_code_runs_warm_only_when_its_test_asks_and_sees_what_it_sees_cold(warm_start) -> None:  # noqa: ANN001
@@ -168,6 +195,7 @@ def test_c_code_runs_warm_only_when_its_test_asks_and_sees_what_it_sees_cold(war
     assert cold_here and not warm_here
     for got in (cold, warm):
         del got["random"], got["hash"]
+    assert (cold.pop("modules"), warm.pop("modules")) == (False, True)
     assert warm == cold
     assert cold["argv"] == ["-c", "one", "two words"] and cold["path"][0] == "" and cold["name"] == "__main__"
 

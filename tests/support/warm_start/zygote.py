@@ -24,12 +24,14 @@ never xdist's workers: tried warm on 2026-11-29, see docs/perf.md), scripts insi
 flags (``-X``, ``-B``, PYTHONHASHSEED...) or executable, other ids, capabilities, limits, niceness,
 cgroup or namespaces (``setpriv``, ``preexec_fn``), an environment that differs from this server's in a
 variable the preloaded libraries read while importing (recorded here), and everything when the server
-is not there. Only third-party libraries are preloaded: the package and the tests are imported afresh by each
-command, from its own ``sys.path``. Known differences: a command that never imports numpy still sees
-numpy's four warnings filters; ``/proc/self/stat`` and C code calling getppid(2) see the waiter; a warm
-command is its own process group, so SIGKILL to the starting process's group ends it a few milliseconds
-later (its waiter kills it), not at the same instant: a test that needs a group gone at once gives its
-commands ``TESTS_WARM_START=0`` (test_batch_mode's killed daemon).
+is not there, and a command whose ``sys.path`` finds another copy of the package than the preloaded one.
+Preloaded: third-party libraries, then the package's modules a command loading the code location imports
+(``PACKAGE_PRELOAD``); the rest of the package and the tests are imported afresh by each command, from its
+own ``sys.path``. Known differences: a command's ``sys.modules`` holds the preloaded modules, imported or
+not (numpy's four warnings filters with them); ``/proc/self/stat`` and C code calling getppid(2) see the
+waiter; a warm command is its own process group, so SIGKILL to the starting process's group ends it a
+few milliseconds later (its waiter kills it), not at the same instant: a test that needs a group gone at
+once gives its commands ``TESTS_WARM_START=0`` (test_batch_mode's killed daemon).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import contextlib
 import dis
 import fcntl
 import importlib
+import importlib.machinery
 import io
 import json
 import os
@@ -90,6 +93,29 @@ PRELOAD = (
     "anyio._backends._asyncio",
     "jinja2",
     "tabulate",
+)
+PACKAGE = "giant_assets"
+# then the package's own modules that loading its code location imports (~0.2 of the ~0.27 CPU-seconds
+# each `dagster` command, code server and run worker spends importing the package): those that read no
+# environment variable and start no thread while importing. Not the sensors and the modules importing
+# them (they read GIANT_SENSOR_INTERVAL_S, which the daemon tests set), nor definitions itself. A command
+# whose sys.path finds another copy of the package runs cold (``cold_reason``).
+PACKAGE_PRELOAD = (
+    "giant_assets.platform.assets.inventory",
+    "giant_assets.platform.assets.path_review",
+    "giant_assets.platform.assets.predictions",
+    "giant_assets.platform.assets.reviews",
+    "giant_assets.platform.assets.roi",
+    "giant_assets.platform.assets.scores",
+    "giant_assets.platform.executor",
+    "giant_assets.platform.io_manager",
+    "giant_assets.platform.partitions",
+    "giant_assets.platform.resources",
+    "giant_assets.eval.figures",
+    "giant_assets.report.charts",
+    "giant_assets.report.viewer.site",
+    "giant_assets.agents.giant",
+    "giant_assets.grading.grade",
 )
 # PYTHON* variables a command may set for itself (the others, PYTHONHASHSEED, PYTHONUTF8..., shape the
 # interpreter at start-up: a command that sets them otherwise runs cold)
@@ -158,7 +184,7 @@ def preload() -> tuple[dict[str, str | None], list]:
     environ = os.environ
     environ.__class__ = _RecordingEnviron
     try:
-        for name in PRELOAD:
+        for name in (*PRELOAD, *PACKAGE_PRELOAD):
             importlib.import_module(name)
     finally:
         environ.__class__ = os._Environ  # type: ignore[attr-defined]
@@ -213,7 +239,34 @@ def cold_reason(request: dict, read: dict[str, str | None]) -> str:
         return "another identity (ids, capabilities, limits, niceness, cgroup or namespaces)"
     if request["executable"] != os.path.realpath(sys.executable):
         return "another Python executable"
+    found = package_origin(command_path(request), request["cwd"])
+    preloaded = os.path.realpath(sys.modules[PACKAGE].__file__)
+    if found != preloaded:
+        return f"its {PACKAGE} is {found or 'not found'}, not the preloaded {preloaded}"
     return ""
+
+
+def command_path(request: dict) -> list[str]:
+    """The command's ``sys.path``: what ``-c``, ``-m`` or a script puts first, then the starting
+    process's (relative entries are relative to the command's directory)."""
+    if request.get("code") is not None:
+        first = ""  # what -c puts first
+    elif request["module"]:
+        first = request["cwd"]
+    else:
+        first = os.path.dirname(os.path.realpath(os.path.join(request["cwd"], request["argv"][0])))
+    return [first, *request["path"]]
+
+
+def package_origin(path: list[str], cwd: str) -> str | None:
+    """The ``__init__.py`` an interpreter with this ``sys.path`` would import the package from, found as
+    its import system finds it (the path's entries, then the editable install's finder)."""
+    entries = [os.path.join(cwd, entry) for entry in path]
+    for finder in sys.meta_path:
+        spec = finder.find_spec(PACKAGE, entries if finder is importlib.machinery.PathFinder else None)
+        if spec is not None:
+            return os.path.realpath(spec.origin) if spec.origin else None
+    return None
 
 
 def _take_descriptors(numbers: list[int], fds: list[int]) -> None:
@@ -266,14 +319,7 @@ def _become(request: dict, fds: list[int], added_filters: list) -> None:
     sys.orig_argv[:] = request["orig_argv"]
     sys.executable = request["executable_as_given"]
     sys.dont_write_bytecode = request["dont_write_bytecode"]
-    module = request["module"]
-    if request.get("code") is not None:
-        first = ""  # what -c puts first
-    elif module:
-        first = os.getcwd()
-    else:
-        first = os.path.dirname(os.path.realpath(request["argv"][0]))
-    sys.path[:] = [first, *request["path"]]
+    sys.path[:] = command_path(request)
     sys.path_importer_cache.clear()
     importlib.invalidate_caches()
     _stdio(request["stdio"])
