@@ -13,9 +13,9 @@ from pathlib import Path
 
 from giant_assets.core.settings import CELERY_BACKEND_ENV as BACKEND_ENV
 from giant_assets.core.settings import CELERY_BROKER_ENV as BROKER_ENV
+from giant_assets.core.settings import POSTGRES_URL_ENV
 from giant_assets.core.settings import RATE_LIMIT_REDIS_URL_ENV as REDIS_URL_ENV
 
-POSTGRES_URL_ENV = "GIANT_DAGSTER_POSTGRES_URL"
 INSTANCE_YAML = Path(__file__).resolve().parents[2] / "dagster_home" / "postgres" / "dagster.yaml"
 
 

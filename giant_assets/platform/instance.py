@@ -24,6 +24,7 @@ from dagster import DagsterEventType, DagsterInstance, EventLogEntry
 from dagster._core.instance.ref import InstanceRef
 
 from giant_assets.platform.instance_storage import storage_defaults
+from giant_assets.platform.postgres_pool import keep_connections
 
 Event = DagsterEventType
 STARTS = frozenset({Event.RUN_START, Event.STEP_START, Event.STEP_RESTARTED})
@@ -36,6 +37,7 @@ class GiantInstance(DagsterInstance):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        keep_connections(self)  # PostgreSQL storages: a kept connection each (postgres_pool.py)
         self._partitions_lock = threading.Lock()
         self._executing: set[tuple[str, str | None]] = set()  # (run id, step key or None for the run)
         self._existing: set[tuple[str, str]] = set()  # (partitions definition, key) found while executing
