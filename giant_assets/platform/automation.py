@@ -42,15 +42,18 @@ A new ``benchmark_items`` alone launches nothing: a cell's results are rebuilt o
 by re-running the cell (what ``leaderboard_stale`` says), and that update then re-renders its viewer;
 so no run starts for a cell whose results answer another item set (a switch from the sample CSV)."""
 
-AUTOMATION_INTERVAL_S = sensor_interval(15)
 
-automation_sensor = AutomationConditionSensorDefinition(
-    "results_automation",
-    target=AssetSelection.assets(
-        "leaderboard", "leaderboard_long", "leaderboard_stale", "experiment_comparisons", "paper_figures"
+def make_automation_sensor() -> AutomationConditionSensorDefinition:
+    """The sensor evaluating these conditions, every 15 s (``GIANT_SENSOR_INTERVAL_S``, read now)."""
+    return AutomationConditionSensorDefinition(
+        "results_automation",
+        target=AssetSelection.assets(
+            "leaderboard", "leaderboard_long", "leaderboard_stale", "experiment_comparisons", "paper_figures"
+        )
+        | AssetSelection.assets("trajectory_viewer"),
+        default_status=DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=sensor_interval(15),
+        description=(
+            "materializes the leaderboard, comparisons and viewer as the results cells they read land"
+        ),
     )
-    | AssetSelection.assets("trajectory_viewer"),
-    default_status=DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=AUTOMATION_INTERVAL_S,
-    description="materializes the leaderboard, comparisons and viewer as the results cells they read land",
-)

@@ -1,7 +1,8 @@
 """The one Definitions object of the code location: assets, checks, sensors and resources.
 
-Nothing here reads the environment: resources resolve their ``GIANT_*`` variables when used (see
-``giant_assets.core.settings`` for the list).
+Only the sensors' interval (``GIANT_SENSOR_INTERVAL_S``, when set) is read from the environment here,
+as the sensors are made; resources resolve their ``GIANT_*`` variables when used (see
+``giant_assets.core.settings`` for the list). The modules this imports read none while importing.
 """
 
 from giant_assets.core import heap
@@ -11,7 +12,7 @@ with heap.loading():  # no garbage collection during these imports; what they ma
     from dagster import AssetSelection, Definitions, ExecutorDefinition, PartitionedConfig, define_asset_job
 
     from giant_assets.platform.assets.figures import paper_figures
-    from giant_assets.platform.assets.grading import GRADING_ASSETS, GRADING_SENSORS
+    from giant_assets.platform.assets.grading import GRADING_ASSETS, make_submissions_sensor
     from giant_assets.platform.assets.ingest import benchmark_items, multipathqa_csv
     from giant_assets.platform.assets.inventory import slide_inventory
     from giant_assets.platform.assets.leaderboard import experiment_comparisons, leaderboard
@@ -21,14 +22,14 @@ with heap.loading():  # no garbage collection during these imports; what they ma
     from giant_assets.platform.assets.reviews import pathologist_reviews, review_metrics
     from giant_assets.platform.assets.roi import roi_evaluation
     from giant_assets.platform.assets.scores import benchmark_metrics, item_predictions
-    from giant_assets.platform.automation import automation_sensor
+    from giant_assets.platform.automation import make_automation_sensor
     from giant_assets.platform.batch_sensor import make_batch_rounds_sensor
     from giant_assets.platform.checks import ITEM_CHECKS, RESULT_CHECKS
     from giant_assets.platform.executor import in_process_or_multiprocess
     from giant_assets.platform.io_manager import ParquetDuckDBIOManager
     from giant_assets.platform.partitions import results_partitions, split_key
     from giant_assets.platform.resources import ExperimentsResource, MultiPathQAResource, StorageResource
-    from giant_assets.platform.sensors import SENSORS
+    from giant_assets.platform.sensors import make_experiments_sensor
 
 storage = StorageResource()
 
@@ -83,7 +84,13 @@ evaluate_cell = define_asset_job(
     partitions_def=results_partitions,
     config=cell_config({}),
 )
-ALL_SENSORS = [*SENSORS, *GRADING_SENSORS, make_batch_rounds_sensor(evaluate_cell), automation_sensor]
+# each reads its interval (GIANT_SENSOR_INTERVAL_S) here, as the code location loads
+ALL_SENSORS = [
+    make_experiments_sensor(),
+    make_submissions_sensor(),
+    make_batch_rounds_sensor(evaluate_cell),
+    make_automation_sensor(),
+]
 RESOURCES = {
     "io_manager": ParquetDuckDBIOManager(storage=storage),
     "storage": storage,

@@ -8,6 +8,7 @@ the file keeps its partition (and its files) and an experiment is listed as remo
 from dagster import (
     DagsterInstance,
     DefaultSensorStatus,
+    SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
@@ -98,12 +99,11 @@ def prune_benchmarks(instance: DagsterInstance, experiments: DeclaredExperiments
     return _prune(instance, BENCHMARK, removed_benchmarks(instance, experiments))
 
 
-@sensor(minimum_interval_seconds=sensor_interval(30), default_status=DefaultSensorStatus.RUNNING)
-def experiments_sensor(context: SensorEvaluationContext, experiments: ExperimentsResource):
-    """Adds a partition for every experiment and every benchmark (built-in or declared) of the experiments
-    file (a bad file fails here, naming the file, experiment or benchmark and field). It launches no run,
-    so Dagster records every tick as skipped: the tick that adds partitions says so in its reason (the
-    daemon's log line)."""
+def experiments_tick(context: SensorEvaluationContext, experiments: ExperimentsResource):
+    """One tick of ``experiments_sensor``: adds a partition for every experiment and every benchmark
+    (built-in or declared) of the experiments file (a bad file fails here, naming the file, experiment or
+    benchmark and field). It launches no run, so Dagster records every tick as skipped: the tick that
+    adds partitions says so in its reason (the daemon's log line)."""
     added = new_experiments(context.instance, experiments)
     benchmarks = new_benchmarks(context.instance, experiments)
     if not added and not benchmarks:
@@ -124,4 +124,10 @@ def experiments_sensor(context: SensorEvaluationContext, experiments: Experiment
     )
 
 
-SENSORS = [experiments_sensor]
+def make_experiments_sensor() -> SensorDefinition:
+    """``experiments_sensor``, every 30 s (``GIANT_SENSOR_INTERVAL_S``, read now)."""
+    return sensor(
+        name="experiments_sensor",
+        minimum_interval_seconds=sensor_interval(30),
+        default_status=DefaultSensorStatus.RUNNING,
+    )(experiments_tick)

@@ -23,10 +23,9 @@ from giant_assets.core.storage import ParquetStore
 from giant_assets.grading.submissions import partition_key_for, submission_files
 from giant_assets.platform.assets.grading import (
     GRADING_ASSETS,
-    GRADING_SENSORS,
     graded_submissions,
+    make_submissions_sensor,
     submission_partitions,
-    submissions_sensor,
 )
 from giant_assets.platform.resources import StorageResource
 from tests.grading.conftest import make_items, write_submission
@@ -60,7 +59,7 @@ def grade_partitions(root: Path, keys: list[str]):
 
 
 def test_exports() -> None:
-    assert [graded_submissions] == GRADING_ASSETS and [submissions_sensor] == GRADING_SENSORS
+    assert [graded_submissions] == GRADING_ASSETS and make_submissions_sensor().name == "submissions_sensor"
     assert submission_partitions.name == "submissions"
 
 
@@ -140,7 +139,7 @@ def test_sensor_adds_partitions_and_requests_runs(root: Path) -> None:
 
     def tick(cursor: str | None):
         ctx = build_sensor_context(instance=instance, cursor=cursor, resources={"storage": storage})
-        return submissions_sensor(ctx)
+        return make_submissions_sensor()(ctx)
 
     assert isinstance(tick(None), SkipReason)
     write_submission(sub / "gtex__a.csv", ["x"], [1])

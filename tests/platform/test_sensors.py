@@ -14,7 +14,7 @@ from giant_assets.experiments.declared import ExperimentsFileError
 from giant_assets.multipathqa.benchmarks import BENCHMARK_NAMES
 from giant_assets.platform.partitions import BENCHMARK, EXPERIMENT
 from giant_assets.platform.resources import ExperimentsResource
-from giant_assets.platform.sensors import experiments_sensor, sync_experiments
+from giant_assets.platform.sensors import make_experiments_sensor, sync_experiments
 from tests.support.dagster_env import write_experiments
 from tests.support.warm_start.server import warm_code
 
@@ -23,7 +23,7 @@ def evaluate(instance: DagsterInstance, path: Path):
     context = build_sensor_context(
         instance=instance, resources={"experiments": ExperimentsResource(path=str(path))}
     )
-    return experiments_sensor(context)
+    return make_experiments_sensor()(context)
 
 
 def test_new_experiments_become_partitions_and_none_is_removed(tmp_path: Path) -> None:

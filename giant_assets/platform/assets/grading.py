@@ -19,6 +19,7 @@ from dagster import (
     Failure,
     MetadataValue,
     RunRequest,
+    SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
@@ -91,11 +92,9 @@ def graded_submissions(
     return reports_to_frame(reports).assign(partition_key=key, submission_file=path.name)
 
 
-@sensor(asset_selection=[graded_submissions], minimum_interval_seconds=sensor_interval(30))
-def submissions_sensor(
-    context: SensorEvaluationContext, storage: StorageResource
-) -> SensorResult | SkipReason:
-    """Adds a partition per new submission file and requests a run for every new or rewritten file.
+def submissions_tick(context: SensorEvaluationContext, storage: StorageResource) -> SensorResult | SkipReason:
+    """One tick of ``submissions_sensor``: adds a partition per new submission file and requests a run
+    for every new or rewritten file.
 
     The cursor maps partition key → file signature (mtime, size), so a file still being copied in is
     graded again once it is complete; run keys carry the signature, so a run is never requested twice.
@@ -115,5 +114,13 @@ def submissions_sensor(
     )
 
 
+def make_submissions_sensor() -> SensorDefinition:
+    """``submissions_sensor``, every 30 s (``GIANT_SENSOR_INTERVAL_S``, read now)."""
+    return sensor(
+        name="submissions_sensor",
+        asset_selection=[graded_submissions],
+        minimum_interval_seconds=sensor_interval(30),
+    )(submissions_tick)
+
+
 GRADING_ASSETS = [graded_submissions]
-GRADING_SENSORS = [submissions_sensor]

@@ -95,28 +95,25 @@ PRELOAD = (
     "tabulate",
 )
 PACKAGE = "giant_assets"
-# then the package's own modules that loading its code location imports (~0.2 of the ~0.27 CPU-seconds
-# each `dagster` command, code server and run worker spends importing the package): those that read no
-# environment variable and start no thread while importing. Not the sensors and the modules importing
-# them (they read GIANT_SENSOR_INTERVAL_S, which the daemon tests set), nor definitions itself. A command
-# whose sys.path finds another copy of the package runs cold (``cold_reason``).
+# then the package's own modules that loading its code location imports (~0.27 CPU-seconds of each
+# `dagster` command, code server and run worker), all but definitions.py itself (which reads the sensors'
+# interval as it makes them), and what the other commands import most. They read no environment variable
+# while importing (checked by ``preload``: a command with another value would run cold) and start no
+# thread. A command whose sys.path finds another copy of the package runs cold (``cold_reason``).
 PACKAGE_PRELOAD = (
-    "giant_assets.platform.assets.inventory",
-    "giant_assets.platform.assets.path_review",
-    "giant_assets.platform.assets.predictions",
-    "giant_assets.platform.assets.reviews",
-    "giant_assets.platform.assets.roi",
-    "giant_assets.platform.assets.scores",
-    "giant_assets.platform.executor",
-    "giant_assets.platform.io_manager",
-    "giant_assets.platform.partitions",
-    "giant_assets.platform.resources",
-    "giant_assets.eval.figures",
+    *(f"giant_assets.platform.assets.{name}" for name in (
+        "figures", "grading", "ingest", "inventory", "leaderboard", "path_review", "predictions", "report",
+        "reviews", "roi", "scores",
+    )),
+    *(f"giant_assets.platform.{name}" for name in (
+        "automation", "batch_sensor", "checks", "executor", "io_manager", "partitions", "resources",
+        "sensors",
+    )),
+    "giant_assets.agents.giant",
     "giant_assets.report.charts",
     "giant_assets.report.viewer.site",
-    "giant_assets.agents.giant",
     "giant_assets.grading.grade",
-)
+)  # fmt: skip
 # PYTHON* variables a command may set for itself (the others, PYTHONHASHSEED, PYTHONUTF8..., shape the
 # interpreter at start-up: a command that sets them otherwise runs cold)
 PER_COMMAND = ("PYTHONPATH", "PYTHONWARNINGS", "PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING")
@@ -184,10 +181,16 @@ def preload() -> tuple[dict[str, str | None], list]:
     environ = os.environ
     environ.__class__ = _RecordingEnviron
     try:
-        for name in (*PRELOAD, *PACKAGE_PRELOAD):
+        for name in PRELOAD:
+            importlib.import_module(name)
+        libraries = set(_RecordingEnviron.read)
+        for name in PACKAGE_PRELOAD:
             importlib.import_module(name)
     finally:
         environ.__class__ = os._Environ  # type: ignore[attr-defined]
+    own = sorted(key for key in _RecordingEnviron.read - libraries if key.startswith("GIANT_"))
+    if own:  # every command setting it would run cold: read it where it is used, not while importing
+        raise RuntimeError(f"the package's preloaded modules read {own} while importing")
     added = list(warnings.filters[: len(warnings.filters) - len(DEFAULT_FILTERS)])
     if warnings.filters[len(added) :] != DEFAULT_FILTERS:
         raise RuntimeError("a preloaded library changed the default warnings filters")
