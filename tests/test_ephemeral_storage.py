@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -28,6 +27,7 @@ from dagster._core.storage.runs.in_memory import InMemoryRunStorage
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+from tests.support.concurrent_events import report_from_threads
 from tests.support.ephemeral_storage import KeptEventLogStorage, KeptRunStorage
 
 LETTERS = StaticPartitionsDefinition(["a", "b"])
@@ -121,24 +121,7 @@ def test_the_suites_ephemeral_instances_store_what_dagsters_store_on_far_fewer_c
 def test_threads_share_one_instance_each_on_its_own_kept_connection(caplog: pytest.LogCaptureFixture) -> None:
     with DagsterInstance.ephemeral() as instance:
         storage = instance.event_log_storage
-        errors: list[BaseException] = []
-
-        def report(i: int) -> None:
-            try:
-                for n in range(10):
-                    instance.report_runless_asset_event(AssetMaterialization(f"t{i}", metadata={"n": n}))
-            except BaseException as exc:  # pragma: no cover - shown by the assert
-                errors.append(exc)
-
-        threads = [threading.Thread(target=report, args=(i,)) for i in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors
-        for i in range(6):
-            latest = instance.get_latest_materialization_event(AssetKey(f"t{i}")).asset_materialization
-            assert latest.metadata["n"].value == 9
+        report_from_threads(instance)
         kept = [conn.connection.dbapi_connection for conn in storage._kept._opened]
         assert 6 <= len(kept) <= 7  # one per reporting thread, and this thread's reads
     for conn in kept:  # closed (by this thread) when the instance was disposed, without an error logged

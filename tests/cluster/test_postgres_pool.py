@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from sqlalchemy.pool import NullPool, QueuePool
 from giant_assets.cluster.servers import LocalServer
 from giant_assets.core.settings import POSTGRES_URL_ENV
 from giant_assets.platform.instance import GiantInstance
+from tests.support.concurrent_events import report_from_threads
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,24 +78,7 @@ def test_dagsters_own_storage_opens_a_connection_per_use(postgres_server: LocalS
 def test_threads_at_once_each_get_a_connection_and_one_stays(
     instance: GiantInstance, postgres_server: LocalServer
 ) -> None:
-    errors: list[BaseException] = []
-
-    def report(i: int) -> None:
-        try:
-            for n in range(10):
-                instance.report_runless_asset_event(AssetMaterialization(f"t{i}", metadata={"n": n}))
-        except BaseException as exc:  # pragma: no cover - shown by the assert
-            errors.append(exc)
-
-    threads = [threading.Thread(target=report, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
-    for i in range(6):
-        latest = instance.get_latest_materialization_event(AssetKey(f"t{i}")).asset_materialization
-        assert latest.metadata["n"].value == 9
+    report_from_threads(instance)
     pool = instance.event_log_storage._engine.pool
     assert pool.checkedout() == 0 and pool.checkedin() == 1  # the others were closed after their use
 
