@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import logging
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -139,6 +140,37 @@ def test_threads_share_one_instance_each_on_its_own_kept_connection(caplog: pyte
         with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
             conn.execute("select 1")
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+
+
+def test_storages_never_disposed_close_without_an_error_when_another_thread_collects_them(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Instances nobody disposes (``materialize()`` without one) are closed by the garbage collector, in
+    whichever thread triggers it: Dagster's own storages then log "Exception during reset" (their
+    connections carry SQLite's same-thread check); the kept ones log nothing."""
+
+    def collect_in_another_thread(make: type) -> list[logging.LogRecord]:
+        gc.collect()
+        caplog.clear()
+        gc.disable()
+        try:
+            for _ in range(3):
+                storage = make()
+                storage.cycle = storage  # freed only by a collection
+                use = storage.index_connection if hasattr(storage, "index_connection") else storage.connect
+                with use():
+                    pass
+            del storage
+            collector = threading.Thread(target=gc.collect)
+            collector.start()
+            collector.join()
+        finally:
+            gc.enable()
+        return [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+    assert collect_in_another_thread(InMemoryEventLogStorage)  # the oracle: Dagster's own logs errors
+    assert collect_in_another_thread(KeptEventLogStorage) == []
+    assert collect_in_another_thread(KeptRunStorage) == []
 
 
 def test_a_use_inside_a_use_gets_its_own_connection_and_the_kept_one_is_used_after() -> None:

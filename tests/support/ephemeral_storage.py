@@ -3,12 +3,14 @@
 Most in-process tests run on an ephemeral instance (``materialize()`` without an instance makes one,
 ``DagsterInstance.ephemeral()``): its runs and events live in two in-memory SQLite databases. Dagster 1.13
 opens a new connection for every statement there (``NullPool``) and runs ``PRAGMA journal_mode=WAL`` and
-``PRAGMA foreign_keys=ON`` on it first; a cell's materialization opens ~190 of them, and asks the event
-database whether a table exists (a reflection) again each time. Here each thread keeps one connection
-per database and runs the foreign-keys pragma once on it (WAL does nothing to an in-memory database: its
-journal stays ``memory``), and a table found is remembered (tables are only ever added). The statements,
-their transactions and the event log's lock are Dagster's own; a thread whose kept connection is still
-in a transaction (a use inside a use) gets a fresh connection, as Dagster would give it.
+``PRAGMA foreign_keys=ON`` on it first (~70 connections for a materialization of two small assets), and
+asks the event database whether a table exists (a reflection) again each time. Here each thread keeps one
+connection per database and runs the foreign-keys pragma once on it (WAL does nothing to an in-memory
+database: its journal stays ``memory``), and a table found is remembered (tables are only ever added). The
+statements, their transactions and the event log's lock are Dagster's own; a thread whose kept connection
+is still in a transaction (a use inside a use) gets a fresh connection, as Dagster would give it. Every
+connection (the one holding the database open too) is made without SQLite's same-thread check: closed by
+the instance's disposal or by the garbage collector in any thread, it logs nothing.
 
 The product never runs on an ephemeral instance (its own SQLite storage is
 ``giant_assets/platform/instance_storage.py``). ``tests/conftest.py`` installs these classes in every
@@ -33,8 +35,8 @@ from sqlalchemy.pool import NullPool
 class KeptConnections:
     """One connection per thread to the database of an engine's URL, opened on the thread's first use.
 
-    Opened without SQLite's same-thread check, so that the instance's disposal, in whichever thread, can
-    close them all; each is used only by the thread that opened it.
+    Opened without SQLite's same-thread check, so that the instance's disposal or the garbage collector,
+    in whichever thread, can close them all; each is used only by the thread that opened it.
     """
 
     def __init__(self, engine: Callable[[], Engine]) -> None:
@@ -57,11 +59,24 @@ class KeptConnections:
         with conn.begin():
             yield conn
 
-    def _open(self) -> Connection:
+    def engine(self) -> Engine:
+        """The database's engine, its connections made without the same-thread check."""
         if self._engine is None:
             url = self._dagster_engine().url
             self._engine = create_engine(url, poolclass=NullPool, connect_args={"check_same_thread": False})
-        conn = self._engine.connect()
+        return self._engine
+
+    def adopt(self, storage: InMemoryEventLogStorage | InMemoryRunStorage) -> None:
+        """Give the storage this engine, and a connection of it to hold the database open, instead of
+        Dagster's (made with the check: an instance never disposed, collected by a garbage collection
+        another thread triggers, would log SQLAlchemy's "Exception during reset" for it)."""
+        held = self.engine().connect()  # opened before Dagster's closes: the database stays
+        storage._held_conn.close()
+        storage._held_conn = held
+        storage._engine = self.engine()
+
+    def _open(self) -> Connection:
+        conn = self.engine().connect()
         conn.exec_driver_sql("PRAGMA foreign_keys=ON").close()
         conn.commit()
         with self._lock:
@@ -84,6 +99,7 @@ class KeptEventLogStorage(InMemoryEventLogStorage):
         self._kept = KeptConnections(lambda: self._engine)  # before Dagster's __init__ stores a preload
         self._tables: set[str] = set()
         super().__init__(inst_data, preload)
+        self._kept.adopt(self)
 
     @contextmanager
     def _connect(self) -> Iterator[Connection]:
@@ -109,6 +125,7 @@ class KeptRunStorage(InMemoryRunStorage):
     def __init__(self, preload=None) -> None:
         self._kept = KeptConnections(lambda: self._engine)
         super().__init__(preload)
+        self._kept.adopt(self)
 
     @contextmanager
     def connect(self) -> Iterator[Connection]:
