@@ -182,3 +182,25 @@ def test_building_a_giant_agent_without_truth_labels_imports_no_pandas() -> None
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"agent": "GiantAgent", "pandas": False}
+
+
+INSTANCE_CHILD = """
+import json, shutil, sys
+from dagster import DagsterInstance
+from dagster._core.instance.ref import InstanceRef
+shutil.copyfile(sys.argv[2], sys.argv[1] + "/dagster.yaml")
+with DagsterInstance.from_ref(InstanceRef.from_dir(sys.argv[1])) as instance:
+    print(json.dumps([type(instance).__name__, "dagster_postgres" in sys.modules]))
+"""
+
+
+def test_an_instance_on_sqlite_imports_no_postgres_library(tmp_path: Path) -> None:
+    """Every run worker and command opens the instance: on SQLite (the default) the PostgreSQL pool
+    (platform/postgres_pool.py) must not import dagster_postgres (~0.6 CPU-s)."""
+    assert importlib.util.find_spec("dagster_postgres") is not None
+    proc = subprocess.run(
+        [sys.executable, "-c", INSTANCE_CHILD, str(tmp_path), str(REPO / "dagster_home" / "dagster.yaml")],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == ["GiantInstance", False]
