@@ -84,7 +84,17 @@ def env_flag(name: str, default: bool) -> bool:
     raise ValueError(f"{name}={text!r}: expected 1/true/yes/on or 0/false/no/off")
 
 
+MAX_SENSOR_INTERVAL_S = 86_400
+
+
 def sensor_interval(default: int) -> int:
     """A sensor's ``minimum_interval_seconds``: ``GIANT_SENSOR_INTERVAL_S`` when set (read as the code
-    location loads its definitions; at least 1), else ``default``. Tests shorten it to wait less."""
-    return max(1, round(env_seconds(SENSOR_INTERVAL_ENV, default)))
+    location loads its definitions; at least 1, at most a day), else ``default``. Tests shorten it to
+    wait less."""
+    seconds = env_seconds(SENSOR_INTERVAL_ENV, default)
+    if not seconds <= MAX_SENSOR_INTERVAL_S:  # inf, 1e308: no sensor that never ticks
+        raise ValueError(
+            f"{SENSOR_INTERVAL_ENV}={os.environ.get(SENSOR_INTERVAL_ENV)!r}: expected at most "
+            f"{MAX_SENSOR_INTERVAL_S} seconds (a day)"
+        )
+    return max(1, round(seconds))

@@ -88,3 +88,9 @@ def test_the_sensors_tick_at_their_own_pace_unless_the_environment_shortens_it(m
     monkeypatch.setenv(SENSOR_INTERVAL_ENV, "soon")
     with pytest.raises(ValueError, match="GIANT_SENSOR_INTERVAL_S='soon'"):
         sensor_interval(30)
+    monkeypatch.setenv(SENSOR_INTERVAL_ENV, "86400")
+    assert sensor_interval(30) == 86400
+    for hostile in ("inf", "1e308", "1e5000", "86401"):  # a clear error naming it, not an OverflowError
+        monkeypatch.setenv(SENSOR_INTERVAL_ENV, hostile)
+        with pytest.raises(ValueError, match=f"GIANT_SENSOR_INTERVAL_S='{hostile}': expected at most 86400"):
+            sensor_interval(30)
